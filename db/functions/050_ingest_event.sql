@@ -1,0 +1,46 @@
+CREATE OR REPLACE FUNCTION metastore.ingest_event(
+    p_body             bytea,
+    p_source_kind      text DEFAULT 'unauthenticated',
+    p_source_principal text DEFAULT NULL,
+    OUT status         text,
+    OUT event_id       bigint,
+    OUT error_code     text,
+    OUT error_message  text
+)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_payload   jsonb;
+    v_duplicate boolean;
+    v_detail    text;
+BEGIN
+    BEGIN
+        v_payload := convert_from(p_body, 'UTF8')::jsonb;
+        SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
+          FROM metastore.store_event(v_payload, p_source_kind, p_source_principal) AS s;
+        status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
+    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+        -- The client's mistake: nothing of the event is kept but, if it was JSON, a record of why.
+        GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+        IF v_detail <> '' THEN
+            error_message := error_message || ': ' || v_detail;
+        END IF;
+        status := 'rejected';
+        event_id := NULL;
+        IF v_payload IS NOT NULL THEN
+            INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
+            VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
+        END IF;
+    END;
+END
+$fn$;
+
+COMMENT ON FUNCTION metastore.ingest_event(bytea, text, text) IS
+    'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event '
+    'was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says '
+    'why; well-formed JSON is kept in metastore.rejected_events). Rejection codes: 22021 not UTF-8; '
+    '22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.store_event.';
+
+REVOKE ALL ON FUNCTION metastore.ingest_event(bytea, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) TO metastore_app;

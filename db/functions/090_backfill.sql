@@ -1,0 +1,97 @@
+-- Rebuilds the derived tables from metastore.events. A procedure, not a function,
+-- so that it can commit between batches: a function runs in one transaction.
+-- No SET clause and no SECURITY DEFINER: PostgreSQL forbids both with COMMIT inside.
+CREATE OR REPLACE PROCEDURE metastore.backfill(p_batch_size integer DEFAULT 10000)
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    v_last  bigint := 0;
+    v_high  bigint;
+    v_done  bigint := 0;
+BEGIN
+    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_batch_size must be a positive number';
+    END IF;
+
+    DROP TABLE IF EXISTS pg_temp.backfill_seen, pg_temp.backfill_mentions;
+    CREATE TEMP TABLE backfill_seen (event_id bigint PRIMARY KEY);
+    CREATE TEMP TABLE backfill_mentions (
+        event_id bigint, event_time timestamptz, namespace text, name text, direction text,
+        symlink_of_namespace text, symlink_of_name text, symlink_type text);
+
+    -- 1. Extract every stored event, a batch per transaction; live tables are untouched.
+    LOOP
+        SELECT max(b.id) INTO v_high
+          FROM (SELECT e.id FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT p_batch_size) AS b;
+        EXIT WHEN v_high IS NULL;
+        INSERT INTO pg_temp.backfill_seen SELECT e.id FROM metastore.events AS e WHERE e.id > v_last AND e.id <= v_high;
+        INSERT INTO pg_temp.backfill_mentions
+        SELECT e.id, e.event_time, x.*
+          FROM metastore.events AS e
+         CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x
+         WHERE e.id > v_last AND e.id <= v_high;
+        GET DIAGNOSTICS v_done = ROW_COUNT;
+        v_last := v_high;
+        RAISE NOTICE 'backfill: read events up to id %', v_last;
+        COMMIT;
+    END LOOP;
+
+    -- 2. Hold off new events while the rest is read and the result swapped in.
+    LOCK TABLE metastore.events IN SHARE MODE;
+    INSERT INTO pg_temp.backfill_mentions
+    SELECT e.id, e.event_time, x.*
+      FROM metastore.events AS e
+     CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_seen AS s WHERE s.event_id = e.id);
+
+    -- 3. Datasets keep their ids; what no event mentions any more goes last.
+    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen)
+    SELECT m.namespace, m.name,
+           CASE WHEN bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+           min(m.event_time), max(m.event_time)
+      FROM pg_temp.backfill_mentions AS m
+     GROUP BY m.namespace, m.name
+    ON CONFLICT (namespace, name) DO UPDATE
+       SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen
+     WHERE (d.kind, d.first_seen, d.last_seen) IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen);
+
+    CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
+    SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction
+      FROM pg_temp.backfill_mentions AS m
+      JOIN metastore.datasets AS d ON d.namespace = m.namespace AND d.name = m.name;
+    DELETE FROM metastore.event_datasets AS t
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_links AS n
+                        WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction);
+    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
+    SELECT n.event_id, n.dataset_id, n.direction FROM pg_temp.backfill_links AS n
+    ON CONFLICT DO NOTHING;
+
+    CREATE TEMP TABLE backfill_symlinks ON COMMIT DROP AS
+    SELECT DISTINCT c.id AS dataset_id, s.id AS symlink_id, m.symlink_type AS type
+      FROM pg_temp.backfill_mentions AS m
+      JOIN metastore.datasets AS s ON s.namespace = m.namespace AND s.name = m.name
+      JOIN metastore.datasets AS c ON c.namespace = m.symlink_of_namespace AND c.name = m.symlink_of_name
+     WHERE m.symlink_of_namespace IS NOT NULL;
+    DELETE FROM metastore.dataset_symlinks AS t
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_symlinks AS n
+                        WHERE n.dataset_id = t.dataset_id AND n.symlink_id = t.symlink_id AND n.type = t.type);
+    INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
+    SELECT n.dataset_id, n.symlink_id, n.type FROM pg_temp.backfill_symlinks AS n
+    ON CONFLICT DO NOTHING;
+
+    DELETE FROM metastore.datasets AS d
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
+
+    DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
+    COMMIT;
+END
+$fn$;
+
+COMMENT ON PROCEDURE metastore.backfill(integer) IS
+    'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as '
+    'live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in '
+    'batches of p_batch_size, committing after each, so no transaction spans the whole table; the final '
+    'step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and '
+    'applies the result. Dataset ids are kept. Error codes: 22023 p_batch_size not positive.';
+
+REVOKE ALL ON PROCEDURE metastore.backfill(integer) FROM PUBLIC;

@@ -1,0 +1,3 @@
+from metastore.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""The `metastore` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from metastore import config as settings
+from metastore import logs, migrations
+
+log = logging.getLogger("metastore")
+
+
+def _admin_dsn(args: argparse.Namespace) -> str:
+    dsn = args.database_url or os.environ.get("METASTORE_ADMIN_DATABASE_URL", "")
+    if not dsn:
+        raise settings.ConfigError(
+            "set METASTORE_ADMIN_DATABASE_URL (or --database-url) to a role that owns the metastore schema"
+        )
+    return str(dsn)
+
+
+def serve() -> int:
+    from metastore.app import create_app
+
+    config = settings.load()
+    logs.setup(config.log_level)
+    if not config.tls:
+        log.warning("TLS is off (METASTORE_TLS=off): serving plain HTTP")
+    app = create_app(config)
+    ssl = {"cert": str(config.tls_cert), "key": str(config.tls_key)} if config.tls else None
+    app.run(
+        host=config.host,
+        port=config.port,
+        ssl=ssl,
+        single_process=True,  # one process per pod; scale out with replicas
+        access_log=False,
+        motd=False,
+    )
+    return 0
+
+
+def db(args: argparse.Namespace) -> int:
+    logs.setup(os.environ.get("METASTORE_LOG_LEVEL", "INFO").upper())
+    dsn = _admin_dsn(args)
+    if args.db_command == "deploy":
+        migrations.deploy(dsn, args.to)
+        return 0
+    if args.db_command == "revert":
+        migrations.revert(dsn, args.to)
+        return 0
+    if args.db_command == "verify":
+        failures = migrations.verify(dsn)
+        for failure in failures:
+            log.error("verify failed: %s", failure)
+        return 1 if failures else 0
+    print(json.dumps(migrations.status(dsn)))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="metastore", description="Metadata Store: OpenLineage into PostgreSQL.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", help="run the HTTP service (settings from METASTORE_* variables)")
+    commands.add_parser("settings", help="print the settings table (Markdown)")
+    db_parser = commands.add_parser("db", help="database migrations (METASTORE_ADMIN_DATABASE_URL: the owner role)")
+    db_parser.add_argument("--database-url", help="connection string of the owner role")
+    db_commands = db_parser.add_subparsers(dest="db_command", required=True)
+    deploy = db_commands.add_parser("deploy", help="apply pending changes, then re-apply db/functions")
+    deploy.add_argument("--to", type=int, default=None, help="stop at this change (default: the latest)")
+    revert = db_commands.add_parser("revert", help="revert changes newer than --to, newest first")
+    revert.add_argument("--to", type=int, required=True, help="the change to keep (0 removes everything)")
+    db_commands.add_parser("verify", help="check that the applied changes have the expected shape and grants")
+    db_commands.add_parser("status", help="print applied and pending changes as JSON")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "serve":
+            return serve()
+        if args.command == "settings":
+            print(settings.settings_table())
+            return 0
+        return db(args)
+    except settings.ConfigError as exc:
+        print(f"metastore: configuration error: {exc}", file=sys.stderr)
+        return 2

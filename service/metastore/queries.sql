@@ -1,0 +1,20 @@
+-- Every statement the service runs. Python loads them by name and passes parameters;
+-- the logic lives in the metastore.* functions these call.
+
+-- name: ingest_event
+SELECT status, event_id, error_code, error_message
+  FROM metastore.ingest_event(%(body)b::bytea, %(source_kind)s::text, %(source_principal)s::text);
+
+-- name: ingest_batch
+SELECT status, result::text
+  FROM metastore.ingest_batch(%(body)b::bytea, %(source_kind)s::text, %(source_principal)s::text);
+
+-- name: list_datasets
+SELECT metastore.list_datasets(%(limit)s::integer, %(cursor)s::text, %(namespace)s::text,
+                               %(scheme)s::text, %(kind)s::text, %(q)s::text)::text;
+
+-- name: get_dataset
+SELECT metastore.get_dataset(%(id)s::bigint, %(events_limit)s::integer)::text;
+
+-- name: schema_version
+SELECT metastore.schema_version();
