@@ -2,18 +2,21 @@ CREATE OR REPLACE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+    -- A member set to JSON null counts as absent.
     SELECT CASE
         WHEN jsonb_typeof(p_payload -> 'run') = 'object'
          AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'run'
-        WHEN p_payload -> 'run' IS NULL
+        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
          AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'job'
-        WHEN p_payload -> 'run' IS NULL AND p_payload -> 'job' IS NULL
+        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
+         AND coalesce(jsonb_typeof(p_payload -> 'job'), 'null') = 'null'
          AND jsonb_typeof(p_payload -> 'dataset') = 'object' THEN 'dataset'
     END
 $fn$;
 
 COMMENT ON FUNCTION metastore.event_kind(jsonb) IS
     'OpenLineage event kind, told apart by shape as the spec does: run (run and job objects), '
-    'job (job without run), dataset (dataset without run or job); null when it is none of them.';
+    'job (job without run), dataset (dataset without run or job); null when it is none of them. '
+    'A member set to JSON null counts as absent.';
 
 REVOKE ALL ON FUNCTION metastore.event_kind(jsonb) FROM PUBLIC;

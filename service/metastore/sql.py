@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
-from typing import LiteralString, cast
+from typing import LiteralString
 
 _HEADER = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
@@ -30,5 +30,6 @@ def _queries(file: str) -> dict[str, str]:
 
 
 def query(name: str, file: str = "queries") -> LiteralString:
-    # The text comes from a file in the package, never from a request.
-    return cast(LiteralString, _queries(file)[name])
+    # LiteralString: the text comes from a file in the package, never from a request.
+    statement: LiteralString = _queries(file)[name]  # type: ignore[assignment,unused-ignore]
+    return statement

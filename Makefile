@@ -1,0 +1,44 @@
+# Run `make` for the list of targets.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
+
+$(PY): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(PY)
+
+venv: $(PY) ## create the virtualenv with the service and its development tools
+
+dev: $(PY) ## run the service on http://127.0.0.1:8080 against a local embedded PostgreSQL
+	$(PY) -m metastore.dev
+
+test: $(PY) ## run the tests (each starts its own throwaway PostgreSQL)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(PY) ## ruff, ruff format and mypy
+	$(VENV)/bin/ruff check service tests
+	$(VENV)/bin/ruff format --check service tests
+	$(VENV)/bin/mypy
+
+format: $(PY) ## apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix service tests
+	$(VENV)/bin/ruff format service tests
+
+schema: $(PY) ## rewrite db/schema.sql from a fresh deploy (commit it with the change)
+	$(PY) -m tests.schema_dump
+
+settings: $(PY) ## print the settings table for the README
+	$(PY) -m metastore settings
+
+clean-dev: ## delete the development database in .dev/
+	rm -rf .dev
+
+.PHONY: help venv dev test lint format schema settings clean-dev

@@ -1,0 +1,819 @@
+CREATE SCHEMA metastore;
+
+COMMENT ON SCHEMA metastore IS 'Metadata Store: raw OpenLineage events and the datasets derived from them. Tables are for DBAs; applications use the functions and the *_view views.';
+
+CREATE SCHEMA metastore_migrations;
+
+CREATE TYPE metastore_migrations.schema_version_type AS ENUM (
+    'auto',
+    'manual'
+);
+
+CREATE PROCEDURE metastore.backfill(IN p_batch_size integer DEFAULT 10000)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+    v_last  bigint := 0;
+    v_high  bigint;
+    v_done  bigint := 0;
+BEGIN
+    IF p_batch_size IS NULL OR p_batch_size < 1 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_batch_size must be a positive number';
+    END IF;
+
+    DROP TABLE IF EXISTS pg_temp.backfill_seen, pg_temp.backfill_mentions;
+    CREATE TEMP TABLE backfill_seen (event_id bigint PRIMARY KEY);
+    CREATE TEMP TABLE backfill_mentions (
+        event_id bigint, event_time timestamptz, namespace text, name text, direction text,
+        symlink_of_namespace text, symlink_of_name text, symlink_type text);
+
+    -- 1. Extract every stored event, a batch per transaction; live tables are untouched.
+    LOOP
+        SELECT max(b.id) INTO v_high
+          FROM (SELECT e.id FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT p_batch_size) AS b;
+        EXIT WHEN v_high IS NULL;
+        INSERT INTO pg_temp.backfill_seen SELECT e.id FROM metastore.events AS e WHERE e.id > v_last AND e.id <= v_high;
+        INSERT INTO pg_temp.backfill_mentions
+        SELECT e.id, e.event_time, x.*
+          FROM metastore.events AS e
+         CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x
+         WHERE e.id > v_last AND e.id <= v_high;
+        GET DIAGNOSTICS v_done = ROW_COUNT;
+        v_last := v_high;
+        RAISE NOTICE 'backfill: read events up to id %', v_last;
+        COMMIT;
+    END LOOP;
+
+    -- 2. Hold off new events while the rest is read and the result swapped in.
+    LOCK TABLE metastore.events IN SHARE MODE;
+    INSERT INTO pg_temp.backfill_mentions
+    SELECT e.id, e.event_time, x.*
+      FROM metastore.events AS e
+     CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_seen AS s WHERE s.event_id = e.id);
+
+    -- 3. Datasets keep their ids; what no event mentions any more goes last.
+    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen)
+    SELECT m.namespace, m.name,
+           CASE WHEN bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+           min(m.event_time), max(m.event_time)
+      FROM pg_temp.backfill_mentions AS m
+     GROUP BY m.namespace, m.name
+    ON CONFLICT (namespace, name) DO UPDATE
+       SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen
+     WHERE (d.kind, d.first_seen, d.last_seen) IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen);
+
+    CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
+    SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction
+      FROM pg_temp.backfill_mentions AS m
+      JOIN metastore.datasets AS d ON d.namespace = m.namespace AND d.name = m.name;
+    DELETE FROM metastore.event_datasets AS t
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_links AS n
+                        WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction);
+    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
+    SELECT n.event_id, n.dataset_id, n.direction FROM pg_temp.backfill_links AS n
+    ON CONFLICT DO NOTHING;
+
+    CREATE TEMP TABLE backfill_symlinks ON COMMIT DROP AS
+    SELECT DISTINCT c.id AS dataset_id, s.id AS symlink_id, m.symlink_type AS type
+      FROM pg_temp.backfill_mentions AS m
+      JOIN metastore.datasets AS s ON s.namespace = m.namespace AND s.name = m.name
+      JOIN metastore.datasets AS c ON c.namespace = m.symlink_of_namespace AND c.name = m.symlink_of_name
+     WHERE m.symlink_of_namespace IS NOT NULL;
+    DELETE FROM metastore.dataset_symlinks AS t
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_symlinks AS n
+                        WHERE n.dataset_id = t.dataset_id AND n.symlink_id = t.symlink_id AND n.type = t.type);
+    INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
+    SELECT n.dataset_id, n.symlink_id, n.type FROM pg_temp.backfill_symlinks AS n
+    ON CONFLICT DO NOTHING;
+
+    DELETE FROM metastore.datasets AS d
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
+
+    DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
+    COMMIT;
+END
+$$;
+
+COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. Error codes: 22023 p_batch_size not positive.';
+
+CREATE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- A member set to JSON null counts as absent.
+    SELECT CASE
+        WHEN jsonb_typeof(p_payload -> 'run') = 'object'
+         AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'run'
+        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
+         AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'job'
+        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
+         AND coalesce(jsonb_typeof(p_payload -> 'job'), 'null') = 'null'
+         AND jsonb_typeof(p_payload -> 'dataset') = 'object' THEN 'dataset'
+    END
+$$;
+
+COMMENT ON FUNCTION metastore.event_kind(p_payload jsonb) IS 'OpenLineage event kind, told apart by shape as the spec does: run (run and job objects), job (job without run), dataset (dataset without run or job); null when it is none of them. A member set to JSON null counts as absent.';
+
+CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS TABLE(namespace text, name text, direction text, symlink_of_namespace text, symlink_of_name text, symlink_type text)
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    -- Two names of 1000 bytes each keep a (namespace, name) index entry under
+    -- PostgreSQL's btree limit of about 2700 bytes.
+    c_max_bytes constant integer := 1000;
+    v_key       text;
+    v_direction text;
+    v_list      jsonb;
+    v_item      jsonb;
+    v_pos       bigint;
+    v_path      text;
+    v_ident     jsonb;
+BEGIN
+    FOR v_key, v_direction IN
+        SELECT k, d FROM (VALUES ('inputs', 'input'), ('outputs', 'output'), ('dataset', 'none')) AS t (k, d)
+    LOOP
+        v_list := p_payload -> v_key;
+        CONTINUE WHEN v_list IS NULL OR jsonb_typeof(v_list) = 'null';
+        IF v_key = 'dataset' THEN
+            -- Only a DatasetEvent's dataset counts; a stray "dataset" key elsewhere is ignored.
+            CONTINUE WHEN metastore.event_kind(p_payload) IS DISTINCT FROM 'dataset';
+            v_list := jsonb_build_array(v_list);
+        ELSIF jsonb_typeof(v_list) <> 'array' THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = format('"%s" must be an array of datasets, not a JSON %s', v_key, jsonb_typeof(v_list));
+        END IF;
+
+        FOR v_item, v_pos IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_list) WITH ORDINALITY AS a (e, o) LOOP
+            v_path := CASE WHEN v_key = 'dataset' THEN 'dataset' ELSE format('%s[%s]', v_key, v_pos) END;
+            IF jsonb_typeof(v_item) <> 'object' THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = '22023',
+                    MESSAGE = format('"%s" must be an object with "namespace" and "name"', v_path);
+            END IF;
+            namespace := metastore.json_text(v_item -> 'namespace', v_path || '.namespace', c_max_bytes);
+            name := metastore.json_text(v_item -> 'name', v_path || '.name', c_max_bytes);
+            direction := v_direction;
+            symlink_of_namespace := NULL;
+            symlink_of_name := NULL;
+            symlink_type := NULL;
+            RETURN NEXT;
+
+            -- Facets are free-form: a malformed identifier is skipped rather than
+            -- costing the whole event (the raw event keeps it for a later backfill).
+            CONTINUE WHEN jsonb_typeof(v_item #> '{facets,symlinks,identifiers}') IS DISTINCT FROM 'array';
+            symlink_of_namespace := v_item ->> 'namespace';
+            symlink_of_name := v_item ->> 'name';
+            FOR v_ident IN SELECT jsonb_array_elements(v_item #> '{facets,symlinks,identifiers}') LOOP
+                CONTINUE WHEN jsonb_typeof(v_ident) IS DISTINCT FROM 'object'
+                    OR jsonb_typeof(v_ident -> 'namespace') IS DISTINCT FROM 'string'
+                    OR jsonb_typeof(v_ident -> 'name') IS DISTINCT FROM 'string'
+                    OR v_ident ->> 'namespace' = '' OR v_ident ->> 'name' = ''
+                    OR octet_length(v_ident ->> 'namespace') > c_max_bytes
+                    OR octet_length(v_ident ->> 'name') > c_max_bytes
+                    OR (v_ident ->> 'namespace' = symlink_of_namespace AND v_ident ->> 'name' = symlink_of_name);
+                namespace := v_ident ->> 'namespace';
+                name := v_ident ->> 'name';
+                symlink_type := CASE WHEN jsonb_typeof(v_ident -> 'type') = 'string'
+                                     THEN left(v_ident ->> 'type', 200) ELSE '' END;
+                RETURN NEXT;
+            END LOOP;
+        END LOOP;
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), and every symlinks-facet identifier of those (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Error codes: 22023 malformed inputs/outputs/dataset; 22001 a namespace or name over 1000 bytes.';
+
+CREATE FUNCTION metastore.forbid_change() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = '55000',
+        MESSAGE = pg_catalog.format('%s.%s is append-only', TG_TABLE_SCHEMA, TG_TABLE_NAME),
+        HINT = 'Raw events are history: they are never updated or deleted row by row.';
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forbid_change() IS 'Trigger: keeps a table append-only (SQLSTATE 55000).';
+
+CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_dataset jsonb;
+BEGIN
+    IF p_events_limit IS NULL OR p_events_limit < 0 OR p_events_limit > 1000 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('events_limit must be from 0 to 1000, not %s', p_events_limit);
+    END IF;
+
+    SELECT to_jsonb(v) INTO v_dataset FROM metastore.datasets_view AS v WHERE v.id = p_id;
+    IF v_dataset IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
+    END IF;
+
+    RETURN v_dataset || jsonb_build_object(
+        'symlinks', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind, 'type', s.type)
+                       ORDER BY d.namespace, d.name, s.type), '[]')
+              FROM metastore.dataset_symlinks_view AS s
+              JOIN metastore.datasets_view AS d ON d.id = s.symlink_id
+             WHERE s.dataset_id = p_id),
+        'symlink_of', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind, 'type', s.type)
+                       ORDER BY d.namespace, d.name, s.type), '[]')
+              FROM metastore.dataset_symlinks_view AS s
+              JOIN metastore.datasets_view AS d ON d.id = s.dataset_id
+             WHERE s.symlink_id = p_id),
+        'events', (
+            -- Most recently stored first: (dataset_id, event_id) is indexed; sorting a busy
+            -- dataset's events by eventTime would read them all.
+            SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.event_id DESC), '[]')
+              FROM (SELECT e.event_id, e.direction, e.event_kind, e.event_type, e.event_time, e.run_id,
+                           e.job_namespace, e.job_name, e.received_at
+                      FROM metastore.dataset_events_view AS e
+                     WHERE e.dataset_id = p_id
+                     ORDER BY e.event_id DESC
+                     LIMIT p_events_limit) AS r));
+END
+$$;
+
+COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recently stored events (job, run, event type, direction, time). Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
+
+CREATE FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT result jsonb) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_batch     jsonb;
+    v_event     jsonb;
+    v_index     bigint;
+    v_duplicate boolean;
+    v_stored    integer := 0;
+    v_dups      integer := 0;
+    v_failed    jsonb := '[]';
+    v_code      text;
+    v_message   text;
+    v_detail    text;
+BEGIN
+    -- Whole-body errors (not UTF-8, not JSON) propagate with their SQLSTATE.
+    v_batch := convert_from(p_body, 'UTF8')::jsonb;
+    IF jsonb_typeof(v_batch) <> 'array' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('a batch must be a JSON array of OpenLineage events, not a JSON %s', jsonb_typeof(v_batch));
+    END IF;
+
+    FOR v_event, v_index IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o) LOOP
+        BEGIN
+            SELECT s.duplicate INTO v_duplicate
+              FROM metastore.store_event(v_event, p_source_kind, p_source_principal) AS s;
+            IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
+        EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+            GET STACKED DIAGNOSTICS v_code = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+            IF v_detail <> '' THEN
+                v_message := v_message || ': ' || v_detail;
+            END IF;
+            INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
+            VALUES (v_event, v_code, v_message, p_source_kind, p_source_principal);
+            v_failed := v_failed || jsonb_build_object(
+                'index', v_index, 'code', v_code, 'reason', v_message, 'retriable', false);
+        END;
+    END LOOP;
+
+    status := CASE
+        WHEN jsonb_array_length(v_failed) = 0 THEN 'success'
+        WHEN v_stored + v_dups = 0 THEN 'failure'
+        ELSE 'partial_success'
+    END;
+    result := jsonb_build_object(
+        'status', status,
+        'summary', jsonb_build_object(
+            'received', jsonb_array_length(v_batch),
+            'successful', v_stored + v_dups,
+            'stored', v_stored,
+            'duplicates', v_dups,
+            'failed', jsonb_array_length(v_failed),
+            'retriable', 0,
+            'non_retriable', jsonb_array_length(v_failed)),
+        'failed_events', v_failed);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) IS 'Ingests a JSON array of OpenLineage events (the OpenLineage batch API). Each event is stored or rejected on its own; result follows the spec''s batch response (status, summary, failed_events). status: success, partial_success, or failure (no event accepted). Error codes for the whole body: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array.';
+
+CREATE FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_payload   jsonb;
+    v_duplicate boolean;
+    v_detail    text;
+BEGIN
+    BEGIN
+        v_payload := convert_from(p_body, 'UTF8')::jsonb;
+        SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
+          FROM metastore.store_event(v_payload, p_source_kind, p_source_principal) AS s;
+        status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
+    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+        -- The client's mistake: nothing of the event is kept but, if it was JSON, a record of why.
+        GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+        IF v_detail <> '' THEN
+            error_message := error_message || ': ' || v_detail;
+        END IF;
+        status := 'rejected';
+        event_id := NULL;
+        IF v_payload IS NOT NULL THEN
+            INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
+            VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
+        END IF;
+    END;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events). Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.store_event.';
+
+CREATE FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_text text;
+BEGIN
+    IF p_value IS NULL OR jsonb_typeof(p_value) = 'null' THEN
+        IF p_required THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = format('"%s" is required and must be a non-empty string', p_path);
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(p_value) <> 'string' OR p_value #>> '{}' = '' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('"%s" must be a non-empty string, not %s', p_path, left(p_value::text, 80));
+    END IF;
+    v_text := p_value #>> '{}';
+    IF octet_length(v_text) > p_max_bytes THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22001',
+            MESSAGE = format('"%s" is %s bytes long; at most %s are accepted',
+                             p_path, octet_length(v_text), p_max_bytes);
+    END IF;
+    RETURN v_text;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) IS 'The string at p_value, or null when absent and not required. Error codes: 22023 missing or not a non-empty string; 22001 longer than p_max_bytes.';
+
+CREATE FUNCTION metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_after  jsonb := '["", ""]';
+    v_rows   jsonb;
+    v_last   jsonb;
+    v_next   text;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    IF p_kind IS NOT NULL AND p_kind NOT IN ('dataset', 'symlink') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('kind must be dataset or symlink, not "%s"', p_kind);
+    END IF;
+    IF p_cursor IS NOT NULL THEN
+        BEGIN
+            v_after := convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
+        EXCEPTION WHEN data_exception THEN
+            v_after := NULL;
+        END;
+        IF jsonb_typeof(v_after) IS DISTINCT FROM 'array' OR jsonb_array_length(v_after) <> 2
+           OR jsonb_typeof(v_after -> 0) IS DISTINCT FROM 'string'
+           OR jsonb_typeof(v_after -> 1) IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
+        END IF;
+    END IF;
+
+    -- Keyset pagination on the (namespace, name) unique index: a deep page costs what the first does.
+    SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
+      INTO v_rows
+      FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen
+              FROM metastore.datasets_view AS v
+             WHERE (v.namespace, v.name) > (v_after ->> 0, v_after ->> 1)
+               AND (p_namespace IS NULL OR v.namespace = p_namespace)
+               AND (p_scheme IS NULL OR v.scheme = lower(p_scheme))
+               AND (p_kind IS NULL OR v.kind = p_kind)
+               AND (p_q IS NULL OR strpos(lower(v.name), lower(p_q)) > 0)
+             ORDER BY v.namespace, v.name
+             LIMIT p_limit + 1) AS p;
+
+    IF jsonb_array_length(v_rows) > p_limit THEN
+        v_rows := v_rows - p_limit;
+        v_last := v_rows -> (p_limit - 1);
+        v_next := translate(encode(convert_to(jsonb_build_array(v_last -> 'namespace', v_last -> 'name')::text, 'UTF8'),
+                                   'base64'), E'+/\n', '-_');
+    END IF;
+    RETURN jsonb_build_object('datasets', v_rows, 'next_cursor', v_next);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) IS 'One page of datasets ordered by (namespace, name): {"datasets": [...], "next_cursor": text or null}. Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
+
+CREATE FUNCTION metastore.schema_version() RETURNS bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT coalesce(max(version), 0) FROM metastore_migrations.schema_version
+$$;
+
+COMMENT ON FUNCTION metastore.schema_version() IS 'The newest applied change of db/deploy; the service compares it with the version it was built for.';
+
+CREATE FUNCTION metastore.store_event(p_payload jsonb, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT event_id bigint, OUT duplicate boolean) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $_$
+DECLARE
+    v_kind      text;
+    v_time_text text;
+    v_time      timestamptz;
+    v_hash      bytea;
+    v_run_id    text;
+    v_job_ns    text;
+    v_job_name  text;
+BEGIN
+    IF jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('an OpenLineage event must be a JSON object, not a JSON %s', jsonb_typeof(p_payload));
+    END IF;
+
+    v_kind := metastore.event_kind(p_payload);
+    IF v_kind IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = 'not an OpenLineage event: it needs "run" and "job" objects (RunEvent), '
+                      'a "job" object (JobEvent) or a "dataset" object (DatasetEvent)';
+    END IF;
+
+    v_time_text := metastore.json_text(p_payload -> 'eventTime', 'eventTime', 64);
+    -- PostgreSQL also reads words like 'now' or 'epoch' as times: accept ISO 8601 only.
+    IF v_time_text !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22007',
+            MESSAGE = format('"eventTime" must be an ISO 8601 date-time such as 2024-05-01T12:00:00.000Z, not "%s"',
+                             v_time_text);
+    END IF;
+    BEGIN
+        v_time := v_time_text::timestamptz;
+    EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22007',
+            MESSAGE = format('"eventTime" is not a valid date-time: "%s"', v_time_text);
+    END;
+
+    IF v_kind = 'run' THEN
+        v_run_id := metastore.json_text(p_payload #> '{run,runId}', 'run.runId', 256);
+    END IF;
+    IF v_kind IN ('run', 'job') THEN
+        v_job_ns := metastore.json_text(p_payload #> '{job,namespace}', 'job.namespace', 1000);
+        v_job_name := metastore.json_text(p_payload #> '{job,name}', 'job.name', 1000);
+    END IF;
+
+    v_hash := sha256(convert_to(p_payload::text, 'UTF8'));
+    INSERT INTO metastore.events AS e (
+        payload, payload_sha256, event_kind, event_type, event_time, run_id, job_namespace, job_name,
+        producer, schema_url, source_kind, source_principal)
+    VALUES (
+        p_payload, v_hash, v_kind,
+        metastore.json_text(p_payload -> 'eventType', 'eventType', 64, false),
+        v_time, v_run_id, v_job_ns, v_job_name,
+        metastore.json_text(p_payload -> 'producer', 'producer', 2000, false),
+        metastore.json_text(p_payload -> 'schemaURL', 'schemaURL', 2000, false),
+        p_source_kind, p_source_principal)
+    ON CONFLICT (payload_sha256) DO NOTHING
+    RETURNING e.id INTO event_id;
+
+    IF event_id IS NULL THEN
+        -- Resent: the stored copy already carries everything derived from it.
+        SELECT e.id INTO STRICT event_id FROM metastore.events AS e WHERE e.payload_sha256 = v_hash;
+        duplicate := true;
+        RETURN;
+    END IF;
+    duplicate := false;
+
+    -- Sorted, so that concurrent events lock shared dataset rows in one order.
+    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen)
+    SELECT x.namespace, x.name,
+           CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+           v_time, v_time
+      FROM metastore.extract_datasets(p_payload) AS x
+     GROUP BY x.namespace, x.name
+     ORDER BY x.namespace, x.name
+    ON CONFLICT (namespace, name) DO UPDATE
+       SET kind = CASE WHEN d.kind = 'dataset' OR excluded.kind = 'dataset' THEN 'dataset' ELSE 'symlink' END,
+           first_seen = least(d.first_seen, excluded.first_seen),
+           last_seen = greatest(d.last_seen, excluded.last_seen)
+     WHERE (d.kind = 'symlink' AND excluded.kind = 'dataset')
+        OR d.first_seen > excluded.first_seen
+        OR d.last_seen < excluded.last_seen;
+
+    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
+    SELECT DISTINCT store_event.event_id, d.id, x.direction
+      FROM metastore.extract_datasets(p_payload) AS x
+      JOIN metastore.datasets AS d ON d.namespace = x.namespace AND d.name = x.name
+    ON CONFLICT DO NOTHING;
+
+    INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
+    SELECT DISTINCT c.id, s.id, x.symlink_type
+      FROM metastore.extract_datasets(p_payload) AS x
+      JOIN metastore.datasets AS s ON s.namespace = x.namespace AND s.name = x.name
+      JOIN metastore.datasets AS c ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
+     WHERE x.symlink_of_namespace IS NOT NULL
+    ON CONFLICT DO NOTHING;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores one OpenLineage event (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks. Raises on an invalid event; the caller decides whether to keep a record of it. Error codes: 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22001 a member too long.';
+
+CREATE TABLE metastore.event_datasets (
+    event_id bigint NOT NULL,
+    dataset_id bigint NOT NULL,
+    direction text NOT NULL,
+    CONSTRAINT event_datasets_direction_check CHECK ((direction = ANY (ARRAY['input'::text, 'output'::text, 'none'::text])))
+);
+
+COMMENT ON TABLE metastore.event_datasets IS 'Which event mentions which dataset: input (read), output (written), or none (the dataset of a DatasetEvent). Symlink identifiers are linked with the direction of the dataset that carries them.';
+
+CREATE TABLE metastore.events (
+    id bigint NOT NULL,
+    payload jsonb NOT NULL,
+    payload_sha256 bytea NOT NULL,
+    event_kind text NOT NULL,
+    event_type text,
+    event_time timestamp with time zone NOT NULL,
+    run_id text,
+    job_namespace text,
+    job_name text,
+    producer text,
+    schema_url text,
+    received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
+    source_principal text,
+    CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
+    CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
+    CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
+);
+
+COMMENT ON TABLE metastore.events IS 'Every accepted OpenLineage event, verbatim as JSONB, append-only. One row per distinct event: a resent event equal as JSON is stored once.';
+
+COMMENT ON COLUMN metastore.events.payload IS 'The event as received (JSONB: key order and whitespace are not kept).';
+
+COMMENT ON COLUMN metastore.events.payload_sha256 IS 'sha256 of payload::text, the de-duplication key.';
+
+COMMENT ON COLUMN metastore.events.event_kind IS 'run (run+job), job (job only) or dataset (dataset only): the OpenLineage event kind.';
+
+COMMENT ON COLUMN metastore.events.event_type IS 'eventType (START, RUNNING, COMPLETE, ABORT, FAIL, OTHER); null when the producer sent none.';
+
+COMMENT ON COLUMN metastore.events.event_time IS 'eventTime; a time without a zone is read as UTC.';
+
+COMMENT ON COLUMN metastore.events.run_id IS 'run.runId (text: producers do not all send UUIDs).';
+
+COMMENT ON COLUMN metastore.events.received_at IS 'When this store committed the event.';
+
+COMMENT ON COLUMN metastore.events.source_kind IS 'How the sender is known: unauthenticated (no authentication, the only kind today), inferred (derived from network facts such as a client certificate or address), authenticated (a verified principal). Reserved for when authentication exists.';
+
+COMMENT ON COLUMN metastore.events.source_principal IS 'Who sent the event when known (e.g. a user or service account); null when unauthenticated.';
+
+CREATE VIEW metastore.dataset_events_view AS
+ SELECT dataset_id,
+    event_id,
+    direction,
+    event_kind,
+    event_type,
+    event_time,
+    run_id,
+    job_namespace,
+    job_name,
+    received_at
+   FROM (metastore.event_datasets l
+     JOIN metastore.events e ON ((e.id = l.event_id)));
+
+COMMENT ON VIEW metastore.dataset_events_view IS 'Which events mention which dataset, with the event''s header.';
+
+CREATE TABLE metastore.dataset_symlinks (
+    dataset_id bigint NOT NULL,
+    symlink_id bigint NOT NULL,
+    type text NOT NULL,
+    CONSTRAINT dataset_symlinks_check CHECK ((dataset_id <> symlink_id))
+);
+
+COMMENT ON TABLE metastore.dataset_symlinks IS 'symlinks facet: dataset_id carries an identifier naming symlink_id (type as sent, e.g. TABLE; empty when absent).';
+
+CREATE VIEW metastore.dataset_symlinks_view AS
+ SELECT dataset_id,
+    symlink_id,
+    type
+   FROM metastore.dataset_symlinks s;
+
+COMMENT ON VIEW metastore.dataset_symlinks_view IS 'dataset_id carries a symlinks-facet identifier naming symlink_id.';
+
+CREATE TABLE metastore.datasets (
+    id bigint NOT NULL,
+    namespace text NOT NULL,
+    name text NOT NULL,
+    scheme text GENERATED ALWAYS AS (
+CASE
+    WHEN (strpos(namespace, '://'::text) > 1) THEN lower(split_part(namespace, '://'::text, 1))
+    ELSE NULL::text
+END) STORED,
+    authority text GENERATED ALWAYS AS (
+CASE
+    WHEN (strpos(namespace, '://'::text) > 1) THEN split_part(substr(namespace, (strpos(namespace, '://'::text) + 3)), '/'::text, 1)
+    ELSE NULL::text
+END) STORED,
+    kind text NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL,
+    CONSTRAINT datasets_kind_check CHECK ((kind = ANY (ARRAY['dataset'::text, 'symlink'::text])))
+);
+
+COMMENT ON TABLE metastore.datasets IS 'Every dataset any stored event mentions, once per (namespace, name).';
+
+COMMENT ON COLUMN metastore.datasets.scheme IS 'The namespace''s scheme: the text before "://", lower-cased; null when there is none.';
+
+COMMENT ON COLUMN metastore.datasets.authority IS 'The namespace after "://" up to the first "/" (host[:port], bucket, ...); null without a scheme.';
+
+COMMENT ON COLUMN metastore.datasets.kind IS 'dataset once it appeared as an input, output or DatasetEvent dataset; symlink while it is known only as a symlink identifier.';
+
+COMMENT ON COLUMN metastore.datasets.first_seen IS 'Earliest eventTime of the events that mention it.';
+
+COMMENT ON COLUMN metastore.datasets.last_seen IS 'Latest eventTime of the events that mention it.';
+
+ALTER TABLE metastore.datasets ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME metastore.datasets_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE VIEW metastore.datasets_view AS
+ SELECT id,
+    namespace,
+    name,
+    scheme,
+    authority,
+    kind,
+    first_seen,
+    last_seen
+   FROM metastore.datasets d;
+
+COMMENT ON VIEW metastore.datasets_view IS 'Datasets as applications may read them.';
+
+ALTER TABLE metastore.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME metastore.events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE metastore.rejected_events (
+    id bigint NOT NULL,
+    payload jsonb NOT NULL,
+    sqlstate text NOT NULL,
+    reason text NOT NULL,
+    received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
+    source_principal text
+);
+
+COMMENT ON TABLE metastore.rejected_events IS 'Well-formed JSON that was refused as an OpenLineage event, kept for inspection with the reason. Bodies that are not JSON at all are refused without being kept.';
+
+ALTER TABLE metastore.rejected_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME metastore.rejected_events_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE TABLE metastore_migrations.schema_version (
+    version bigint NOT NULL,
+    description text NOT NULL,
+    type metastore_migrations.schema_version_type DEFAULT 'auto'::metastore_migrations.schema_version_type NOT NULL,
+    installed_by text NOT NULL,
+    installed_on timestamp without time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE ONLY metastore.dataset_symlinks
+    ADD CONSTRAINT dataset_symlinks_pkey PRIMARY KEY (dataset_id, symlink_id, type);
+
+ALTER TABLE ONLY metastore.datasets
+    ADD CONSTRAINT datasets_namespace_name_key UNIQUE (namespace, name);
+
+ALTER TABLE ONLY metastore.datasets
+    ADD CONSTRAINT datasets_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY metastore.event_datasets
+    ADD CONSTRAINT event_datasets_pkey PRIMARY KEY (event_id, dataset_id, direction);
+
+ALTER TABLE ONLY metastore.events
+    ADD CONSTRAINT events_payload_sha256_key UNIQUE (payload_sha256);
+
+ALTER TABLE ONLY metastore.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY metastore.rejected_events
+    ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY metastore_migrations.schema_version
+    ADD CONSTRAINT schema_version_pkey PRIMARY KEY (version);
+
+CREATE INDEX dataset_symlinks_symlink_idx ON metastore.dataset_symlinks USING btree (symlink_id);
+
+CREATE INDEX datasets_scheme_idx ON metastore.datasets USING btree (scheme, namespace, name);
+
+CREATE INDEX event_datasets_dataset_idx ON metastore.event_datasets USING btree (dataset_id, event_id);
+
+CREATE INDEX events_event_time_idx ON metastore.events USING btree (event_time);
+
+CREATE INDEX events_job_idx ON metastore.events USING btree (job_namespace, job_name) WHERE (job_name IS NOT NULL);
+
+CREATE INDEX events_run_id_idx ON metastore.events USING btree (run_id) WHERE (run_id IS NOT NULL);
+
+CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
+
+CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE ON metastore.events FOR EACH ROW EXECUTE FUNCTION metastore.forbid_change();
+
+ALTER TABLE ONLY metastore.dataset_symlinks
+    ADD CONSTRAINT dataset_symlinks_dataset_id_fkey FOREIGN KEY (dataset_id) REFERENCES metastore.datasets(id);
+
+ALTER TABLE ONLY metastore.dataset_symlinks
+    ADD CONSTRAINT dataset_symlinks_symlink_id_fkey FOREIGN KEY (symlink_id) REFERENCES metastore.datasets(id);
+
+ALTER TABLE ONLY metastore.event_datasets
+    ADD CONSTRAINT event_datasets_dataset_id_fkey FOREIGN KEY (dataset_id) REFERENCES metastore.datasets(id);
+
+ALTER TABLE ONLY metastore.event_datasets
+    ADD CONSTRAINT event_datasets_event_id_fkey FOREIGN KEY (event_id) REFERENCES metastore.events(id);
+
+GRANT USAGE ON SCHEMA metastore TO metastore_app;
+GRANT USAGE ON SCHEMA metastore TO metastore_reader;
+
+REVOKE ALL ON PROCEDURE metastore.backfill(IN p_batch_size integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.event_kind(p_payload jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.forbid_change() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;
+GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.store_event(p_payload jsonb, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) FROM PUBLIC;
+
+GRANT SELECT ON TABLE metastore.dataset_events_view TO metastore_app;
+GRANT SELECT ON TABLE metastore.dataset_events_view TO metastore_reader;
+
+GRANT SELECT ON TABLE metastore.dataset_symlinks_view TO metastore_app;
+GRANT SELECT ON TABLE metastore.dataset_symlinks_view TO metastore_reader;
+
+GRANT SELECT ON TABLE metastore.datasets_view TO metastore_app;
+GRANT SELECT ON TABLE metastore.datasets_view TO metastore_reader;

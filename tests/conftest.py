@@ -1,0 +1,106 @@
+"""Real PostgreSQL for every test: one server per session, a fresh database per test
+cloned from a template that holds the deployed schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from metastore import migrations
+from metastore.localpg import LocalPostgres
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(os.environ.get("METASTORE_FIXTURES", ROOT.parent / "shared" / "fixtures" / "openlineage"))
+
+OWNER = "metastore_owner"
+SERVICE = "metastore_service"
+TEMPLATE = "metastore_template"
+
+
+@dataclass(frozen=True)
+class Database:
+    server: LocalPostgres
+    name: str
+
+    @property
+    def owner_dsn(self) -> str:
+        return self.server.dsn_for(OWNER, self.name)
+
+    @property
+    def service_dsn(self) -> str:
+        """The application role: what the service connects as."""
+        return self.server.dsn_for(SERVICE, self.name)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[LocalPostgres]:
+    server = LocalPostgres().start()
+    try:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            # What a DBA does once per cluster (docs/operations.md): an owner that deploys,
+            # the group roles, and a login role for the service.
+            conn.execute(f"CREATE ROLE {OWNER} LOGIN")
+            conn.execute("CREATE ROLE metastore_app NOLOGIN")
+            conn.execute("CREATE ROLE metastore_reader NOLOGIN")
+            conn.execute(f"CREATE ROLE {SERVICE} LOGIN IN ROLE metastore_app")
+            conn.execute(f"CREATE DATABASE {TEMPLATE} OWNER {OWNER}")
+        migrations.deploy(server.dsn_for(OWNER, TEMPLATE))
+        yield server
+    finally:
+        server.cleanup()
+
+
+def create_database(server: LocalPostgres, template: str = TEMPLATE) -> Database:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {template} OWNER {OWNER}")
+    return Database(server, name)
+
+
+def drop_database(db: Database) -> None:
+    with psycopg.connect(db.server.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {db.name} WITH (FORCE)")
+
+
+@pytest.fixture
+def database(pg_server: LocalPostgres) -> Iterator[Database]:
+    db = create_database(pg_server)
+    yield db
+    drop_database(db)
+
+
+@pytest.fixture
+def service(database: Database) -> Iterator[psycopg.Connection[Any]]:
+    """A connection as the application role, as the service has."""
+    with psycopg.connect(database.service_dsn, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+def owner(database: Database) -> Iterator[psycopg.Connection[Any]]:
+    """A connection as the schema owner, to look at the tables the way a DBA does."""
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+        yield conn
+
+
+def fixture_files() -> list[Path]:
+    return sorted(p for p in FIXTURES.rglob("*.json"))
+
+
+def load_fixture(path: Path) -> Any:
+    return json.loads(path.read_text("utf-8"))
+
+
+def ingest(conn: psycopg.Connection[Any], event: Any) -> tuple[str, int | None, str | None, str | None]:
+    body = event if isinstance(event, bytes) else json.dumps(event).encode()
+    row = conn.execute("SELECT * FROM metastore.ingest_event(%b)", (body,)).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2], row[3]

@@ -1,0 +1,176 @@
+"""metastore.extract_datasets and what ingest derives from it, against the rules stated in
+tests/lineage_rules.py, for events hypothesis makes up."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import create_database, drop_database, ingest
+from tests.lineage_rules import derive, merge
+
+# A small alphabet makes collisions between names (and so shared datasets) likely.
+names = st.text(alphabet="ab.:/'\"\n\u05d0 ", min_size=1, max_size=4)
+namespaces = st.sampled_from(["trino://h:8080", "hive://m:9083", "file", "s3://bucket", "HDFS://NN"])
+identifier = st.fixed_dictionaries(
+    {"namespace": namespaces, "name": names}, optional={"type": st.sampled_from(["TABLE", "VIEW", "", "x" * 300])}
+)
+junk = st.one_of(st.none(), st.integers(), st.text(max_size=3), st.just({"namespace": "n"}), st.just({"name": ""}))
+symlinks_facet = st.fixed_dictionaries({"identifiers": st.lists(st.one_of(identifier, junk), max_size=3)})
+dataset = st.fixed_dictionaries(
+    {"namespace": namespaces, "name": names},
+    optional={"facets": st.fixed_dictionaries({}, optional={"symlinks": st.one_of(symlinks_facet, junk)})},
+)
+run_event = st.fixed_dictionaries(
+    {
+        "eventTime": st.sampled_from(["2024-01-01T00:00:00Z", "2024-06-01T00:00:00Z", "2023-01-01T00:00:00+02:00"]),
+        "run": st.fixed_dictionaries({"runId": st.uuids().map(str)}),
+        "job": st.fixed_dictionaries({"namespace": st.just("jobs"), "name": names}),
+    },
+    optional={
+        "inputs": st.lists(dataset, max_size=3),
+        "outputs": st.lists(dataset, max_size=3),
+        "eventType": st.sampled_from(["START", "COMPLETE", "FAIL"]),
+    },
+)
+dataset_event = st.fixed_dictionaries({"eventTime": st.just("2024-03-01T00:00:00Z"), "dataset": dataset})
+events = st.lists(st.one_of(run_event, dataset_event), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=events)
+def test_ingest_derives_exactly_what_the_rules_say(pg_server: Any, batch: list[dict[str, Any]]) -> None:
+    db = create_database(pg_server)
+    try:
+        with (
+            psycopg.connect(db.service_dsn, autocommit=True) as service,
+            psycopg.connect(db.owner_dsn, autocommit=True) as owner,
+        ):
+            ids = []
+            for event in batch:
+                status, event_id, _, message = ingest(service, event)
+                assert status in ("stored", "duplicate"), message
+                ids.append(event_id)
+            for event, event_id in zip(batch, ids, strict=True):
+                links = set(
+                    owner.execute(
+                        "SELECT d.namespace, d.name, l.direction FROM metastore.event_datasets l "
+                        "JOIN metastore.datasets d ON d.id = l.dataset_id WHERE l.event_id = %s",
+                        (event_id,),
+                    ).fetchall()
+                )
+                assert links == set(derive(event).links)
+            kinds, symlinks = merge(batch)
+            stored_kinds = {
+                (ns, n): k
+                for ns, n, k in owner.execute("SELECT namespace, name, kind FROM metastore.datasets").fetchall()
+            }
+            assert stored_kinds == kinds
+            stored_symlinks = set(
+                owner.execute(
+                    "SELECT c.namespace, c.name, s.namespace, s.name, y.type FROM metastore.dataset_symlinks y "
+                    "JOIN metastore.datasets c ON c.id = y.dataset_id "
+                    "JOIN metastore.datasets s ON s.id = y.symlink_id"
+                ).fetchall()
+            )
+            assert stored_symlinks == symlinks
+    finally:
+        drop_database(db)
+
+
+def test_a_symlink_becomes_a_dataset_when_it_is_read_for_real(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    table = {
+        "namespace": "hdfs://nn",
+        "name": "/warehouse/t",
+        "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": "db.t", "type": "TABLE"}]}},
+    }
+    ingest(
+        service,
+        {
+            "eventTime": "2024-01-01T00:00:00Z",
+            "run": {"runId": "r1"},
+            "job": {"namespace": "j", "name": "a"},
+            "outputs": [table],
+        },
+    )
+    assert owner.execute("SELECT kind FROM metastore.datasets WHERE name = 'db.t'").fetchone() == ("symlink",)
+    ingest(
+        service,
+        {
+            "eventTime": "2023-01-01T00:00:00Z",
+            "run": {"runId": "r2"},
+            "job": {"namespace": "j", "name": "b"},
+            "inputs": [{"namespace": "hive://m", "name": "db.t"}],
+        },
+    )
+    row = owner.execute("SELECT kind, first_seen, last_seen FROM metastore.datasets WHERE name = 'db.t'").fetchone()
+    assert row is not None
+    assert row[0] == "dataset"
+    assert (row[1].year, row[2].year) == (2023, 2024)
+    # Once real, a later mention as a mere symlink does not make it a symlink again.
+    ingest(
+        service,
+        {
+            "eventTime": "2025-01-01T00:00:00Z",
+            "run": {"runId": "r3"},
+            "job": {"namespace": "j", "name": "c"},
+            "outputs": [table],
+        },
+    )
+    assert owner.execute("SELECT kind FROM metastore.datasets WHERE name = 'db.t'").fetchone() == ("dataset",)
+
+
+def test_a_dataset_repeated_in_one_event_is_linked_once_per_direction(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    t = {"namespace": "pg://h", "name": "s.t"}
+    event = {
+        "eventTime": "2024-01-01T00:00:00Z",
+        "run": {"runId": "r"},
+        "job": {"namespace": "j", "name": "n"},
+        "inputs": [t, t, t],
+        "outputs": [t],
+    }
+    ingest(service, event)
+    rows = owner.execute("SELECT direction FROM metastore.event_datasets ORDER BY 1").fetchall()
+    assert rows == [("input",), ("output",)]
+
+
+def test_column_lineage_input_fields_are_not_datasets(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    out = {
+        "namespace": "pg://h",
+        "name": "s.out",
+        "facets": {
+            "columnLineage": {
+                "fields": {"a": {"inputFields": [{"namespace": "pg://other", "name": "s.hidden", "field": "a"}]}}
+            }
+        },
+    }
+    ingest(
+        service,
+        {
+            "eventTime": "2024-01-01T00:00:00Z",
+            "run": {"runId": "r"},
+            "job": {"namespace": "j", "name": "n"},
+            "outputs": [out],
+        },
+    )
+    assert owner.execute("SELECT name FROM metastore.datasets").fetchall() == [("s.out",)]
+
+
+def test_extract_datasets_is_a_pure_function_of_the_event(owner: psycopg.Connection[Any]) -> None:
+    event = {
+        "eventTime": "2024-01-01T00:00:00Z",
+        "job": {"namespace": "j", "name": "n"},
+        "inputs": [{"namespace": "a://b", "name": "c"}],
+    }
+    rows = owner.execute("SELECT * FROM metastore.extract_datasets(%s::jsonb)", (json.dumps(event),)).fetchall()
+    assert rows == [("a://b", "c", "input", None, None, None)]

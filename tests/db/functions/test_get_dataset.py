@@ -1,0 +1,58 @@
+"""metastore.get_dataset: one dataset, its symlinks both ways, and its recent events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import FIXTURES, ingest, load_fixture
+
+
+def get(conn: psycopg.Connection[Any], dataset_id: int, events_limit: int = 50) -> dict[str, Any]:
+    row = conn.execute("SELECT metastore.get_dataset(%s, %s::int)", (dataset_id, events_limit)).fetchone()
+    assert row is not None
+    return dict(row[0])
+
+
+def dataset_id(owner: psycopg.Connection[Any], name: str) -> int:
+    row = owner.execute("SELECT id FROM metastore.datasets WHERE name = %s", (name,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_detail_shows_symlinks_both_ways(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
+    path = FIXTURES / "openlineage" / "compatibility-tests" / "spark_dataproc_simple_producer_test" / "4.json"
+    ingest(service, load_fixture(path))
+    table = get(service, dataset_id(owner, "/user/hive/warehouse/t1"))
+    assert [(s["namespace"], s["name"], s["type"], s["kind"]) for s in table["symlinks"]] == [
+        ("hive://dataproc-producer-test-m:9083", "default.t1", "TABLE", "symlink")
+    ]
+    assert table["symlink_of"] == []
+    alias = get(service, dataset_id(owner, "default.t1"))
+    assert [s["name"] for s in alias["symlink_of"]] == ["/user/hive/warehouse/t1"]
+    assert alias["kind"] == "symlink"
+
+
+def test_detail_lists_recent_events_newest_first(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    for name in ("03-ctas-start.json", "04-ctas-complete.json", "07-ctas-complete-trino476.json"):
+        ingest(service, load_fixture(FIXTURES / "trino" / name))
+    source = get(service, dataset_id(owner, "tpch.tiny.nation"))
+    assert [(e["event_type"], e["direction"]) for e in source["events"]] == [("COMPLETE", "input")] * 2
+    complete = load_fixture(FIXTURES / "trino" / "07-ctas-complete-trino476.json")
+    newest = source["events"][0]
+    assert (newest["run_id"], newest["job_namespace"], newest["job_name"]) == (
+        complete["run"]["runId"],
+        complete["job"]["namespace"],
+        complete["job"]["name"],
+    )
+    assert len(get(service, source["id"], events_limit=1)["events"]) == 1
+
+
+def test_unknown_dataset_is_no_data_found(service: psycopg.Connection[Any]) -> None:
+    with pytest.raises(psycopg.Error) as caught:
+        get(service, 123456)
+    assert caught.value.sqlstate == "P0002"

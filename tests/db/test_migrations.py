@@ -1,0 +1,115 @@
+"""metastore db deploy | verify | revert | status, against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from metastore import migrations
+from tests.conftest import Database, create_database, drop_database
+from tests.schema_dump import SCHEMA_FILE, dump
+
+
+@pytest.fixture
+def empty_db(pg_server: Any) -> Any:
+    db = create_database(pg_server, template="template0")
+    yield db
+    drop_database(db)
+
+
+def schema_exists(db: Database) -> bool:
+    with psycopg.connect(db.owner_dsn) as conn:
+        row = conn.execute("SELECT to_regnamespace('metastore') IS NOT NULL").fetchone()
+        return bool(row and row[0])
+
+
+def test_round_trip_deploy_verify_revert_to_zero_and_deploy_again(empty_db: Database) -> None:
+    dsn = empty_db.owner_dsn
+    assert migrations.deploy(dsn) == [c.version for c in migrations.changes()]
+    assert migrations.verify(dsn) == []
+    assert dump(empty_db.server, empty_db.name) == SCHEMA_FILE.read_text(), "db/schema.sql is stale: run make schema"
+
+    assert migrations.revert(dsn, 0) == sorted((c.version for c in migrations.changes()), reverse=True)
+    assert not schema_exists(empty_db)
+    assert migrations.status(dsn)["applied"] == []
+
+    migrations.deploy(dsn)
+    assert migrations.verify(dsn) == []
+    assert migrations.deploy(dsn) == []  # a second deploy has nothing to do and does no harm
+    assert dump(empty_db.server, empty_db.name) == SCHEMA_FILE.read_text()
+
+
+def test_concurrent_deploys_apply_each_change_once(empty_db: Database) -> None:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            migrations.deploy(empty_db.owner_dsn)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert migrations.status(empty_db.owner_dsn)["applied"] == [c.version for c in migrations.changes()]
+    assert migrations.verify(empty_db.owner_dsn) == []
+
+
+def test_functions_are_reapplied_even_when_no_change_is_pending(database: Database) -> None:
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION metastore.get_dataset(bigint, integer)")
+    assert migrations.verify(database.owner_dsn) != []
+    assert migrations.deploy(database.owner_dsn) == []
+    assert migrations.verify(database.owner_dsn) == []
+
+
+def test_verify_catches_a_grant_that_lets_the_service_rewrite_history(database: Database) -> None:
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+        conn.execute("GRANT UPDATE ON metastore.events TO metastore_app")
+    failures = migrations.verify(database.owner_dsn)
+    assert len(failures) == 1 and "V0001" in failures[0]
+
+
+def test_revert_to_the_current_version_does_nothing(database: Database) -> None:
+    assert migrations.revert(database.owner_dsn, migrations.latest_version()) == []
+    assert schema_exists(database)
+
+
+def test_the_cli_reports_status_as_json_and_fails_clearly_without_a_database_url(database: Database) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
+    out = subprocess.run(
+        [sys.executable, "-m", "metastore", "db", "--database-url", database.owner_dsn, "status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    status = json.loads(out.stdout)
+    assert status["pending"] == [] and status["applied"] == [c.version for c in migrations.changes()]
+    missing = subprocess.run(
+        [sys.executable, "-m", "metastore", "db", "status"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert missing.returncode == 2
+    assert "METASTORE_ADMIN_DATABASE_URL" in missing.stderr
+
+
+def test_verify_via_cli_exits_non_zero_on_failure(database: Database) -> None:
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+        conn.execute("GRANT EXECUTE ON FUNCTION metastore.store_event(jsonb, text, text) TO PUBLIC")
+    env = {**os.environ, "METASTORE_ADMIN_DATABASE_URL": database.owner_dsn}
+    result = subprocess.run(
+        [sys.executable, "-m", "metastore", "db", "verify"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert "functions.sql" in result.stdout

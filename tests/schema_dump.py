@@ -1,0 +1,61 @@
+"""db/schema.sql: the schema a fresh deploy produces, as pg_dump prints it, normalised.
+
+`make schema` rewrites it; tests/db/test_migrations.py fails when a change to db/ is not
+reflected in it, so a reviewer sees every schema change as a diff of one file.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+from metastore import migrations
+from metastore.localpg import LocalPostgres
+
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "db" / "schema.sql"
+_NOISE = re.compile(r"^(--.*|SET .*|SELECT pg_catalog\.set_config.*|\\(un)?restrict .*)$")
+
+
+_VIEW_COLUMN = re.compile(r"^( SELECT |    )[a-z]\.(\w+,?)$")
+
+
+def _unqualify(line: str) -> str:
+    # PostgreSQL 16+ prints a one-table view's columns unqualified; 15 prefixes the alias.
+    return _VIEW_COLUMN.sub(r"\1\2", line)
+
+
+def dump(server: LocalPostgres, dbname: str) -> str:
+    out = subprocess.run(
+        [
+            str(server.bin / "pg_dump"),
+            "--schema-only",
+            "--no-owner",
+            "--schema=metastore",
+            "--schema=metastore_migrations",
+            server.dsn_for("postgres", dbname),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    lines = [_unqualify(line) for line in out.splitlines() if not _NOISE.match(line)]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
+
+
+def fresh_dump() -> str:
+    with LocalPostgres() as server:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("CREATE ROLE metastore_owner LOGIN CREATEROLE")
+            conn.execute("CREATE DATABASE schema_dump OWNER metastore_owner")
+        migrations.deploy(server.dsn_for("metastore_owner", "schema_dump"))
+        return dump(server, "schema_dump")
+
+
+if __name__ == "__main__":
+    SCHEMA_FILE.write_text(fresh_dump())
+    print(f"wrote {SCHEMA_FILE}", file=sys.stderr)

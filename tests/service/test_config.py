@@ -1,0 +1,56 @@
+"""metastore serve refuses bad configuration at start, with a message that names the setting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metastore import config
+from tests.service.conftest import TLSFiles
+
+BASE = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x"}
+
+
+@pytest.mark.parametrize(
+    ("env", "names"),
+    [
+        ({}, "METASTORE_DATABASE_URL"),
+        (BASE, "METASTORE_TLS_CERT"),
+        (
+            {**BASE, "METASTORE_TLS_CERT": "/nonexistent.pem", "METASTORE_TLS_KEY": "/nonexistent.key"},
+            "/nonexistent.pem",
+        ),
+        ({**BASE, "METASTORE_TLS": "maybe"}, "METASTORE_TLS"),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_PORT": "http"}, "METASTORE_PORT"),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_PORT": "70000"}, "METASTORE_PORT"),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_POOL_MIN": "5", "METASTORE_POOL_MAX": "2"}, "METASTORE_POOL_MAX"),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_LOG_LEVEL": "loud"}, "METASTORE_LOG_LEVEL"),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_MAX_BODY_BYTES": "10"}, "METASTORE_MAX_BODY_BYTES"),
+    ],
+)
+def test_bad_settings_are_named(env: dict[str, str], names: str) -> None:
+    with pytest.raises(config.ConfigError, match=names):
+        config.load(env)
+
+
+def test_defaults_with_tls(tls_files: TLSFiles) -> None:
+    loaded = config.load({**BASE, "METASTORE_TLS_CERT": str(tls_files.cert), "METASTORE_TLS_KEY": str(tls_files.key)})
+    assert loaded.tls and loaded.port == 8443 and loaded.db_timeout_ms < 5000
+
+
+def test_serve_fails_fast_with_exit_code_2(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "metastore", "serve"], env={**env, **BASE}, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "METASTORE_TLS_CERT" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_every_setting_is_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert config.settings_table() in readme
