@@ -18,7 +18,10 @@ from metastore import migrations
 from metastore.localpg import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(os.environ.get("METASTORE_FIXTURES", ROOT.parent / "shared" / "fixtures" / "openlineage"))
+# Copied from the platform's shared reference data (see tests/fixtures/openlineage/*/README*).
+FIXTURES = Path(os.environ.get("METASTORE_FIXTURES", ROOT / "tests" / "fixtures" / "openlineage"))
+if not any(FIXTURES.rglob("*.json")):
+    raise RuntimeError(f"no OpenLineage fixtures under {FIXTURES}")
 
 OWNER = "metastore_owner"
 SERVICE = "metastore_service"
