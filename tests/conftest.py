@@ -104,6 +104,8 @@ def load_fixture(path: Path) -> Any:
 
 def ingest(conn: psycopg.Connection[Any], event: Any) -> tuple[str, int | None, str | None, str | None]:
     body = event if isinstance(event, bytes) else json.dumps(event).encode()
-    row = conn.execute("SELECT * FROM metastore.ingest_event(%b)", (body,)).fetchone()
+    row = conn.execute(
+        "SELECT status, event_id, error_code, error_message FROM metastore.ingest_event(%b)", (body,)
+    ).fetchone()
     assert row is not None
     return row[0], row[1], row[2], row[3]

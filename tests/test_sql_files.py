@@ -11,7 +11,14 @@ from metastore import migrations, sql
 
 def test_every_named_query_parses_and_is_used() -> None:
     queries = sql._queries("queries")
-    assert set(queries) == {"ingest_event", "ingest_batch", "list_datasets", "get_dataset", "schema_version"}
+    assert set(queries) == {
+        "ingest_event",
+        "ingest_events",
+        "ingest_batch",
+        "list_datasets",
+        "get_dataset",
+        "schema_version",
+    }
     assert all(q.lstrip().upper().startswith(("SELECT", "--")) for q in queries.values())
 
 

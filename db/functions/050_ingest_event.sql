@@ -5,7 +5,8 @@ CREATE OR REPLACE FUNCTION metastore.ingest_event(
     OUT status         text,
     OUT event_id       bigint,
     OUT error_code     text,
-    OUT error_message  text
+    OUT error_message  text,
+    OUT event_type     text
 )
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -20,6 +21,7 @@ BEGIN
         SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
           FROM metastore.store_event(v_payload, p_source_kind, p_source_principal) AS s;
         status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
+        event_type := left(v_payload ->> 'eventType', 64);
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
         -- The client's mistake: nothing of the event is kept but, if it was JSON, a record of why.
         GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
@@ -28,6 +30,9 @@ BEGIN
         END IF;
         status := 'rejected';
         event_id := NULL;
+        IF jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
+            event_type := left(v_payload ->> 'eventType', 64);
+        END IF;
         IF v_payload IS NOT NULL THEN
             INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
             VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
@@ -39,7 +44,8 @@ $fn$;
 COMMENT ON FUNCTION metastore.ingest_event(bytea, text, text) IS
     'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event '
     'was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says '
-    'why; well-formed JSON is kept in metastore.rejected_events). Rejection codes: 22021 not UTF-8; '
+    'why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. '
+    'Rejection codes: 22021 not UTF-8; '
     '22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.store_event.';
 
 REVOKE ALL ON FUNCTION metastore.ingest_event(bytea, text, text) FROM PUBLIC;

@@ -7,6 +7,7 @@ BEGIN
     -- Callable by the service.
     FOREACH v_fn IN ARRAY ARRAY['metastore.ingest_event(bytea, text, text)',
                                 'metastore.ingest_batch(bytea, text, text)',
+                                'metastore.ingest_events(bytea[], text, text)',
                                 'metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)'] LOOP
         ASSERT pg_catalog.has_function_privilege('metastore_app', v_fn, 'EXECUTE'), v_fn;

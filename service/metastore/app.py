@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import zlib
 from importlib import resources
 from typing import Any
 
-import psycopg
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sanic import Request, Sanic
 from sanic.exceptions import SanicException
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw
 
-from metastore import sql
+from metastore import logs, metrics
 from metastore.config import Config
-from metastore.errors import ApiError, http_status
+from metastore.db import Database
+from metastore.errors import ApiError
+from metastore.ingest import AsyncIngest, store_now
+from metastore.migrations import latest_version
+from metastore.tlsctx import ReloadingContext
 
 log = logging.getLogger("metastore")
 
 App = Sanic[Any, Any]
 JSON = "application/json"
-# Where an event comes from; only "unauthenticated" exists until authentication does.
-SOURCE_KIND = "unauthenticated"
 
 
 def _inflate(body: bytes, encoding: str, limit: int) -> bytes:
@@ -78,57 +81,67 @@ def _int_param(args: RequestParameters, name: str, default: int) -> int:
         raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
 
 
-def create_app(config: Config, name: str = "metastore") -> App:
-    app = Sanic(name)
+def create_app(config: Config, tls: ReloadingContext | None = None, name: str = "metastore") -> App:
+    app: App = Sanic(name, configure_logging=False)
     app.config.REQUEST_MAX_SIZE = config.max_body_bytes
     app.config.FALLBACK_ERROR_FORMAT = "json"
     app.config.KEEP_ALIVE_TIMEOUT = 75  # longer than typical client pools keep idle connections
-    app.ctx.config = config
+    app.config.GRACEFUL_SHUTDOWN_TIMEOUT = config.shutdown_grace_s
+    app.config.REQUEST_TIMEOUT = 30
+    app.config.RESPONSE_TIMEOUT = 30
+    db = Database(config)
+    ingest = AsyncIngest(db, config) if config.ingest_mode == "async" else None
+    expected_version = latest_version()
+    state: dict[str, Any] = {"draining": False, "stop_started": None}
+    background: set[asyncio.Task[None]] = set()
 
     @app.before_server_start
-    async def open_pool(app: App) -> None:
-        pool: AsyncConnectionPool = AsyncConnectionPool(
-            config.database_url,
-            min_size=config.pool_min,
-            max_size=config.pool_max,
-            timeout=config.pool_timeout_s,
-            open=False,
-            name="metastore",
-            check=AsyncConnectionPool.check_connection,
-            kwargs={
-                "autocommit": True,  # each call is one function call, committed when it returns
-                "connect_timeout": config.db_connect_timeout_s,
-                "application_name": "metastore",
-                "options": f"-c statement_timeout={config.db_timeout_ms}",
-            },
+    async def start(app: App) -> None:
+        await db.open()
+        if ingest:
+            ingest.start()
+        if tls and config.tls_reload_s:
+            background.add(asyncio.create_task(tls.watch(config.tls_reload_s)))
+        log.info(
+            "serving on %s:%d (%s, ingest %s, schema version %d expected)",
+            config.host,
+            config.port,
+            "https" if tls else "http",
+            config.ingest_mode,
+            expected_version,
         )
-        # Start without waiting for the database: the service comes up and /readyz says when it can work.
-        await pool.open(wait=False)
-        app.ctx.pool = pool
+
+    @app.before_server_stop
+    async def begin_drain(app: App) -> None:
+        # From here /readyz answers 503 so that the platform stops routing new requests here.
+        state["draining"], state["stop_started"] = True, time.monotonic()
+        log.info("shutting down: finishing requests in flight")
 
     @app.after_server_stop
-    async def close_pool(app: App) -> None:
-        await app.ctx.pool.close()
+    async def finish(app: App) -> None:
+        # Requests are done; the pool is still open for the queue's last batches.
+        if ingest:
+            elapsed = time.monotonic() - (state["stop_started"] or time.monotonic())
+            await ingest.drain(max(config.shutdown_grace_s - elapsed, 1.0))
+        for task in background:
+            task.cancel()
+        await db.close()
+        log.info("stopped")
 
-    async def call(query: str, params: dict[str, Any]) -> tuple[Any, ...]:
-        pool: AsyncConnectionPool = app.ctx.pool
-        try:
-            async with pool.connection() as conn:
-                cur = await conn.execute(sql.query(query), params)
-                row = await cur.fetchone()
-        except PoolTimeout:
-            raise ApiError(503, "the database is not available; retry later") from None
-        except psycopg.Error as exc:
-            status = http_status(exc.sqlstate)
-            if status >= 500:
-                log.warning("database call %s failed: %s (%s)", query, exc.sqlstate, str(exc).strip())
-                raise ApiError(
-                    status, "the database could not complete the request; retry later", exc.sqlstate
-                ) from None
-            diag = exc.diag.message_primary or str(exc)
-            raise ApiError(status, diag, exc.sqlstate) from None
-        assert row is not None
-        return tuple(row)
+    @app.on_request
+    async def begin_request(request: Request) -> None:
+        request.ctx.started = time.perf_counter()
+        logs.request_id.set(str(request.id))
+
+    @app.on_response  # type: ignore[untyped-decorator,unused-ignore]
+    async def end_request(request: Request, response: HTTPResponse) -> None:
+        route = request.route.path if request.route else "unmatched"
+        started = getattr(request.ctx, "started", None)
+        if started is not None:
+            metrics.REQUESTS.labels(request.method, "/" + route.lstrip("/"), str(response.status)).observe(
+                time.perf_counter() - started
+            )
+        response.headers["X-Request-ID"] = str(request.id)
 
     def body_of(request: Request) -> bytes:
         return _inflate(request.body or b"", request.headers.get("content-encoding", ""), config.max_body_bytes)
@@ -136,24 +149,34 @@ def create_app(config: Config, name: str = "metastore") -> App:
     @app.post("/api/v1/lineage")
     async def post_lineage(request: Request) -> HTTPResponse:
         # Authorization, if sent, is ignored: the store has no authentication yet.
-        status, event_id, error_code, error_message = await call(
-            "ingest_event", {"body": body_of(request), "source_kind": SOURCE_KIND, "source_principal": None}
+        body = body_of(request)
+        metrics.EVENTS.labels("received", "", "").inc()
+        if ingest:
+            queued = await ingest.submit(body, str(request.id))
+            if queued is None:
+                return json({"status": "accepted"}, status=202)
+            result = queued
+        else:
+            result = await store_now(db, body)
+        if result.status == "rejected":
+            # The reason, never the body: events can be large and hold SQL text.
+            log.info("event rejected: %s %s", result.error_code, result.error_message)
+            raise ApiError.from_sqlstate(result.error_code, result.error_message or "event rejected")
+        return json(
+            {"status": result.status, "event_id": result.event_id}, status=201 if result.status == "stored" else 200
         )
-        if status == "rejected":
-            raise ApiError.from_sqlstate(error_code, error_message)
-        return json({"status": status, "event_id": event_id}, status=201 if status == "stored" else 200)
 
     @app.post("/api/v1/lineage/batch")
     async def post_lineage_batch(request: Request) -> HTTPResponse:
-        status, result = await call(
-            "ingest_batch", {"body": body_of(request), "source_kind": SOURCE_KIND, "source_principal": None}
+        status, result = await db.one(
+            "ingest_batch", {"body": body_of(request), "source_kind": "unauthenticated", "source_principal": None}
         )
         return _json_text(result, status=400 if status == "failure" else 200)
 
     @app.get("/api/v1/datasets")
     async def list_datasets(request: Request) -> HTTPResponse:
         args = request.args
-        (page,) = await call(
+        (page,) = await db.one(
             "list_datasets",
             {
                 "limit": _int_param(args, "limit", 100),
@@ -168,14 +191,16 @@ def create_app(config: Config, name: str = "metastore") -> App:
 
     @app.get("/api/v1/datasets/<dataset_id:int>")
     async def get_dataset(request: Request, dataset_id: int) -> HTTPResponse:
-        (dataset,) = await call(
+        (dataset,) = await db.one(
             "get_dataset", {"id": dataset_id, "events_limit": _int_param(request.args, "events_limit", 50)}
         )
         return _json_text(dataset)
 
+    openapi_text = resources.files("metastore").joinpath("openapi.json").read_text("utf-8")
+
     @app.get("/api/v1/openapi.json")
     async def openapi(request: Request) -> HTTPResponse:
-        return _json_text(resources.files("metastore").joinpath("openapi.json").read_text("utf-8"))
+        return _json_text(openapi_text)
 
     @app.get("/healthz")
     async def healthz(request: Request) -> HTTPResponse:
@@ -183,11 +208,36 @@ def create_app(config: Config, name: str = "metastore") -> App:
 
     @app.get("/readyz")
     async def readyz(request: Request) -> HTTPResponse:
-        (version,) = await call("schema_version", {})
-        return json({"status": "ready", "schema_version": version})
+        ready, body = await readiness()
+        metrics.READY.set(1 if ready else 0)
+        return json(body, status=200 if ready else 503)
+
+    async def readiness() -> tuple[bool, dict[str, Any]]:
+        if state["draining"]:
+            return False, {"status": "draining", "reason": "the service is shutting down"}
+        try:
+            # The same pool as ingest: a canary that proves requests can be served now.
+            (version,) = await db.one("schema_version", {}, deadline_s=config.ready_timeout_ms / 1000)
+        except ApiError as exc:
+            return False, {"status": "database unavailable", "reason": exc.message}
+        if version < expected_version:
+            return False, {
+                "status": "schema behind",
+                "reason": f"the database schema is at version {version}; "
+                f"this release needs {expected_version}: run metastore db deploy",
+                "schema_version": version,
+            }
+        return True, {"status": "ready", "schema_version": version, "ingest_mode": config.ingest_mode}
+
+    @app.get("/metrics")
+    async def metrics_endpoint(request: Request) -> HTTPResponse:
+        db.record_pool_stats()
+        return raw(generate_latest(), content_type=CONTENT_TYPE_LATEST)
 
     @app.exception(ApiError)
     async def api_error(request: Request, exc: ApiError) -> HTTPResponse:
+        if request.route and request.route.path.startswith("api/v1/lineage") and exc.status < 500:
+            metrics.count_event("rejected", exc.code or str(exc.status), None)
         return json(_error_body(exc.status, exc.message, exc.code, request), status=exc.status)
 
     @app.exception(SanicException)

@@ -24,22 +24,31 @@ def _admin_dsn(args: argparse.Namespace) -> str:
 
 
 def serve() -> int:
-    from metastore.app import create_app
-
     config = settings.load()
-    logs.setup(config.log_level)
-    if not config.tls:
+    logs.setup(config.log_level, config.log_file)
+    from metastore import tracing
+
+    tracing.setup()  # before the app exists: the instrumentation patches Sanic
+    from metastore.app import create_app
+    from metastore.tlsctx import ReloadingContext
+
+    tls = None
+    if config.tls_cert and config.tls_key:
+        tls = ReloadingContext(config.tls_cert, config.tls_key)
+    else:
         log.warning("TLS is off (METASTORE_TLS=off): serving plain HTTP")
-    app = create_app(config)
-    ssl = {"cert": str(config.tls_cert), "key": str(config.tls_key)} if config.tls else None
-    app.run(
-        host=config.host,
-        port=config.port,
-        ssl=ssl,
-        single_process=True,  # one process per pod; scale out with replicas
-        access_log=False,
-        motd=False,
-    )
+    app = create_app(config, tls)
+    try:
+        app.run(
+            host=config.host,
+            port=config.port,
+            ssl=tls.context if tls else None,
+            single_process=True,  # one process per pod; scale out with replicas
+            access_log=False,
+            motd=False,
+        )
+    finally:
+        tracing.shutdown()
     return 0
 
 

@@ -33,7 +33,32 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("METASTORE_POOL_MIN", "2", "Connections kept open."),
     Setting("METASTORE_POOL_MAX", "10", "Most connections opened."),
     Setting("METASTORE_POOL_TIMEOUT_S", "1", "Longest wait for a free connection before answering 503."),
+    Setting("METASTORE_TLS_RELOAD_S", "30", "How often to look for a renewed certificate or key file (0: never)."),
+    Setting(
+        "METASTORE_INGEST_MODE", "sync", "`sync`: 201 once committed. `async`: 202 once queued in memory (see README)."
+    ),
+    Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events held in memory."),
+    Setting("METASTORE_ASYNC_QUEUE_BYTES", "268435456", "Async mode: most bytes of events held in memory."),
+    Setting(
+        "METASTORE_ASYNC_QUEUE_FULL",
+        "sync",
+        "Async mode, queue full: `sync` (store it now), `wait`, or `reject` (503).",
+    ),
+    Setting("METASTORE_ASYNC_QUEUE_WAIT_MS", "200", "Async mode with `wait`: how long to wait for room before a 503."),
+    Setting("METASTORE_ASYNC_BATCH_SIZE", "200", "Async mode: most events one writer stores in one transaction."),
+    Setting("METASTORE_ASYNC_WRITERS", "2", "Async mode: writers storing batches concurrently."),
+    Setting(
+        "METASTORE_SHUTDOWN_GRACE_S",
+        "20",
+        "On SIGTERM: time to finish requests and drain the queue (below Kubernetes' 30 s).",
+    ),
+    Setting("METASTORE_READY_TIMEOUT_MS", "800", "Bound of the readiness probe's database canary."),
     Setting("METASTORE_LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR."),
+    Setting(
+        "METASTORE_LOG_FILE",
+        None,
+        "Also write JSON logs to this file, e.g. `/stackable/log/metastore/metastore.py.json`.",
+    ),
 )
 
 
@@ -51,6 +76,17 @@ class Config:
     pool_max: int
     pool_timeout_s: float
     log_level: str
+    log_file: Path | None
+    tls_reload_s: int
+    ingest_mode: str
+    queue_size: int
+    queue_bytes: int
+    queue_full: str
+    queue_wait_ms: int
+    batch_size: int
+    writers: int
+    shutdown_grace_s: int
+    ready_timeout_ms: int
 
     @property
     def tls(self) -> bool:
@@ -65,6 +101,13 @@ def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
         raise ConfigError(f"{name}={raw!r} is not a whole number") from None
     if not low <= value <= high:
         raise ConfigError(f"{name}={value} is outside {low}..{high}")
+    return value
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = _get(env, name).lower()
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r}: use {', '.join(choices)}")
     return value
 
 
@@ -84,9 +127,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     if not database_url:
         raise ConfigError("METASTORE_DATABASE_URL is required: the PostgreSQL connection string of the service role")
 
-    tls_switch = _get(env, "METASTORE_TLS").lower()
-    if tls_switch not in ("on", "off"):
-        raise ConfigError(f"METASTORE_TLS={tls_switch!r}: use on or off")
+    tls_switch = _choice(env, "METASTORE_TLS", ("on", "off"))
     cert, key = _get(env, "METASTORE_TLS_CERT"), _get(env, "METASTORE_TLS_KEY")
     tls_cert = tls_key = None
     if tls_switch == "on":
@@ -104,9 +145,11 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     pool_max = _int(env, "METASTORE_POOL_MAX", 1, 1000)
     if pool_max < pool_min:
         raise ConfigError(f"METASTORE_POOL_MAX={pool_max} is below METASTORE_POOL_MIN={pool_min}")
-    log_level = _get(env, "METASTORE_LOG_LEVEL").upper()
-    if log_level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise ConfigError(f"METASTORE_LOG_LEVEL={log_level!r}: use DEBUG, INFO, WARNING or ERROR")
+    log_level = _choice(env, "METASTORE_LOG_LEVEL", ("debug", "info", "warning", "error")).upper()
+    log_file = _get(env, "METASTORE_LOG_FILE")
+    if log_file and not Path(log_file).parent.is_dir():
+        raise ConfigError(f"METASTORE_LOG_FILE={log_file}: its directory does not exist")
+    db_timeout_ms = _int(env, "METASTORE_DB_TIMEOUT_MS", 10, 600_000)
     return Config(
         database_url=database_url,
         host=_get(env, "METASTORE_HOST"),
@@ -114,12 +157,23 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         tls_cert=tls_cert,
         tls_key=tls_key,
         max_body_bytes=_int(env, "METASTORE_MAX_BODY_BYTES", 1024, 1 << 30),
-        db_timeout_ms=_int(env, "METASTORE_DB_TIMEOUT_MS", 10, 600_000),
+        db_timeout_ms=db_timeout_ms,
         db_connect_timeout_s=_int(env, "METASTORE_DB_CONNECT_TIMEOUT_S", 2, 600),
         pool_min=pool_min,
         pool_max=pool_max,
         pool_timeout_s=_int(env, "METASTORE_POOL_TIMEOUT_S", 1, 600),
         log_level=log_level,
+        log_file=Path(log_file) if log_file else None,
+        tls_reload_s=_int(env, "METASTORE_TLS_RELOAD_S", 0, 86_400),
+        ingest_mode=_choice(env, "METASTORE_INGEST_MODE", ("sync", "async")),
+        queue_size=_int(env, "METASTORE_ASYNC_QUEUE_SIZE", 1, 10_000_000),
+        queue_bytes=_int(env, "METASTORE_ASYNC_QUEUE_BYTES", 1024, 1 << 40),
+        queue_full=_choice(env, "METASTORE_ASYNC_QUEUE_FULL", ("sync", "wait", "reject")),
+        queue_wait_ms=_int(env, "METASTORE_ASYNC_QUEUE_WAIT_MS", 0, 60_000),
+        batch_size=_int(env, "METASTORE_ASYNC_BATCH_SIZE", 1, 10_000),
+        writers=_int(env, "METASTORE_ASYNC_WRITERS", 1, 64),
+        shutdown_grace_s=_int(env, "METASTORE_SHUTDOWN_GRACE_S", 1, 3600),
+        ready_timeout_ms=_int(env, "METASTORE_READY_TIMEOUT_MS", 50, 60_000),
     )
 
 

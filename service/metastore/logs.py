@@ -1,31 +1,59 @@
-"""One JSON object per log line, in the field names the platform's Vector agent reads."""
+"""One JSON object per log line, in the field names the platform's Vector agent reads
+(asctime, levelname, name, message), plus the request and trace ids of the request being served."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
+import logging.handlers
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
+
+request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+
+
+def _trace_ids() -> tuple[str, str] | None:
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return None
+    return f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, object] = {
             "asctime": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "levelname": record.levelname,
             "name": record.name,
             "message": record.getMessage(),
         }
+        rid = request_id.get()
+        if rid:
+            entry["request_id"] = rid
+        ids = _trace_ids()
+        if ids:
+            entry["trace_id"], entry["span_id"] = ids
         if record.exc_info:
             entry["exc_info"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
 
 
-def setup(level: str) -> None:
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(JsonFormatter())
+def setup(level: str, file: Path | None = None) -> None:
+    formatter = JsonFormatter()
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
+    if file is not None:
+        # Bounded on disk: the platform's Vector agent tails it (…/<container>/*.py.json).
+        handlers.append(logging.handlers.RotatingFileHandler(file, maxBytes=10 << 20, backupCount=1))
+    for handler in handlers:
+        handler.setFormatter(formatter)
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = handlers
     root.setLevel(level)
     # Sanic configures its own loggers with handlers of their own; route them here instead.
     for name in ("sanic.root", "sanic.error", "sanic.access", "sanic.server", "sanic.websockets"):

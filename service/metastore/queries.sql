@@ -2,8 +2,12 @@
 -- the logic lives in the metastore.* functions these call.
 
 -- name: ingest_event
-SELECT status, event_id, error_code, error_message
+SELECT status, event_id, error_code, error_message, event_type
   FROM metastore.ingest_event(%(body)b::bytea, %(source_kind)s::text, %(source_principal)s::text);
+
+-- name: ingest_events
+SELECT status, event_id, error_code, error_message, event_type
+  FROM metastore.ingest_events(%(bodies)s::bytea[], %(source_kind)s::text, %(source_principal)s::text);
 
 -- name: ingest_batch
 SELECT status, result::text

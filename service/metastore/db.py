@@ -1,0 +1,124 @@
+"""The connection pool and the one way the service calls the database: a named query,
+parameters, and a deadline that holds even when PostgreSQL does not answer at all."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from metastore import metrics, sql
+from metastore.config import Config
+from metastore.errors import ApiError, http_status
+
+log = logging.getLogger("metastore.db")
+
+
+class Database:
+    def __init__(self, config: Config) -> None:
+        self.timeout_s = config.db_timeout_ms / 1000
+        self.pool: AsyncConnectionPool = AsyncConnectionPool(
+            config.database_url,
+            min_size=config.pool_min,
+            max_size=config.pool_max,
+            timeout=config.pool_timeout_s,
+            open=False,
+            name="metastore",
+            # An empty query before each use: a connection PostgreSQL dropped (restart,
+            # failover) is replaced instead of failing a request.
+            check=AsyncConnectionPool.check_connection,
+            reconnect_timeout=float("inf"),  # keep trying: recovery needs no restart of the service
+            kwargs={
+                "autocommit": True,  # each call is one function call, committed when it returns
+                "connect_timeout": config.db_connect_timeout_s,
+                "application_name": "metastore",
+                "options": f"-c statement_timeout={config.db_timeout_ms}",
+                # Notice a peer that vanished (dropped packets) within seconds, not hours.
+                "keepalives": 1,
+                "keepalives_idle": 5,
+                "keepalives_interval": 2,
+                "keepalives_count": 3,
+                "tcp_user_timeout": max(config.db_timeout_ms, 2000),
+            },
+        )
+        self._orphans: set[asyncio.Task[Any]] = set()
+
+    async def open(self) -> None:
+        # Do not wait for the database: the service starts, and /readyz says when it can work.
+        await self.pool.open(wait=False)
+
+    async def close(self) -> None:
+        for task in self._orphans:
+            task.cancel()
+        await self.pool.close(timeout=5)
+
+    def record_pool_stats(self) -> None:
+        stats = self.pool.get_stats()
+        size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
+        metrics.POOL.labels("open").set(size)
+        metrics.POOL.labels("idle").set(idle)
+        metrics.POOL.labels("busy").set(size - idle)
+        metrics.POOL.labels("waiting").set(stats.get("requests_waiting", 0))
+
+    async def _run(self, query: str, params: dict[str, Any], fetch_all: bool) -> list[tuple[Any, ...]]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(sql.query(query), params)
+            rows = await cur.fetchall() if fetch_all else [r for r in [await cur.fetchone()] if r is not None]
+        return [tuple(r) for r in rows]
+
+    async def call(
+        self, query: str, params: dict[str, Any], *, deadline_s: float | None = None, fetch_all: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """Run a named query; raise ApiError (4xx for the client's mistakes, 503 when the
+        database is unavailable or misses the deadline)."""
+        deadline = self.timeout_s + 0.5 if deadline_s is None else deadline_s
+        started = time.perf_counter()
+        task = asyncio.create_task(self._run(query, params, fetch_all))
+        result = "error"
+        try:
+            # Not asyncio.wait_for: cancelling a query waits for PostgreSQL to confirm, and a
+            # paused server never does. The caller gets its answer at the deadline; the task
+            # finishes its cancellation in the background.
+            done, _ = await asyncio.wait({task}, timeout=deadline)
+            if not done:
+                result = "timeout"
+                task.cancel()
+                self._orphans.add(task)
+                task.add_done_callback(self._orphans.discard)
+                task.add_done_callback(_consume)
+                raise ApiError(503, f"the database did not answer within {deadline:.1f} s; retry later", "57014")
+            try:
+                rows = task.result()
+            except PoolTimeout:
+                raise ApiError(503, "no database connection is available; retry later") from None
+            except psycopg.Error as exc:
+                status = http_status(exc.sqlstate)
+                if status >= 500:
+                    log.warning("database call %s failed: %s %s", query, exc.sqlstate, str(exc).strip())
+                    raise ApiError(
+                        status, "the database could not complete the request; retry later", exc.sqlstate
+                    ) from None
+                raise ApiError(status, exc.diag.message_primary or str(exc), exc.sqlstate) from None
+            result = "ok"
+            return rows
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        finally:
+            metrics.DB_CALLS.labels(query, result).observe(time.perf_counter() - started)
+
+    async def one(self, query: str, params: dict[str, Any], *, deadline_s: float | None = None) -> tuple[Any, ...]:
+        rows = await self.call(query, params, deadline_s=deadline_s)
+        if not rows:
+            raise ApiError(500, f"{query} returned no row")
+        return rows[0]
+
+
+def _consume(task: asyncio.Task[Any]) -> None:
+    # Retrieve the outcome of an abandoned call so asyncio does not log it as never retrieved.
+    if not task.cancelled():
+        task.exception()
