@@ -311,7 +311,7 @@ $$;
 
 COMMENT ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) IS 'Ingests a JSON array of OpenLineage events (the OpenLineage batch API). Each event is stored or rejected on its own; result follows the spec''s batch response (status, summary, failed_events). status: success, partial_success, or failure (no event accepted). Error codes for the whole body: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array.';
 
-CREATE FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text) RETURNS record
+CREATE FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -325,6 +325,7 @@ BEGIN
         SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
           FROM metastore.store_event(v_payload, p_source_kind, p_source_principal) AS s;
         status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
+        event_type := left(v_payload ->> 'eventType', 64);
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
         -- The client's mistake: nothing of the event is kept but, if it was JSON, a record of why.
         GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
@@ -333,6 +334,9 @@ BEGIN
         END IF;
         status := 'rejected';
         event_id := NULL;
+        IF jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
+            event_type := left(v_payload ->> 'eventType', 64);
+        END IF;
         IF v_payload IS NOT NULL THEN
             INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
             VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
@@ -341,7 +345,20 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events). Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.store_event.';
+COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.store_event.';
+
+CREATE FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text) RETURNS TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- Each body is ingested on its own (metastore.ingest_event), in one transaction and one round trip.
+    SELECT r.status, r.event_id, r.error_code, r.error_message, r.event_type
+      FROM unnest(p_bodies) WITH ORDINALITY AS u (body, position)
+     CROSS JOIN LATERAL metastore.ingest_event(u.body, p_source_kind, p_source_principal) AS r
+     ORDER BY u.position
+$$;
+
+COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) IS 'Ingests several separately received events (each UTF-8 JSON bytes) in one transaction: one result row per body, in order, as metastore.ingest_event gives it. Used by the service''s asynchronous writer.';
 
 CREATE FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -794,8 +811,11 @@ GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer)
 REVOKE ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) TO metastore_app;
 
-REVOKE ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text) FROM PUBLIC;
-GRANT ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text) TO metastore_app;
+REVOKE ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) TO metastore_app;
 
 REVOKE ALL ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) FROM PUBLIC;
 

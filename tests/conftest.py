@@ -43,20 +43,35 @@ class Database:
         return self.server.dsn_for(SERVICE, self.name)
 
 
+def provision(server: LocalPostgres, dbname: str = TEMPLATE) -> Database:
+    """What a DBA does once per cluster (README, Roles): an owner that deploys, the group
+    roles, a login role for the service; then the deploy itself."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {OWNER} LOGIN")
+        conn.execute("CREATE ROLE metastore_app NOLOGIN")
+        conn.execute("CREATE ROLE metastore_reader NOLOGIN")
+        conn.execute(f"CREATE ROLE {SERVICE} LOGIN IN ROLE metastore_app")
+        conn.execute(f"CREATE DATABASE {dbname} OWNER {OWNER}")
+    migrations.deploy(server.dsn_for(OWNER, dbname))
+    return Database(server, dbname)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[LocalPostgres]:
     server = LocalPostgres().start()
     try:
-        with psycopg.connect(server.dsn, autocommit=True) as conn:
-            # What a DBA does once per cluster (docs/operations.md): an owner that deploys,
-            # the group roles, and a login role for the service.
-            conn.execute(f"CREATE ROLE {OWNER} LOGIN")
-            conn.execute("CREATE ROLE metastore_app NOLOGIN")
-            conn.execute("CREATE ROLE metastore_reader NOLOGIN")
-            conn.execute(f"CREATE ROLE {SERVICE} LOGIN IN ROLE metastore_app")
-            conn.execute(f"CREATE DATABASE {TEMPLATE} OWNER {OWNER}")
-        migrations.deploy(server.dsn_for(OWNER, TEMPLATE))
+        provision(server)
         yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture
+def own_pg() -> Iterator[Database]:
+    """A PostgreSQL server of this test's own, for tests that stop, pause or restart it."""
+    server = LocalPostgres().start()
+    try:
+        yield provision(server, "metastore")
     finally:
         server.cleanup()
 

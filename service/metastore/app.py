@@ -161,7 +161,7 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         if result.status == "rejected":
             # The reason, never the body: events can be large and hold SQL text.
             log.info("event rejected: %s %s", result.error_code, result.error_message)
-            raise ApiError.from_sqlstate(result.error_code, result.error_message or "event rejected")
+            raise ApiError.from_sqlstate(result.error_code, result.error_message or "event rejected", counted=True)
         return json(
             {"status": result.status, "event_id": result.event_id}, status=201 if result.status == "stored" else 200
         )
@@ -236,13 +236,15 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
 
     @app.exception(ApiError)
     async def api_error(request: Request, exc: ApiError) -> HTTPResponse:
-        if request.route and request.route.path.startswith("api/v1/lineage") and exc.status < 500:
+        if request.path.startswith("/api/v1/lineage") and exc.status < 500 and not exc.counted:
             metrics.count_event("rejected", exc.code or str(exc.status), None)
         return json(_error_body(exc.status, exc.message, exc.code, request), status=exc.status)
 
     @app.exception(SanicException)
     async def sanic_error(request: Request, exc: SanicException) -> HTTPResponse:
         status = getattr(exc, "status_code", 500)
+        if request.path.startswith("/api/v1/lineage") and status == 413:
+            metrics.count_event("rejected", "413", None)
         return json(_error_body(status, str(exc) or "request refused", None, request), status=status)
 
     @app.exception(Exception)

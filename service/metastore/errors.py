@@ -28,12 +28,13 @@ def http_status(sqlstate: str | None) -> int:
 class ApiError(Exception):
     """An error answered to the client as {"error": {...}} with an HTTP status."""
 
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
+    def __init__(self, status: int, message: str, code: str | None = None, counted: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
+        self.counted = counted  # already in the events metric
 
     @classmethod
-    def from_sqlstate(cls, sqlstate: str | None, message: str) -> ApiError:
-        return cls(http_status(sqlstate), message, sqlstate)
+    def from_sqlstate(cls, sqlstate: str | None, message: str, counted: bool = False) -> ApiError:
+        return cls(http_status(sqlstate), message, sqlstate, counted)

@@ -67,10 +67,10 @@ class LocalPostgres:
         cmd = [str(self.bin / args[0]), *args[1:]]
         subprocess.run(cmd, check=True, user=self.run_as, timeout=timeout, capture_output=True, cwd=self.base)
 
-    def start(self, durable: bool = False) -> LocalPostgres:
+    def start(self, durable: bool = False, options: str = "") -> LocalPostgres:
         if not (self.data / "PG_VERSION").exists():
             self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.base}"
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.base} {options}"
         if not durable:
             options += " -F -c synchronous_commit=off -c full_page_writes=off"
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.base / "log"), "-o", options, "-w", "start")
@@ -79,9 +79,22 @@ class LocalPostgres:
     def stop(self, mode: str = "fast") -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
-    def signal(self, sig: int) -> None:
-        pid = int((self.data / "postmaster.pid").read_text().split()[0])
-        os.kill(pid, sig)
+    def pids(self) -> list[int]:
+        """The postmaster and every process it started."""
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        pids = [postmaster]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                # Field 4 is the parent pid; the command name (field 2) may hold spaces.
+                if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                    pids.append(int(stat.parent.name))
+        return pids
+
+    def signal_all(self, sig: int) -> None:
+        """E.g. SIGSTOP then SIGCONT: a server that holds its connections open and answers nothing."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
 
     def cleanup(self) -> None:
         with contextlib.suppress(subprocess.SubprocessError, FileNotFoundError):
