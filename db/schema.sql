@@ -53,15 +53,20 @@ BEGIN
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_seen AS s WHERE s.event_id = e.id);
 
     -- 3. Datasets keep their ids; what no event mentions any more goes last.
-    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen)
+    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT m.namespace, m.name,
            CASE WHEN bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           min(m.event_time), max(m.event_time)
+           min(m.event_time), max(m.event_time),
+           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
+           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
       FROM pg_temp.backfill_mentions AS m
      GROUP BY m.namespace, m.name
     ON CONFLICT (namespace, name) DO UPDATE
-       SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen
-     WHERE (d.kind, d.first_seen, d.last_seen) IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen);
+       SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen,
+           input_events = excluded.input_events, output_events = excluded.output_events
+     WHERE (d.kind, d.first_seen, d.last_seen, d.input_events, d.output_events)
+           IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen, excluded.input_events,
+                             excluded.output_events);
 
     CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
     SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction
@@ -96,6 +101,25 @@ END
 $$;
 
 COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. Error codes: 22023 p_batch_size not positive.';
+
+CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- What the view's filters offer: every scheme and the busiest namespaces, with counts.
+    SELECT jsonb_build_object(
+        'datasets', (SELECT count(*) FROM metastore.datasets_view),
+        'schemes', (SELECT coalesce(jsonb_agg(jsonb_build_object('scheme', s.scheme, 'datasets', s.n)
+                                              ORDER BY s.scheme NULLS LAST), '[]')
+                      FROM (SELECT v.scheme, count(*) AS n FROM metastore.datasets_view AS v GROUP BY v.scheme) AS s),
+        'namespaces', (SELECT coalesce(jsonb_agg(jsonb_build_object('namespace', n.namespace, 'datasets', n.n)
+                                                 ORDER BY n.namespace), '[]')
+                         FROM (SELECT v.namespace, count(*) AS n FROM metastore.datasets_view AS v
+                                GROUP BY v.namespace ORDER BY count(*) DESC, v.namespace
+                                LIMIT greatest(p_namespaces_limit, 0)) AS n))
+$$;
+
+COMMENT ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) IS 'Counts for the view''s filters: all datasets, per scheme (null: no scheme), and per namespace (the p_namespaces_limit namespaces with most datasets, ordered by name).';
 
 CREATE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -428,7 +452,11 @@ BEGIN
     -- Keyset pagination on the (namespace, name) unique index: a deep page costs what the first does.
     SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
       INTO v_rows
-      FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen
+      FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
+                   v.input_events, v.output_events,
+                   -- Per row of the page only: both directions of the symlinks facet.
+                   (SELECT count(*) FROM metastore.dataset_symlinks_view AS s
+                     WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
               FROM metastore.datasets_view AS v
              WHERE (v.namespace, v.name) > (v_after ->> 0, v_after ->> 1)
                AND (p_namespace IS NULL OR v.namespace = p_namespace)
@@ -534,20 +562,20 @@ BEGIN
     duplicate := false;
 
     -- Sorted, so that concurrent events lock shared dataset rows in one order.
-    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen)
+    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT x.namespace, x.name,
            CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           v_time, v_time
+           v_time, v_time,
+           bool_or(x.direction = 'input')::integer, bool_or(x.direction = 'output')::integer
       FROM metastore.extract_datasets(p_payload) AS x
      GROUP BY x.namespace, x.name
      ORDER BY x.namespace, x.name
     ON CONFLICT (namespace, name) DO UPDATE
        SET kind = CASE WHEN d.kind = 'dataset' OR excluded.kind = 'dataset' THEN 'dataset' ELSE 'symlink' END,
            first_seen = least(d.first_seen, excluded.first_seen),
-           last_seen = greatest(d.last_seen, excluded.last_seen)
-     WHERE (d.kind = 'symlink' AND excluded.kind = 'dataset')
-        OR d.first_seen > excluded.first_seen
-        OR d.last_seen < excluded.last_seen;
+           last_seen = greatest(d.last_seen, excluded.last_seen),
+           input_events = d.input_events + excluded.input_events,
+           output_events = d.output_events + excluded.output_events;
 
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
     SELECT DISTINCT store_event.event_id, d.id, x.direction
@@ -666,7 +694,11 @@ END) STORED,
     kind text NOT NULL,
     first_seen timestamp with time zone NOT NULL,
     last_seen timestamp with time zone NOT NULL,
-    CONSTRAINT datasets_kind_check CHECK ((kind = ANY (ARRAY['dataset'::text, 'symlink'::text])))
+    input_events bigint DEFAULT 0 NOT NULL,
+    output_events bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT datasets_input_events_check CHECK ((input_events >= 0)),
+    CONSTRAINT datasets_kind_check CHECK ((kind = ANY (ARRAY['dataset'::text, 'symlink'::text]))),
+    CONSTRAINT datasets_output_events_check CHECK ((output_events >= 0))
 );
 
 COMMENT ON TABLE metastore.datasets IS 'Every dataset any stored event mentions, once per (namespace, name).';
@@ -680,6 +712,10 @@ COMMENT ON COLUMN metastore.datasets.kind IS 'dataset once it appeared as an inp
 COMMENT ON COLUMN metastore.datasets.first_seen IS 'Earliest eventTime of the events that mention it.';
 
 COMMENT ON COLUMN metastore.datasets.last_seen IS 'Latest eventTime of the events that mention it.';
+
+COMMENT ON COLUMN metastore.datasets.input_events IS 'How many events read it (links with direction input).';
+
+COMMENT ON COLUMN metastore.datasets.output_events IS 'How many events wrote it (links with direction output).';
 
 ALTER TABLE metastore.datasets ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME metastore.datasets_id_seq
@@ -698,7 +734,9 @@ CREATE VIEW metastore.datasets_view AS
     authority,
     kind,
     first_seen,
-    last_seen
+    last_seen,
+    input_events,
+    output_events
    FROM metastore.datasets d;
 
 COMMENT ON VIEW metastore.datasets_view IS 'Datasets as applications may read them.';
@@ -797,6 +835,10 @@ GRANT USAGE ON SCHEMA metastore TO metastore_app;
 GRANT USAGE ON SCHEMA metastore TO metastore_reader;
 
 REVOKE ALL ON PROCEDURE metastore.backfill(IN p_batch_size integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.event_kind(p_payload jsonb) FROM PUBLIC;
 

@@ -112,6 +112,8 @@ CREATE TABLE metastore.datasets (
     kind       text        NOT NULL CHECK (kind IN ('dataset', 'symlink')),
     first_seen timestamptz NOT NULL,
     last_seen  timestamptz NOT NULL,
+    input_events  bigint   NOT NULL DEFAULT 0 CHECK (input_events >= 0),
+    output_events bigint   NOT NULL DEFAULT 0 CHECK (output_events >= 0),
     CONSTRAINT datasets_namespace_name_key UNIQUE (namespace, name)
 );
 CREATE INDEX datasets_scheme_idx ON metastore.datasets (scheme, namespace, name);
@@ -122,6 +124,8 @@ COMMENT ON COLUMN metastore.datasets.kind IS
     'dataset once it appeared as an input, output or DatasetEvent dataset; symlink while it is known only as a symlink identifier.';
 COMMENT ON COLUMN metastore.datasets.first_seen IS 'Earliest eventTime of the events that mention it.';
 COMMENT ON COLUMN metastore.datasets.last_seen IS 'Latest eventTime of the events that mention it.';
+COMMENT ON COLUMN metastore.datasets.input_events IS 'How many events read it (links with direction input).';
+COMMENT ON COLUMN metastore.datasets.output_events IS 'How many events wrote it (links with direction output).';
 
 CREATE TABLE metastore.event_datasets (
     event_id   bigint NOT NULL REFERENCES metastore.events (id),
@@ -146,7 +150,8 @@ COMMENT ON TABLE metastore.dataset_symlinks IS
     'symlinks facet: dataset_id carries an identifier naming symlink_id (type as sent, e.g. TABLE; empty when absent).';
 
 CREATE VIEW metastore.datasets_view AS
-SELECT d.id, d.namespace, d.name, d.scheme, d.authority, d.kind, d.first_seen, d.last_seen
+SELECT d.id, d.namespace, d.name, d.scheme, d.authority, d.kind, d.first_seen, d.last_seen,
+       d.input_events, d.output_events
   FROM metastore.datasets AS d;
 COMMENT ON VIEW metastore.datasets_view IS 'Datasets as applications may read them.';
 

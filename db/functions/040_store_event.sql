@@ -80,20 +80,20 @@ BEGIN
     duplicate := false;
 
     -- Sorted, so that concurrent events lock shared dataset rows in one order.
-    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen)
+    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT x.namespace, x.name,
            CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           v_time, v_time
+           v_time, v_time,
+           bool_or(x.direction = 'input')::integer, bool_or(x.direction = 'output')::integer
       FROM metastore.extract_datasets(p_payload) AS x
      GROUP BY x.namespace, x.name
      ORDER BY x.namespace, x.name
     ON CONFLICT (namespace, name) DO UPDATE
        SET kind = CASE WHEN d.kind = 'dataset' OR excluded.kind = 'dataset' THEN 'dataset' ELSE 'symlink' END,
            first_seen = least(d.first_seen, excluded.first_seen),
-           last_seen = greatest(d.last_seen, excluded.last_seen)
-     WHERE (d.kind = 'symlink' AND excluded.kind = 'dataset')
-        OR d.first_seen > excluded.first_seen
-        OR d.last_seen < excluded.last_seen;
+           last_seen = greatest(d.last_seen, excluded.last_seen),
+           input_events = d.input_events + excluded.input_events,
+           output_events = d.output_events + excluded.output_events;
 
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
     SELECT DISTINCT store_event.event_id, d.id, x.direction

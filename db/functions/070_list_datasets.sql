@@ -40,7 +40,11 @@ BEGIN
     -- Keyset pagination on the (namespace, name) unique index: a deep page costs what the first does.
     SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
       INTO v_rows
-      FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen
+      FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
+                   v.input_events, v.output_events,
+                   -- Per row of the page only: both directions of the symlinks facet.
+                   (SELECT count(*) FROM metastore.dataset_symlinks_view AS s
+                     WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
               FROM metastore.datasets_view AS v
              WHERE (v.namespace, v.name) > (v_after ->> 0, v_after ->> 1)
                AND (p_namespace IS NULL OR v.namespace = p_namespace)

@@ -45,15 +45,20 @@ BEGIN
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_seen AS s WHERE s.event_id = e.id);
 
     -- 3. Datasets keep their ids; what no event mentions any more goes last.
-    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen)
+    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT m.namespace, m.name,
            CASE WHEN bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           min(m.event_time), max(m.event_time)
+           min(m.event_time), max(m.event_time),
+           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
+           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
       FROM pg_temp.backfill_mentions AS m
      GROUP BY m.namespace, m.name
     ON CONFLICT (namespace, name) DO UPDATE
-       SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen
-     WHERE (d.kind, d.first_seen, d.last_seen) IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen);
+       SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen,
+           input_events = excluded.input_events, output_events = excluded.output_events
+     WHERE (d.kind, d.first_seen, d.last_seen, d.input_events, d.output_events)
+           IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen, excluded.input_events,
+                             excluded.output_events);
 
     CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
     SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction

@@ -5,10 +5,12 @@ SELECT id, payload, payload_sha256, event_kind, event_type, event_time, run_id, 
   FROM metastore.events WHERE false;
 SELECT id, payload, sqlstate, reason, received_at, source_kind, source_principal
   FROM metastore.rejected_events WHERE false;
-SELECT id, namespace, name, scheme, authority, kind, first_seen, last_seen FROM metastore.datasets WHERE false;
+SELECT id, namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events
+  FROM metastore.datasets WHERE false;
 SELECT event_id, dataset_id, direction FROM metastore.event_datasets WHERE false;
 SELECT dataset_id, symlink_id, type FROM metastore.dataset_symlinks WHERE false;
-SELECT id, namespace, name, scheme, authority, kind, first_seen, last_seen FROM metastore.datasets_view WHERE false;
+SELECT id, namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events
+  FROM metastore.datasets_view WHERE false;
 SELECT dataset_id, event_id, direction, event_kind, event_type, event_time, run_id, job_namespace, job_name,
        received_at
   FROM metastore.dataset_events_view WHERE false;

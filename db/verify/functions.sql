@@ -14,8 +14,10 @@ BEGIN
         ASSERT NOT pg_catalog.has_function_privilege('public', v_fn, 'EXECUTE'), v_fn;
     END LOOP;
     FOREACH v_fn IN ARRAY ARRAY['metastore.list_datasets(integer, text, text, text, text, text)',
-                                'metastore.get_dataset(bigint, integer)'] LOOP
+                                'metastore.get_dataset(bigint, integer)',
+                                'metastore.dataset_summary(integer)'] LOOP
         ASSERT pg_catalog.has_function_privilege('metastore_reader', v_fn, 'EXECUTE'), v_fn;
+        ASSERT pg_catalog.has_function_privilege('metastore_app', v_fn, 'EXECUTE'), v_fn;
     END LOOP;
     ASSERT NOT pg_catalog.has_function_privilege('metastore_reader', 'metastore.ingest_event(bytea, text, text)',
                                                  'EXECUTE');

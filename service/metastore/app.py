@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sanic import Request, Sanic
 from sanic.exceptions import SanicException
 from sanic.request import RequestParameters
-from sanic.response import HTTPResponse, json, raw
+from sanic.response import HTTPResponse, json, raw, redirect
 
 from metastore import logs, metrics
 from metastore.config import Config
@@ -196,7 +196,48 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         )
         return _json_text(dataset)
 
+    @app.get("/api/v1/datasets/summary")
+    async def dataset_summary(request: Request) -> HTTPResponse:
+        (summary,) = await db.one("dataset_summary", {})
+        return _json_text(summary)
+
     openapi_text = resources.files("metastore").joinpath("openapi.json").read_text("utf-8")
+    ui_files = {
+        name: (resources.files("metastore").joinpath("ui", name).read_bytes(), kind)
+        for name, kind in (
+            ("index.html", "text/html; charset=utf-8"),
+            ("app.js", "text/javascript; charset=utf-8"),
+            ("style.css", "text/css; charset=utf-8"),
+        )
+    }
+    ui_headers = {
+        # Everything comes from this server: no CDN, no inline script, nothing fetched elsewhere.
+        "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",
+    }
+
+    @app.get("/")
+    async def root(request: Request) -> HTTPResponse:
+        return redirect("/ui/")
+
+    @app.get("/ui", strict_slashes=True)
+    async def ui_root(request: Request) -> HTTPResponse:
+        return redirect("/ui/")
+
+    @app.get("/ui/", strict_slashes=True)
+    async def ui_index(request: Request) -> HTTPResponse:
+        body, kind = ui_files["index.html"]
+        return raw(body, content_type=kind, headers=ui_headers)
+
+    @app.get("/ui/<name:str>")
+    async def ui_asset(request: Request, name: str) -> HTTPResponse:
+        if name not in ui_files:
+            raise ApiError(404, f"no such file: {name}")
+        body, kind = ui_files[name]
+        return raw(body, content_type=kind, headers=ui_headers)
 
     @app.get("/api/v1/openapi.json")
     async def openapi(request: Request) -> HTTPResponse:

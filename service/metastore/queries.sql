@@ -20,5 +20,8 @@ SELECT metastore.list_datasets(%(limit)s::integer, %(cursor)s::text, %(namespace
 -- name: get_dataset
 SELECT metastore.get_dataset(%(id)s::bigint, %(events_limit)s::integer)::text;
 
+-- name: dataset_summary
+SELECT metastore.dataset_summary()::text;
+
 -- name: schema_version
 SELECT metastore.schema_version();

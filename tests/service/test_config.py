@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from metastore import config
-from tests.service.conftest import TLSFiles
+from tests.server_fixtures import TLSFiles
 
 BASE = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x"}
 

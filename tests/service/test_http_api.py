@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, Database, load_fixture
-from tests.service.conftest import Server
+from tests.server_fixtures import Server
 
 
 def unique_event(**extra: Any) -> dict[str, Any]:

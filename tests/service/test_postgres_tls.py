@@ -13,7 +13,7 @@ import trustme
 
 from metastore.localpg import LocalPostgres
 from tests.conftest import Database, provision
-from tests.service.conftest import TLSFiles, start_server
+from tests.server_fixtures import TLSFiles, start_server
 
 # The embedded PostgreSQL is built without OpenSSL; Debian's server has it (.ci/run installs it).
 SYSTEM_PG = Path("/usr/lib/postgresql/15/bin")

@@ -14,7 +14,7 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     """Derived state by natural keys (ids of datasets aside)."""
     return {
         "datasets": conn.execute(
-            "SELECT namespace, name, scheme, authority, kind, first_seen, last_seen "
+            "SELECT namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events "
             "FROM metastore.datasets ORDER BY 1, 2"
         ).fetchall(),
         "links": conn.execute(
@@ -71,7 +71,7 @@ def test_backfill_rebuilds_exactly_what_live_ingest_gave(
     # Damage every derived table the way a buggy release might have.
     owner.execute("DELETE FROM metastore.dataset_symlinks WHERE type = 'TABLE'")
     owner.execute("DELETE FROM metastore.event_datasets WHERE direction = 'output'")
-    owner.execute("UPDATE metastore.datasets SET kind = 'symlink', last_seen = '1999-01-01'")
+    owner.execute("UPDATE metastore.datasets SET kind = 'symlink', last_seen = '1999-01-01', input_events = 7")
     owner.execute(
         "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen) "
         "VALUES ('ghost://x', 'y', 'dataset', now(), now())"

@@ -75,7 +75,19 @@ def test_filters(service: psycopg.Connection[Any]) -> None:
 def test_every_dataset_has_the_documented_fields(service: psycopg.Connection[Any]) -> None:
     seed(service, 1)
     first = page(service, limit=1)["datasets"][0]
-    assert set(first) == {"id", "namespace", "name", "scheme", "authority", "kind", "first_seen", "last_seen"}
+    assert set(first) == {
+        "id",
+        "namespace",
+        "name",
+        "scheme",
+        "authority",
+        "kind",
+        "first_seen",
+        "last_seen",
+        "input_events",
+        "output_events",
+        "symlink_relations",
+    }
     assert first["first_seen"] == "2024-01-01T00:00:00+00:00"
 
 
@@ -113,3 +125,38 @@ def test_the_reader_role_may_list_but_not_ingest(database: Any, pg_server: Any) 
         assert page(reader)["datasets"] == []
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             reader.execute("SELECT metastore.ingest_event(%b)", (json.dumps({}).encode(),))
+
+
+def test_counts_of_reads_writes_and_symlinks(service: psycopg.Connection[Any]) -> None:
+    table = {
+        "namespace": "hdfs://nn",
+        "name": "/w/t",
+        "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": "s.t", "type": "TABLE"}]}},
+    }
+    for run, direction in (("r1", "inputs"), ("r2", "inputs"), ("r3", "outputs")):
+        event = {
+            "eventTime": "2024-01-01T00:00:00Z",
+            "run": {"runId": run},
+            "job": {"namespace": "j", "name": "n"},
+            direction: [table, table],
+        }
+        ingest(service, event)
+        ingest(service, event)  # a resend counts nothing
+    rows = {
+        d["name"]: (d["input_events"], d["output_events"], d["symlink_relations"]) for d in page(service)["datasets"]
+    }
+    assert rows == {"/w/t": (2, 1, 1), "s.t": (2, 1, 1)}
+
+
+def test_summary_counts_schemes_and_namespaces(service: psycopg.Connection[Any]) -> None:
+    seed(service, 3)
+    row = service.execute("SELECT metastore.dataset_summary()").fetchone()
+    assert row is not None
+    summary = row[0]
+    assert summary["datasets"] == 7
+    assert summary["schemes"] == [
+        {"scheme": "hive", "datasets": 1},
+        {"scheme": "s3", "datasets": 3},
+        {"scheme": "trino", "datasets": 3},
+    ]
+    assert [n["namespace"] for n in summary["namespaces"]] == ["S3://bucket", "hive://m", "trino://h:8080"]

@@ -1,0 +1,23 @@
+CREATE OR REPLACE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+    -- What the view's filters offer: every scheme and the busiest namespaces, with counts.
+    SELECT jsonb_build_object(
+        'datasets', (SELECT count(*) FROM metastore.datasets_view),
+        'schemes', (SELECT coalesce(jsonb_agg(jsonb_build_object('scheme', s.scheme, 'datasets', s.n)
+                                              ORDER BY s.scheme NULLS LAST), '[]')
+                      FROM (SELECT v.scheme, count(*) AS n FROM metastore.datasets_view AS v GROUP BY v.scheme) AS s),
+        'namespaces', (SELECT coalesce(jsonb_agg(jsonb_build_object('namespace', n.namespace, 'datasets', n.n)
+                                                 ORDER BY n.namespace), '[]')
+                         FROM (SELECT v.namespace, count(*) AS n FROM metastore.datasets_view AS v
+                                GROUP BY v.namespace ORDER BY count(*) DESC, v.namespace
+                                LIMIT greatest(p_namespaces_limit, 0)) AS n))
+$fn$;
+
+COMMENT ON FUNCTION metastore.dataset_summary(integer) IS
+    'Counts for the view''s filters: all datasets, per scheme (null: no scheme), and per namespace '
+    '(the p_namespaces_limit namespaces with most datasets, ordered by name).';
+
+REVOKE ALL ON FUNCTION metastore.dataset_summary(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION metastore.dataset_summary(integer) TO metastore_app, metastore_reader;

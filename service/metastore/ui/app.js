@@ -1,0 +1,261 @@
+// The datasets view: plain ES modules, no build step, no third-party code.
+// Data only ever reaches the page through textContent, never as HTML.
+
+const api = (path) => new URL(`../api/v1/${path}`, window.location.href);
+const $ = (selector) => document.querySelector(selector);
+
+const state = { cursors: [null], page: 0, lastFocus: null, loadToken: 0 };
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function formatTime(iso) {
+  if (!iso) return "";
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
+function timeCell(iso) {
+  return el("td", { class: "time", title: iso || "" }, el("time", { datetime: iso || "" }, formatTime(iso)));
+}
+
+async function getJSON(url) {
+  let response;
+  try {
+    response = await fetch(url, { headers: { Accept: "application/json" } });
+  } catch {
+    throw new Error("The Metadata Store cannot be reached. Check the connection and retry.");
+  }
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    // fall through: reported below
+  }
+  if (!response.ok) {
+    const message = body?.error?.message || `The request failed (HTTP ${response.status}).`;
+    throw new Error(message);
+  }
+  return body;
+}
+
+function setStatus(text, { error = false, busy = false, retry = null } = {}) {
+  const status = $("#status");
+  status.replaceChildren(text);
+  status.classList.toggle("error", error);
+  $("#datasets").setAttribute("aria-busy", busy ? "true" : "false");
+  if (retry) status.append(" ", el("button", { type: "button", onclick: retry }, "Retry"));
+}
+
+function filters() {
+  const form = new FormData($("#filters"));
+  const params = {};
+  for (const key of ["q", "scheme", "namespace", "kind", "limit"]) {
+    const value = String(form.get(key) || "").trim();
+    if (value) params[key] = value;
+  }
+  return params;
+}
+
+function kindBadge(dataset) {
+  const badge = el("span", { class: `badge ${dataset.kind}` }, dataset.kind);
+  if (dataset.kind === "symlink") badge.title = "Known only as a symlink identifier of another dataset";
+  return badge;
+}
+
+function datasetRow(dataset) {
+  const open = el("button", { type: "button", "data-id": dataset.id, onclick: () => openDetail(dataset.id) },
+    dataset.name);
+  const name = el("td", { class: "name" }, open);
+  if (dataset.symlink_relations > 0) {
+    name.append(el("span", { class: "relation", title: "Has symlink relations: the same data under another name" },
+      `⇄ ${dataset.symlink_relations}`));
+  }
+  return el("tr", { "data-namespace": dataset.namespace, "data-name": dataset.name },
+    name,
+    el("td", { class: "ns" }, dataset.namespace),
+    el("td", {}, dataset.scheme || el("span", { class: "muted" }, "none")),
+    el("td", {}, kindBadge(dataset)),
+    el("td", { class: "num" }, dataset.input_events),
+    el("td", { class: "num" }, dataset.output_events),
+    timeCell(dataset.first_seen),
+    timeCell(dataset.last_seen));
+}
+
+async function loadPage() {
+  const token = ++state.loadToken;
+  const params = { ...filters() };
+  const cursor = state.cursors[state.page];
+  if (cursor) params.cursor = cursor;
+  const url = api("datasets");
+  for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
+  setStatus("Loading datasets…", { busy: true });
+  let page;
+  try {
+    page = await getJSON(url);
+  } catch (error) {
+    if (token !== state.loadToken) return;
+    $("#datasets tbody").replaceChildren();
+    setStatus(error.message, { error: true, retry: loadPage });
+    return;
+  }
+  if (token !== state.loadToken) return; // a newer search has started
+  const body = $("#datasets tbody");
+  if (page.datasets.length === 0) {
+    body.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "empty" },
+      state.page === 0 ? "No datasets match these filters." : "No more datasets.")));
+    setStatus(state.page === 0 ? "No datasets match." : "");
+  } else {
+    body.replaceChildren(...page.datasets.map(datasetRow));
+    setStatus(`Showing ${page.datasets.length} datasets${page.next_cursor ? "" : " (last page)"}.`);
+  }
+  state.cursors[state.page + 1] = page.next_cursor;
+  $("#next").disabled = !page.next_cursor;
+  $("#prev").disabled = state.page === 0;
+  $("#page-label").textContent = `Page ${state.page + 1}`;
+}
+
+function restart() {
+  state.cursors = [null];
+  state.page = 0;
+  loadPage();
+}
+
+async function loadSummary() {
+  try {
+    const summary = await getJSON(api("datasets/summary"));
+    const scheme = $("#scheme");
+    for (const { scheme: name, datasets } of summary.schemes) {
+      if (name) scheme.append(el("option", { value: name }, `${name} (${datasets})`));
+    }
+    const namespace = $("#namespace");
+    for (const { namespace: name, datasets } of summary.namespaces) {
+      namespace.append(el("option", { value: name }, `${name} (${datasets})`));
+    }
+  } catch {
+    // The filters still work without counts; the list reports errors itself.
+  }
+}
+
+function relationList(items, emptyText) {
+  if (items.length === 0) return el("p", { class: "muted" }, emptyText);
+  return el("ul", { class: "relations" }, ...items.map((item) => el("li", {},
+    el("a", { href: `#/datasets/${item.id}` }, `${item.namespace} · ${item.name}`),
+    " ", el("span", { class: "badge" }, item.type || "no type"),
+    " ", kindBadge(item))));
+}
+
+function eventsTable(events) {
+  if (events.length === 0) return el("p", { class: "muted" }, "No events.");
+  return el("div", { class: "table-wrap" }, el("table", { id: "events" },
+    el("thead", {}, el("tr", {}, ...["Job", "Run", "Event", "Direction", "Event time"].map(
+      (title) => el("th", { scope: "col" }, title)))),
+    el("tbody", {}, ...events.map((event) => el("tr", {},
+      el("td", { class: "ns" }, event.job_name ? `${event.job_namespace} · ${event.job_name}` : "(dataset event)"),
+      el("td", { class: "ns" }, event.run_id || ""),
+      el("td", {}, event.event_type || event.event_kind),
+      el("td", {}, { input: "read", output: "written", none: "declared" }[event.direction] || event.direction),
+      timeCell(event.event_time))))));
+}
+
+async function openDetail(id) {
+  state.lastFocus = document.activeElement;
+  window.location.hash = `#/datasets/${id}`;
+}
+
+async function showDetail(id) {
+  $("#list-view").hidden = true;
+  const view = $("#detail-view");
+  view.hidden = false;
+  const detail = $("#detail");
+  detail.replaceChildren(el("p", { role: "status" }, "Loading dataset…"));
+  let dataset;
+  try {
+    dataset = await getJSON(api(`datasets/${encodeURIComponent(id)}`));
+  } catch (error) {
+    detail.replaceChildren(el("p", { class: "status error", role: "alert" }, error.message));
+    view.focus();
+    return;
+  }
+  document.title = `${dataset.name} · Metadata Store`;
+  detail.replaceChildren(
+    el("div", { class: "detail-card" },
+      el("h2", { id: "detail-heading", tabindex: "-1" }, dataset.name),
+      el("div", {}, kindBadge(dataset)),
+      el("dl", { class: "props" },
+        el("dt", {}, "Namespace"), el("dd", {}, dataset.namespace),
+        el("dt", {}, "Scheme"), el("dd", {}, dataset.scheme || "none"),
+        el("dt", {}, "Authority"), el("dd", {}, dataset.authority || "none"),
+        el("dt", {}, "Read by"), el("dd", {}, plural(dataset.input_events, "event")),
+        el("dt", {}, "Written by"), el("dd", {}, plural(dataset.output_events, "event")),
+        el("dt", {}, "First seen"), el("dd", {}, formatTime(dataset.first_seen)),
+        el("dt", {}, "Last seen"), el("dd", {}, formatTime(dataset.last_seen)))),
+    el("section", { class: "detail-card", id: "symlinks", "aria-label": "Symlinks" },
+      el("h3", {}, "Symlinks: other names of this dataset"),
+      relationList(dataset.symlinks, "This dataset names no symlinks.")),
+    el("section", { class: "detail-card", id: "symlink-of", "aria-label": "Symlink of" },
+      el("h3", {}, "Symlink of: datasets that give this one as another name"),
+      relationList(dataset.symlink_of, "No dataset names this one as a symlink.")),
+    el("section", { class: "detail-card", "aria-label": "Recent events" },
+      el("h3", {}, "Recent events"), eventsTable(dataset.events)));
+  $("#detail-heading").focus();
+}
+
+function showList() {
+  document.title = "Datasets · Metadata Store";
+  $("#detail-view").hidden = true;
+  $("#list-view").hidden = false;
+  if (state.lastFocus && document.body.contains(state.lastFocus)) state.lastFocus.focus();
+}
+
+function route() {
+  const match = window.location.hash.match(/^#\/datasets\/(\d+)$/);
+  if (match) showDetail(match[1]);
+  else showList();
+}
+
+function debounce(fn, ms) {
+  let timer;
+  return () => {
+    clearTimeout(timer);
+    timer = setTimeout(fn, ms);
+  };
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("#filters").addEventListener("submit", (event) => {
+    event.preventDefault();
+    restart();
+  });
+  $("#q").addEventListener("input", debounce(restart, 250));
+  for (const id of ["#scheme", "#namespace", "#kind", "#limit"]) $(id).addEventListener("change", restart);
+  $("#next").addEventListener("click", () => {
+    state.page += 1;
+    loadPage();
+  });
+  $("#prev").addEventListener("click", () => {
+    state.page = Math.max(0, state.page - 1);
+    loadPage();
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !$("#detail-view").hidden) window.location.hash = "#/";
+  });
+  window.addEventListener("hashchange", route);
+  loadSummary();
+  restart();
+  route();
+});

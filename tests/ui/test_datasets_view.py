@@ -1,0 +1,230 @@
+"""The datasets view in a real Chromium (Debian's), against the real server and PostgreSQL:
+what a person sees when they search, filter, page and open a dataset."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.conftest import FIXTURES, Database, load_fixture
+from tests.server_fixtures import Server, TLSFiles, start_server
+
+CHROMIUM = os.environ.get("METASTORE_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def spki_pin(cert_pem: Path) -> str:
+    """Chromium trusts exactly this test certificate (by its public key), not any certificate."""
+    cert = x509.load_pem_x509_certificate(
+        cert_pem.read_bytes().split(b"-----END CERTIFICATE-----")[0] + b"-----END CERTIFICATE-----\n"
+    )
+    der = cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def leaf_pem(tls: TLSFiles) -> Path:
+    # cert.pem holds the private key first, then the chain; keep the certificates.
+    text = tls.cert.read_text()
+    leaf = tls.cert.with_name("leaf.pem")
+    leaf.write_text(text[text.index("-----BEGIN CERTIFICATE-----") :])
+    return leaf
+
+
+@pytest.fixture(scope="module")
+def seeded(server: Server) -> Server:
+    with server.client() as http:
+        for name in ("03-ctas-start.json", "04-ctas-complete.json", "02-select-complete.json"):
+            assert http.post("/api/v1/lineage", json=load_fixture(FIXTURES / "trino" / name)).status_code in (200, 201)
+        spark = FIXTURES / "openlineage" / "compatibility-tests" / "spark_dataproc_simple_producer_test" / "4.json"
+        assert http.post("/api/v1/lineage", json=load_fixture(spark)).status_code in (200, 201)
+        tables = [{"namespace": "postgres://warehouse:5432", "name": f"sales.public.table_{i:03d}"} for i in range(120)]
+        hostile = {"namespace": "postgres://warehouse:5432", "name": "<img src=x onerror=alert(1)>\u202eevil"}
+        batch = {
+            "eventTime": "2024-03-01T10:00:00Z",
+            "eventType": "COMPLETE",
+            "run": {"runId": "ui-seed"},
+            "job": {"namespace": "ui", "name": "seed"},
+            "inputs": [*tables, hostile],
+        }
+        assert http.post("/api/v1/lineage", json=batch).status_code == 201
+    return server
+
+
+@pytest.fixture(scope="module")
+def browser(tls_files: TLSFiles) -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium is needed at {CHROMIUM}: apt-get install chromium (or set METASTORE_CHROMIUM)")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", f"--ignore-certificate-errors-spki-list={spki_pin(leaf_pem(tls_files))}"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, seeded: Server) -> Iterator[Page]:
+    context = browser.new_context(base_url=seeded.url, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}"))
+    yield page
+    context.close()
+    assert errors == [], errors
+
+
+def rows(page: Page) -> list[str]:
+    return page.locator("#datasets tbody tr[data-name]").evaluate_all("rs => rs.map(r => r.dataset.name)")
+
+
+def test_the_list_shows_every_dataset_with_its_facts(page: Page) -> None:
+    page.goto("/")
+    expect(page).to_have_url(re.compile(r"/ui/$"))
+    expect(page.locator("#status")).to_contain_text("Showing 50 datasets")
+    keys = page.locator("#datasets tbody tr[data-name]").evaluate_all(
+        "rs => rs.map(r => [r.dataset.namespace, r.dataset.name])"
+    )
+    assert len(keys) == 50 and keys == sorted(keys)  # keyset order: namespace, then name
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "datasets-list.png"), full_page=True)
+    page.get_by_label("Namespace").select_option("trino://localhost:8080")
+    nation = page.locator('#datasets tbody tr[data-name="tpch.tiny.nation"]')
+    expect(nation).to_contain_text("trino://localhost:8080")
+    expect(nation.locator("td").nth(2)).to_have_text("trino")
+    expect(nation.locator("td").nth(4)).to_have_text("2")  # read by the CTAS and the SELECT
+    expect(nation.locator("td").nth(5)).to_have_text("0")
+    copy = page.locator('#datasets tbody tr[data-name="memory.default.nation_copy"]')
+    expect(copy.locator("td").nth(5)).to_have_text("1")  # written by the CTAS
+    page.screenshot(path=str(ARTIFACTS / "datasets-trino.png"), full_page=True)
+
+
+def test_hostile_names_are_text_not_markup(page: Page) -> None:
+    page.goto("/ui/")
+    page.get_by_label("Search by name").fill("onerror")
+    expect(page.locator("#datasets tbody tr[data-name]")).to_have_count(1)
+    assert page.locator("#datasets img").count() == 0
+    expect(page.locator("#datasets tbody td.name button")).to_contain_text("<img src=x onerror=alert(1)>")
+
+
+def test_search_filter_and_empty_state(page: Page) -> None:
+    page.goto("/ui/")
+    page.get_by_label("Search by name").fill("NATION")
+    expect(page.locator("#datasets tbody tr[data-name]")).to_have_count(2)
+    assert set(rows(page)) == {"tpch.tiny.nation", "memory.default.nation_copy"}
+    page.get_by_label("Search by name").fill("")
+    page.get_by_label("Scheme").select_option("hive")
+    expect(page.locator("#datasets tbody tr[data-name]")).to_have_count(2)
+    assert set(rows(page)) == {"default.t1", "default.t2"}
+    expect(page.locator("#datasets tbody .badge.symlink").first).to_have_text("symlink")
+    page.get_by_label("Scheme").select_option("")
+    page.get_by_label("Search by name").fill("no dataset is called this")
+    expect(page.locator("#datasets tbody")).to_contain_text("No datasets match these filters.")
+
+
+def test_paging_through_the_list(page: Page) -> None:
+    page.goto("/ui/")
+    page.get_by_label("Namespace").select_option("postgres://warehouse:5432")
+    page.get_by_label("Per page").select_option("25")
+    expect(page.locator("#datasets tbody tr[data-name]")).to_have_count(25)
+    seen = rows(page)
+    for number in range(2, 6):
+        page.get_by_role("button", name="Next →").click()
+        expect(page.locator("#page-label")).to_have_text(f"Page {number}")
+        expect(page.locator("#datasets tbody tr[data-name]").first).not_to_have_attribute("data-name", seen[-25])
+        seen += rows(page)
+    assert len(seen) == 121 and len(set(seen)) == 121
+    expect(page.get_by_role("button", name="Next →")).to_be_disabled()
+    page.get_by_role("button", name="← Previous").click()
+    expect(page.locator("#page-label")).to_have_text("Page 4")
+    assert rows(page) == seen[75:100]
+
+
+def test_opening_a_dataset_by_keyboard_shows_symlinks_and_events(page: Page) -> None:
+    page.goto("/ui/")
+    page.get_by_label("Search by name").fill("warehouse/t1")
+    button = page.get_by_role("button", name="/user/hive/warehouse/t1")
+    expect(button).to_be_visible()
+    button.focus()
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"#/datasets/\d+$"))
+    expect(page.locator("#detail-heading")).to_have_text("/user/hive/warehouse/t1")
+    expect(page.locator("#detail-heading")).to_be_focused()
+    expect(page.locator("#symlinks")).to_contain_text("hive://dataproc-producer-test-m:9083 · default.t1")
+    expect(page.locator("#events tbody tr")).to_have_count(1)
+    expect(page.locator("#events tbody tr")).to_contain_text("COMPLETE")
+    expect(page.locator("#events tbody tr")).to_contain_text("read")
+    page.screenshot(path=str(ARTIFACTS / "dataset-detail.png"), full_page=True)
+
+    page.get_by_role("link", name=re.compile("default.t1")).click()
+    expect(page.locator("#detail-heading")).to_have_text("default.t1")
+    expect(page.locator("#symlink-of")).to_contain_text("/user/hive/warehouse/t1")
+    page.keyboard.press("Escape")
+    expect(page.locator("#list-view")).to_be_visible()
+
+
+def test_dark_mode(browser: Browser, seeded: Server) -> None:
+    context = browser.new_context(base_url=seeded.url, color_scheme="dark", viewport={"width": 1280, "height": 700})
+    page = context.new_page()
+    page.goto("/ui/")
+    expect(page.locator("#datasets tbody tr[data-name]").first).to_be_visible()
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(18, 22, 28)"
+    page.screenshot(path=str(ARTIFACTS / "datasets-list-dark.png"))
+    context.close()
+
+
+def test_the_page_loads_nothing_from_elsewhere(page: Page, seeded: Server) -> None:
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    page.goto("/ui/")
+    expect(page.locator("#datasets tbody tr[data-name]").first).to_be_visible()
+    assert requested and all(url.startswith(seeded.url) for url in requested)
+    with httpx.Client(verify=False) as http:  # headers only
+        headers = http.get(f"{seeded.url}/ui/").headers
+    assert "default-src 'self'" in headers["content-security-policy"]
+
+
+def test_errors_are_shown_with_a_retry(browser: Browser, own_pg: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
+    server = start_server(own_pg.service_dsn, tls_files, tmp_path / "server.log", METASTORE_DB_TIMEOUT_MS="1000")
+    context = browser.new_context(base_url=server.url)
+    try:
+        own_pg.server.stop("immediate")
+        page = context.new_page()
+        page.goto("/ui/")
+        expect(page.locator("#status.error")).to_contain_text("retry later")
+        expect(page.get_by_role("button", name="Retry")).to_be_visible()
+        own_pg.server.start()
+        # As a person would: retry until the service has reconnected (it does so by itself).
+        deadline = time.monotonic() + 30
+        empty = page.locator("#datasets tbody", has_text="No datasets match these filters.")
+        while not empty.is_visible():
+            assert time.monotonic() < deadline, "the view did not recover"
+            retry = page.get_by_role("button", name="Retry")
+            if retry.is_visible():
+                retry.click()
+            page.wait_for_timeout(500)
+        expect(page.locator("#status")).not_to_have_class(re.compile("error"))
+    finally:
+        context.close()
+        assert server.stop() == 0
+
+
+def test_the_view_reads_the_json_api_cockpit_can_call(page: Page) -> None:
+    # The list and detail are rendered from the JSON API, which is also what Cockpit can call directly.
+    page.goto("/ui/")
+    body = page.evaluate("fetch('../api/v1/datasets?limit=1').then(r => r.text())")
+    assert json.loads(body)["datasets"][0]["id"] > 0
