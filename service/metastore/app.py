@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json as jsonlib
 import logging
 import time
 import zlib
@@ -171,7 +172,12 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         status, result = await db.one(
             "ingest_batch", {"body": body_of(request), "source_kind": "unauthenticated", "source_principal": None}
         )
-        return _json_text(result, status=400 if status == "failure" else 200)
+        if status == "failure":
+            # Nothing accepted: a client error, in the error shape every 4xx has, with the per-event reasons.
+            body = jsonlib.loads(result)
+            body.update(_error_body(400, "no event of the batch was accepted; see failed_events", None, request))
+            return json(body, status=400)
+        return _json_text(result)
 
     @app.get("/api/v1/datasets")
     async def list_datasets(request: Request) -> HTTPResponse:
