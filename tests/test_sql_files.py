@@ -17,6 +17,7 @@ def test_every_named_query_parses_and_is_used() -> None:
         "ingest_batch",
         "list_datasets",
         "get_dataset",
+        "dataset_summary",
         "schema_version",
     }
     assert all(q.lstrip().upper().startswith(("SELECT", "--")) for q in queries.values())

@@ -124,9 +124,11 @@ def test_search_filter_and_empty_state(page: Page) -> None:
     page.goto("/ui/")
     page.get_by_label("Search by name").fill("NATION")
     expect(page.locator("#datasets tbody tr[data-name]")).to_have_count(2)
+    expect(page.locator('#datasets tbody tr[data-name="memory.default.nation_copy"]')).to_be_visible()
     assert set(rows(page)) == {"tpch.tiny.nation", "memory.default.nation_copy"}
     page.get_by_label("Search by name").fill("")
     page.get_by_label("Scheme").select_option("hive")
+    expect(page.locator('#datasets tbody tr[data-name="default.t1"]')).to_be_visible()
     expect(page.locator("#datasets tbody tr[data-name]")).to_have_count(2)
     assert set(rows(page)) == {"default.t1", "default.t2"}
     expect(page.locator("#datasets tbody .badge.symlink").first).to_have_text("symlink")
