@@ -23,14 +23,20 @@ dev: $(PY) ## run the service on http://127.0.0.1:8080 against a local embedded 
 test: $(PY) ## run the tests (each starts its own throwaway PostgreSQL)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+bench: $(PY) ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk)
+	$(PY) -m bench.run
+
+bench-smoke: $(PY) ## a seconds-long run of the benchmark harness, so that it does not rot
+	$(PY) -m bench.run --smoke --out $${TMPDIR:-/tmp}/metastore-bench-smoke
+
 lint: $(PY) ## ruff, ruff format and mypy
-	$(VENV)/bin/ruff check service tests
-	$(VENV)/bin/ruff format --check service tests
+	$(VENV)/bin/ruff check service tests bench
+	$(VENV)/bin/ruff format --check service tests bench
 	$(VENV)/bin/mypy
 
 format: $(PY) ## apply ruff's fixes and formatting
-	$(VENV)/bin/ruff check --fix service tests
-	$(VENV)/bin/ruff format service tests
+	$(VENV)/bin/ruff check --fix service tests bench
+	$(VENV)/bin/ruff format service tests bench
 
 schema: $(PY) ## rewrite db/schema.sql from a fresh deploy (commit it with the change)
 	$(PY) -m tests.schema_dump
@@ -41,4 +47,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv dev test lint format schema settings clean-dev
+.PHONY: help venv dev test bench bench-smoke lint format schema settings clean-dev

@@ -4,6 +4,31 @@ COMMENT ON SCHEMA metastore IS 'Metadata Store: raw OpenLineage events and the d
 
 CREATE SCHEMA metastore_migrations;
 
+CREATE TYPE metastore.dataset_mention AS (
+	namespace text,
+	name text,
+	direction text,
+	symlink_of_namespace text,
+	symlink_of_name text,
+	symlink_type text
+);
+
+COMMENT ON TYPE metastore.dataset_mention IS 'One dataset an event mentions (metastore.extract_datasets); symlink_of_* name the dataset whose symlinks facet gave it, null for an input, output or DatasetEvent dataset itself.';
+
+CREATE TYPE metastore.valid_event AS (
+	event_kind text,
+	event_type text,
+	event_time timestamp with time zone,
+	run_id text,
+	job_namespace text,
+	job_name text,
+	producer text,
+	schema_url text,
+	mentions metastore.dataset_mention[]
+);
+
+COMMENT ON TYPE metastore.valid_event IS 'What metastore.validate_event read from an event that passed validation: the columns of metastore.events and the datasets it mentions.';
+
 CREATE TYPE metastore_migrations.schema_version_type AS ENUM (
     'auto',
     'manual'
@@ -123,7 +148,6 @@ COMMENT ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) IS 'Co
 
 CREATE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     -- A member set to JSON null counts as absent.
     SELECT CASE
@@ -139,9 +163,8 @@ $$;
 
 COMMENT ON FUNCTION metastore.event_kind(p_payload jsonb) IS 'OpenLineage event kind, told apart by shape as the spec does: run (run and job objects), job (job without run), dataset (dataset without run or job); null when it is none of them. A member set to JSON null counts as absent.';
 
-CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS TABLE(namespace text, name text, direction text, symlink_of_namespace text, symlink_of_name text, symlink_type text)
+CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metastore.dataset_mention
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     -- Two names of 1000 bytes each keep a (namespace, name) index entry under
@@ -154,6 +177,7 @@ DECLARE
     v_pos       bigint;
     v_path      text;
     v_ident     jsonb;
+    v_row       metastore.dataset_mention;
 BEGIN
     FOR v_key, v_direction IN
         SELECT k, d FROM (VALUES ('inputs', 'input'), ('outputs', 'output'), ('dataset', 'none')) AS t (k, d)
@@ -177,19 +201,16 @@ BEGIN
                     ERRCODE = '22023',
                     MESSAGE = format('"%s" must be an object with "namespace" and "name"', v_path);
             END IF;
-            namespace := metastore.json_text(v_item -> 'namespace', v_path || '.namespace', c_max_bytes);
-            name := metastore.json_text(v_item -> 'name', v_path || '.name', c_max_bytes);
-            direction := v_direction;
-            symlink_of_namespace := NULL;
-            symlink_of_name := NULL;
-            symlink_type := NULL;
-            RETURN NEXT;
+            v_row := ROW(metastore.json_text(v_item -> 'namespace', v_path || '.namespace', c_max_bytes),
+                         metastore.json_text(v_item -> 'name', v_path || '.name', c_max_bytes),
+                         v_direction, NULL, NULL, NULL);
+            RETURN NEXT v_row;
 
             -- Facets are free-form: a malformed identifier is skipped rather than
             -- costing the whole event (the raw event keeps it for a later backfill).
             CONTINUE WHEN jsonb_typeof(v_item #> '{facets,symlinks,identifiers}') IS DISTINCT FROM 'array';
-            symlink_of_namespace := v_item ->> 'namespace';
-            symlink_of_name := v_item ->> 'name';
+            v_row.symlink_of_namespace := v_row.namespace;
+            v_row.symlink_of_name := v_row.name;
             FOR v_ident IN SELECT jsonb_array_elements(v_item #> '{facets,symlinks,identifiers}') LOOP
                 CONTINUE WHEN jsonb_typeof(v_ident) IS DISTINCT FROM 'object'
                     OR jsonb_typeof(v_ident -> 'namespace') IS DISTINCT FROM 'string'
@@ -197,12 +218,13 @@ BEGIN
                     OR v_ident ->> 'namespace' = '' OR v_ident ->> 'name' = ''
                     OR octet_length(v_ident ->> 'namespace') > c_max_bytes
                     OR octet_length(v_ident ->> 'name') > c_max_bytes
-                    OR (v_ident ->> 'namespace' = symlink_of_namespace AND v_ident ->> 'name' = symlink_of_name);
-                namespace := v_ident ->> 'namespace';
-                name := v_ident ->> 'name';
-                symlink_type := CASE WHEN jsonb_typeof(v_ident -> 'type') = 'string'
-                                     THEN left(v_ident ->> 'type', 200) ELSE '' END;
-                RETURN NEXT;
+                    OR (v_ident ->> 'namespace' = v_row.symlink_of_namespace
+                        AND v_ident ->> 'name' = v_row.symlink_of_name);
+                v_row.namespace := v_ident ->> 'namespace';
+                v_row.name := v_ident ->> 'name';
+                v_row.symlink_type := CASE WHEN jsonb_typeof(v_ident -> 'type') = 'string'
+                                           THEN left(v_ident ->> 'type', 200) ELSE '' END;
+                RETURN NEXT v_row;
             END LOOP;
         END LOOP;
     END LOOP;
@@ -280,6 +302,7 @@ CREATE FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT 
 DECLARE
     v_batch     jsonb;
     v_event     jsonb;
+    v_valid     metastore.valid_event;
     v_index     bigint;
     v_duplicate boolean;
     v_stored    integer := 0;
@@ -298,12 +321,13 @@ BEGIN
     END IF;
 
     FOR v_event, v_index IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o) LOOP
+        v_code := NULL;
         BEGIN
-            SELECT s.duplicate INTO v_duplicate
-              FROM metastore.store_event(v_event, p_source_kind, p_source_principal) AS s;
-            IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
+            v_valid := metastore.validate_event(v_event);
         EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
             GET STACKED DIAGNOSTICS v_code = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+        END;
+        IF v_code IS NOT NULL THEN
             IF v_detail <> '' THEN
                 v_message := v_message || ': ' || v_detail;
             END IF;
@@ -311,7 +335,11 @@ BEGIN
             VALUES (v_event, v_code, v_message, p_source_kind, p_source_principal);
             v_failed := v_failed || jsonb_build_object(
                 'index', v_index, 'code', v_code, 'reason', v_message, 'retriable', false);
-        END;
+            CONTINUE;
+        END IF;
+        SELECT s.duplicate INTO v_duplicate
+          FROM metastore.store_event(v_event, v_valid, p_source_kind, p_source_principal) AS s;
+        IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
     END LOOP;
 
     status := CASE
@@ -341,15 +369,13 @@ CREATE FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT 
     AS $$
 DECLARE
     v_payload   jsonb;
+    v_event     metastore.valid_event;
     v_duplicate boolean;
     v_detail    text;
 BEGIN
     BEGIN
         v_payload := convert_from(p_body, 'UTF8')::jsonb;
-        SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
-          FROM metastore.store_event(v_payload, p_source_kind, p_source_principal) AS s;
-        status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
-        event_type := left(v_payload ->> 'eventType', 64);
+        v_event := metastore.validate_event(v_payload);
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
         -- The client's mistake: nothing of the event is kept but, if it was JSON, a record of why.
         GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
@@ -357,7 +383,6 @@ BEGIN
             error_message := error_message || ': ' || v_detail;
         END IF;
         status := 'rejected';
-        event_id := NULL;
         IF jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
             event_type := left(v_payload ->> 'eventType', 64);
         END IF;
@@ -365,11 +390,16 @@ BEGIN
             INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
             VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
         END IF;
+        RETURN;
     END;
+    SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
+      FROM metastore.store_event(v_payload, v_event, p_source_kind, p_source_principal) AS s;
+    status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
+    event_type := v_event.event_type;
 END
 $$;
 
-COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.store_event.';
+COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.validate_event.';
 
 CREATE FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text) RETURNS TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)
     LANGUAGE sql SECURITY DEFINER
@@ -386,7 +416,6 @@ COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text
 
 CREATE FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_text text;
@@ -487,68 +516,19 @@ $$;
 
 COMMENT ON FUNCTION metastore.schema_version() IS 'The newest applied change of db/deploy; the service compares it with the version it was built for.';
 
-CREATE FUNCTION metastore.store_event(p_payload jsonb, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT event_id bigint, OUT duplicate boolean) RETURNS record
+CREATE FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT event_id bigint, OUT duplicate boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
-    AS $_$
+    AS $$
 DECLARE
-    v_kind      text;
-    v_time_text text;
-    v_time      timestamptz;
-    v_hash      bytea;
-    v_run_id    text;
-    v_job_ns    text;
-    v_job_name  text;
+    v_hash bytea := sha256(convert_to(p_payload::text, 'UTF8'));
 BEGIN
-    IF jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN
-        RAISE EXCEPTION USING
-            ERRCODE = '22023',
-            MESSAGE = format('an OpenLineage event must be a JSON object, not a JSON %s', jsonb_typeof(p_payload));
-    END IF;
-
-    v_kind := metastore.event_kind(p_payload);
-    IF v_kind IS NULL THEN
-        RAISE EXCEPTION USING
-            ERRCODE = '22023',
-            MESSAGE = 'not an OpenLineage event: it needs "run" and "job" objects (RunEvent), '
-                      'a "job" object (JobEvent) or a "dataset" object (DatasetEvent)';
-    END IF;
-
-    v_time_text := metastore.json_text(p_payload -> 'eventTime', 'eventTime', 64);
-    -- PostgreSQL also reads words like 'now' or 'epoch' as times: accept ISO 8601 only.
-    IF v_time_text !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$' THEN
-        RAISE EXCEPTION USING
-            ERRCODE = '22007',
-            MESSAGE = format('"eventTime" must be an ISO 8601 date-time such as 2024-05-01T12:00:00.000Z, not "%s"',
-                             v_time_text);
-    END IF;
-    BEGIN
-        v_time := v_time_text::timestamptz;
-    EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
-        RAISE EXCEPTION USING
-            ERRCODE = '22007',
-            MESSAGE = format('"eventTime" is not a valid date-time: "%s"', v_time_text);
-    END;
-
-    IF v_kind = 'run' THEN
-        v_run_id := metastore.json_text(p_payload #> '{run,runId}', 'run.runId', 256);
-    END IF;
-    IF v_kind IN ('run', 'job') THEN
-        v_job_ns := metastore.json_text(p_payload #> '{job,namespace}', 'job.namespace', 1000);
-        v_job_name := metastore.json_text(p_payload #> '{job,name}', 'job.name', 1000);
-    END IF;
-
-    v_hash := sha256(convert_to(p_payload::text, 'UTF8'));
     INSERT INTO metastore.events AS e (
         payload, payload_sha256, event_kind, event_type, event_time, run_id, job_namespace, job_name,
         producer, schema_url, source_kind, source_principal)
     VALUES (
-        p_payload, v_hash, v_kind,
-        metastore.json_text(p_payload -> 'eventType', 'eventType', 64, false),
-        v_time, v_run_id, v_job_ns, v_job_name,
-        metastore.json_text(p_payload -> 'producer', 'producer', 2000, false),
-        metastore.json_text(p_payload -> 'schemaURL', 'schemaURL', 2000, false),
+        p_payload, v_hash, p_event.event_kind, p_event.event_type, p_event.event_time, p_event.run_id,
+        p_event.job_namespace, p_event.job_name, p_event.producer, p_event.schema_url,
         p_source_kind, p_source_principal)
     ON CONFLICT (payload_sha256) DO NOTHING
     RETURNING e.id INTO event_id;
@@ -565,9 +545,9 @@ BEGIN
     INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT x.namespace, x.name,
            CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           v_time, v_time,
+           p_event.event_time, p_event.event_time,
            bool_or(x.direction = 'input')::integer, bool_or(x.direction = 'output')::integer
-      FROM metastore.extract_datasets(p_payload) AS x
+      FROM unnest(p_event.mentions) AS x
      GROUP BY x.namespace, x.name
      ORDER BY x.namespace, x.name
     ON CONFLICT (namespace, name) DO UPDATE
@@ -579,21 +559,76 @@ BEGIN
 
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
     SELECT DISTINCT store_event.event_id, d.id, x.direction
-      FROM metastore.extract_datasets(p_payload) AS x
+      FROM unnest(p_event.mentions) AS x
       JOIN metastore.datasets AS d ON d.namespace = x.namespace AND d.name = x.name
     ON CONFLICT DO NOTHING;
 
     INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
     SELECT DISTINCT c.id, s.id, x.symlink_type
-      FROM metastore.extract_datasets(p_payload) AS x
+      FROM unnest(p_event.mentions) AS x
       JOIN metastore.datasets AS s ON s.namespace = x.namespace AND s.name = x.name
       JOIN metastore.datasets AS c ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
 END
+$$;
+
+COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks.';
+
+CREATE FUNCTION metastore.validate_event(p_payload jsonb) RETURNS metastore.valid_event
+    LANGUAGE plpgsql STABLE
+    SET "TimeZone" TO 'UTC'
+    AS $_$
+DECLARE
+    v_result    metastore.valid_event;
+    v_time_text text;
+BEGIN
+    IF jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('an OpenLineage event must be a JSON object, not a JSON %s', jsonb_typeof(p_payload));
+    END IF;
+
+    v_result.event_kind := metastore.event_kind(p_payload);
+    IF v_result.event_kind IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = 'not an OpenLineage event: it needs "run" and "job" objects (RunEvent), '
+                      'a "job" object (JobEvent) or a "dataset" object (DatasetEvent)';
+    END IF;
+
+    v_time_text := metastore.json_text(p_payload -> 'eventTime', 'eventTime', 64);
+    -- PostgreSQL also reads words like 'now' or 'epoch' as times: accept ISO 8601 only.
+    IF v_time_text !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22007',
+            MESSAGE = format('"eventTime" must be an ISO 8601 date-time such as 2024-05-01T12:00:00.000Z, not "%s"',
+                             v_time_text);
+    END IF;
+    BEGIN
+        v_result.event_time := v_time_text::timestamptz;
+    EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22007',
+            MESSAGE = format('"eventTime" is not a valid date-time: "%s"', v_time_text);
+    END;
+
+    IF v_result.event_kind = 'run' THEN
+        v_result.run_id := metastore.json_text(p_payload #> '{run,runId}', 'run.runId', 256);
+    END IF;
+    IF v_result.event_kind IN ('run', 'job') THEN
+        v_result.job_namespace := metastore.json_text(p_payload #> '{job,namespace}', 'job.namespace', 1000);
+        v_result.job_name := metastore.json_text(p_payload #> '{job,name}', 'job.name', 1000);
+    END IF;
+    v_result.event_type := metastore.json_text(p_payload -> 'eventType', 'eventType', 64, false);
+    v_result.producer := metastore.json_text(p_payload -> 'producer', 'producer', 2000, false);
+    v_result.schema_url := metastore.json_text(p_payload -> 'schemaURL', 'schemaURL', 2000, false);
+    v_result.mentions := ARRAY(SELECT x FROM metastore.extract_datasets(p_payload) AS x);
+    RETURN v_result;
+END
 $_$;
 
-COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores one OpenLineage event (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks. Raises on an invalid event; the caller decides whether to keep a record of it. Error codes: 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22001 a member too long.';
+COMMENT ON FUNCTION metastore.validate_event(p_payload jsonb) IS 'Checks that p_payload is an OpenLineage event this store accepts and returns what it says (event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. Error codes: 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22001 a member too long.';
 
 CREATE TABLE metastore.event_datasets (
     event_id bigint NOT NULL,
@@ -869,7 +904,9 @@ REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_reader;
 
-REVOKE ALL ON FUNCTION metastore.store_event(p_payload jsonb, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.validate_event(p_payload jsonb) FROM PUBLIC;
 
 GRANT SELECT ON TABLE metastore.dataset_events_view TO metastore_app;
 GRANT SELECT ON TABLE metastore.dataset_events_view TO metastore_reader;

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from metastore import migrations
+from metastore import localpg
 from metastore.localpg import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,15 +44,7 @@ class Database:
 
 
 def provision(server: LocalPostgres, dbname: str = TEMPLATE) -> Database:
-    """What a DBA does once per cluster (README, Roles): an owner that deploys, the group
-    roles, a login role for the service; then the deploy itself."""
-    with psycopg.connect(server.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {OWNER} LOGIN")
-        conn.execute("CREATE ROLE metastore_app NOLOGIN")
-        conn.execute("CREATE ROLE metastore_reader NOLOGIN")
-        conn.execute(f"CREATE ROLE {SERVICE} LOGIN IN ROLE metastore_app")
-        conn.execute(f"CREATE DATABASE {dbname} OWNER {OWNER}")
-    migrations.deploy(server.dsn_for(OWNER, dbname))
+    localpg.provision(server, dbname)
     return Database(server, dbname)
 
 

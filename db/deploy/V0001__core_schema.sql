@@ -92,6 +92,18 @@ CREATE TABLE metastore.rejected_events (
     source_principal text
 );
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events (received_at);
+
+DO $lz4$
+BEGIN
+    -- lz4 compresses large events several times faster than the default pglz; servers built
+    -- without it keep pglz.
+    PERFORM pg_catalog.set_config('default_toast_compression', 'lz4', true);
+    ALTER TABLE metastore.events ALTER COLUMN payload SET COMPRESSION lz4;
+    ALTER TABLE metastore.rejected_events ALTER COLUMN payload SET COMPRESSION lz4;
+EXCEPTION WHEN invalid_parameter_value OR feature_not_supported THEN
+    RAISE NOTICE 'lz4 is not available on this server: events are compressed with pglz';
+END
+$lz4$;
 COMMENT ON TABLE metastore.rejected_events IS
     'Well-formed JSON that was refused as an OpenLineage event, kept for inspection with the reason. '
     'Bodies that are not JSON at all are refused without being kept.';
@@ -148,6 +160,33 @@ CREATE TABLE metastore.dataset_symlinks (
 CREATE INDEX dataset_symlinks_symlink_idx ON metastore.dataset_symlinks (symlink_id);
 COMMENT ON TABLE metastore.dataset_symlinks IS
     'symlinks facet: dataset_id carries an identifier naming symlink_id (type as sent, e.g. TABLE; empty when absent).';
+
+CREATE TYPE metastore.dataset_mention AS (
+    namespace            text,
+    name                 text,
+    direction            text,
+    symlink_of_namespace text,
+    symlink_of_name      text,
+    symlink_type         text
+);
+COMMENT ON TYPE metastore.dataset_mention IS
+    'One dataset an event mentions (metastore.extract_datasets); symlink_of_* name the dataset whose '
+    'symlinks facet gave it, null for an input, output or DatasetEvent dataset itself.';
+
+CREATE TYPE metastore.valid_event AS (
+    event_kind    text,
+    event_type    text,
+    event_time    timestamptz,
+    run_id        text,
+    job_namespace text,
+    job_name      text,
+    producer      text,
+    schema_url    text,
+    mentions      metastore.dataset_mention[]
+);
+COMMENT ON TYPE metastore.valid_event IS
+    'What metastore.validate_event read from an event that passed validation: the columns of '
+    'metastore.events and the datasets it mentions.';
 
 CREATE VIEW metastore.datasets_view AS
 SELECT d.id, d.namespace, d.name, d.scheme, d.authority, d.kind, d.first_seen, d.last_seen,

@@ -1,6 +1,7 @@
+-- No SET clause: called from the SECURITY DEFINER functions, whose pinned search_path it
+-- inherits; without one, PostgreSQL can inline or call it without a configuration switch.
 CREATE OR REPLACE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     -- A member set to JSON null counts as absent.
     SELECT CASE

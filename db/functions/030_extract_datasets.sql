@@ -1,15 +1,9 @@
 -- The extraction rules, in one place: live ingest and backfill both call this.
+-- No SET clause: it runs inside the SECURITY DEFINER callers with their pinned search_path,
+-- and a SET clause would cost a configuration save and restore on every call.
 CREATE OR REPLACE FUNCTION metastore.extract_datasets(p_payload jsonb)
-RETURNS TABLE (
-    namespace            text,
-    name                 text,
-    direction            text,
-    symlink_of_namespace text,
-    symlink_of_name      text,
-    symlink_type         text
-)
+RETURNS SETOF metastore.dataset_mention
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     -- Two names of 1000 bytes each keep a (namespace, name) index entry under
@@ -22,6 +16,7 @@ DECLARE
     v_pos       bigint;
     v_path      text;
     v_ident     jsonb;
+    v_row       metastore.dataset_mention;
 BEGIN
     FOR v_key, v_direction IN
         SELECT k, d FROM (VALUES ('inputs', 'input'), ('outputs', 'output'), ('dataset', 'none')) AS t (k, d)
@@ -45,19 +40,16 @@ BEGIN
                     ERRCODE = '22023',
                     MESSAGE = format('"%s" must be an object with "namespace" and "name"', v_path);
             END IF;
-            namespace := metastore.json_text(v_item -> 'namespace', v_path || '.namespace', c_max_bytes);
-            name := metastore.json_text(v_item -> 'name', v_path || '.name', c_max_bytes);
-            direction := v_direction;
-            symlink_of_namespace := NULL;
-            symlink_of_name := NULL;
-            symlink_type := NULL;
-            RETURN NEXT;
+            v_row := ROW(metastore.json_text(v_item -> 'namespace', v_path || '.namespace', c_max_bytes),
+                         metastore.json_text(v_item -> 'name', v_path || '.name', c_max_bytes),
+                         v_direction, NULL, NULL, NULL);
+            RETURN NEXT v_row;
 
             -- Facets are free-form: a malformed identifier is skipped rather than
             -- costing the whole event (the raw event keeps it for a later backfill).
             CONTINUE WHEN jsonb_typeof(v_item #> '{facets,symlinks,identifiers}') IS DISTINCT FROM 'array';
-            symlink_of_namespace := v_item ->> 'namespace';
-            symlink_of_name := v_item ->> 'name';
+            v_row.symlink_of_namespace := v_row.namespace;
+            v_row.symlink_of_name := v_row.name;
             FOR v_ident IN SELECT jsonb_array_elements(v_item #> '{facets,symlinks,identifiers}') LOOP
                 CONTINUE WHEN jsonb_typeof(v_ident) IS DISTINCT FROM 'object'
                     OR jsonb_typeof(v_ident -> 'namespace') IS DISTINCT FROM 'string'
@@ -65,12 +57,13 @@ BEGIN
                     OR v_ident ->> 'namespace' = '' OR v_ident ->> 'name' = ''
                     OR octet_length(v_ident ->> 'namespace') > c_max_bytes
                     OR octet_length(v_ident ->> 'name') > c_max_bytes
-                    OR (v_ident ->> 'namespace' = symlink_of_namespace AND v_ident ->> 'name' = symlink_of_name);
-                namespace := v_ident ->> 'namespace';
-                name := v_ident ->> 'name';
-                symlink_type := CASE WHEN jsonb_typeof(v_ident -> 'type') = 'string'
-                                     THEN left(v_ident ->> 'type', 200) ELSE '' END;
-                RETURN NEXT;
+                    OR (v_ident ->> 'namespace' = v_row.symlink_of_namespace
+                        AND v_ident ->> 'name' = v_row.symlink_of_name);
+                v_row.namespace := v_ident ->> 'namespace';
+                v_row.name := v_ident ->> 'name';
+                v_row.symlink_type := CASE WHEN jsonb_typeof(v_ident -> 'type') = 'string'
+                                           THEN left(v_ident ->> 'type', 200) ELSE '' END;
+                RETURN NEXT v_row;
             END LOOP;
         END LOOP;
     END LOOP;

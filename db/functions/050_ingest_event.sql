@@ -13,15 +13,13 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_payload   jsonb;
+    v_event     metastore.valid_event;
     v_duplicate boolean;
     v_detail    text;
 BEGIN
     BEGIN
         v_payload := convert_from(p_body, 'UTF8')::jsonb;
-        SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
-          FROM metastore.store_event(v_payload, p_source_kind, p_source_principal) AS s;
-        status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
-        event_type := left(v_payload ->> 'eventType', 64);
+        v_event := metastore.validate_event(v_payload);
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
         -- The client's mistake: nothing of the event is kept but, if it was JSON, a record of why.
         GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
@@ -29,7 +27,6 @@ BEGIN
             error_message := error_message || ': ' || v_detail;
         END IF;
         status := 'rejected';
-        event_id := NULL;
         IF jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
             event_type := left(v_payload ->> 'eventType', 64);
         END IF;
@@ -37,7 +34,12 @@ BEGIN
             INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
             VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
         END IF;
+        RETURN;
     END;
+    SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
+      FROM metastore.store_event(v_payload, v_event, p_source_kind, p_source_principal) AS s;
+    status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
+    event_type := v_event.event_type;
 END
 $fn$;
 
@@ -45,8 +47,8 @@ COMMENT ON FUNCTION metastore.ingest_event(bytea, text, text) IS
     'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event '
     'was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says '
     'why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. '
-    'Rejection codes: 22021 not UTF-8; '
-    '22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.store_event.';
+    'Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and '
+    'those of metastore.validate_event.';
 
 REVOKE ALL ON FUNCTION metastore.ingest_event(bytea, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) TO metastore_app;

@@ -11,6 +11,7 @@ AS $fn$
 DECLARE
     v_batch     jsonb;
     v_event     jsonb;
+    v_valid     metastore.valid_event;
     v_index     bigint;
     v_duplicate boolean;
     v_stored    integer := 0;
@@ -29,12 +30,13 @@ BEGIN
     END IF;
 
     FOR v_event, v_index IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o) LOOP
+        v_code := NULL;
         BEGIN
-            SELECT s.duplicate INTO v_duplicate
-              FROM metastore.store_event(v_event, p_source_kind, p_source_principal) AS s;
-            IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
+            v_valid := metastore.validate_event(v_event);
         EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
             GET STACKED DIAGNOSTICS v_code = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
+        END;
+        IF v_code IS NOT NULL THEN
             IF v_detail <> '' THEN
                 v_message := v_message || ': ' || v_detail;
             END IF;
@@ -42,7 +44,11 @@ BEGIN
             VALUES (v_event, v_code, v_message, p_source_kind, p_source_principal);
             v_failed := v_failed || jsonb_build_object(
                 'index', v_index, 'code', v_code, 'reason', v_message, 'retriable', false);
-        END;
+            CONTINUE;
+        END IF;
+        SELECT s.duplicate INTO v_duplicate
+          FROM metastore.store_event(v_event, v_valid, p_source_kind, p_source_principal) AS s;
+        IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
     END LOOP;
 
     status := CASE

@@ -23,7 +23,7 @@ BEGIN
                                                  'EXECUTE');
     -- Internal: reached only through the functions above, or by the owner.
     FOREACH v_role IN ARRAY ARRAY['metastore_app', 'metastore_reader', 'public'] LOOP
-        FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, text, text)',
+        FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, metastore.valid_event, text, text)',
                                     'metastore.backfill(integer)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
                 pg_catalog.format('%s must not execute %s', v_role, v_fn);

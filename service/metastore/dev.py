@@ -10,23 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-import psycopg
-
-from metastore import cli, migrations
-from metastore.localpg import LocalPostgres
-
-ROLES = """
-DO $$BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_owner') THEN
-    CREATE ROLE metastore_owner LOGIN CREATEROLE; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_app') THEN
-    CREATE ROLE metastore_app NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_reader') THEN
-    CREATE ROLE metastore_reader NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_service') THEN
-    CREATE ROLE metastore_service LOGIN IN ROLE metastore_app; END IF;
-END$$
-"""
+from metastore import cli
+from metastore.localpg import LocalPostgres, provision
 
 
 def main() -> int:
@@ -36,11 +21,7 @@ def main() -> int:
     pg = LocalPostgres(data_dir=base, port=int(os.environ.get("METASTORE_DEV_PG_PORT", "54329")))
     pg.start(durable=True)
     try:
-        with psycopg.connect(pg.dsn, autocommit=True) as conn:
-            conn.execute(ROLES)
-            if not conn.execute("SELECT FROM pg_database WHERE datname = 'metastore'").fetchone():
-                conn.execute("CREATE DATABASE metastore OWNER metastore_owner")
-        migrations.deploy(pg.dsn_for("metastore_owner", "metastore"))
+        provision(pg, "metastore")
         os.environ.update(
             {
                 "METASTORE_DATABASE_URL": pg.dsn_for("metastore_service", "metastore"),

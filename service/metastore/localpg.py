@@ -118,3 +118,34 @@ def _unprivileged_user() -> str:
         return name
     subprocess.run(["useradd", "--system", "--no-create-home", "embedded_postgres"], check=True)
     return "embedded_postgres"
+
+
+PROVISION = """
+DO $$BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_owner') THEN
+    CREATE ROLE metastore_owner LOGIN; END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_app') THEN
+    CREATE ROLE metastore_app NOLOGIN; END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_reader') THEN
+    CREATE ROLE metastore_reader NOLOGIN; END IF;
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_service') THEN
+    CREATE ROLE metastore_service LOGIN IN ROLE metastore_app; END IF;
+END$$
+"""
+
+
+def provision(server: LocalPostgres, dbname: str) -> None:
+    """What a DBA does once (README, Roles), then the deploy: an owner that deploys, the group
+    roles, a login role for the service, and a database owned by the owner."""
+    import psycopg
+
+    from metastore import migrations
+
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(PROVISION)
+        if not conn.execute("SELECT FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+            # CREATE DATABASE takes no parameters; the name is the caller's constant, checked here.
+            if not dbname.replace("_", "").isalnum():
+                raise ValueError(f"unusual database name {dbname!r}")
+            conn.execute(f"CREATE DATABASE {dbname} OWNER metastore_owner")
+    migrations.deploy(server.dsn_for("metastore_owner", dbname))

@@ -106,10 +106,24 @@ def test_the_cli_reports_status_as_json_and_fails_clearly_without_a_database_url
 
 def test_verify_via_cli_exits_non_zero_on_failure(database: Database) -> None:
     with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
-        conn.execute("GRANT EXECUTE ON FUNCTION metastore.store_event(jsonb, text, text) TO PUBLIC")
+        conn.execute(
+            "GRANT EXECUTE ON FUNCTION metastore.store_event(jsonb, metastore.valid_event, text, text) TO PUBLIC"
+        )
     env = {**os.environ, "METASTORE_ADMIN_DATABASE_URL": database.owner_dsn}
     result = subprocess.run(
         [sys.executable, "-m", "metastore", "db", "verify"], env=env, capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 1
     assert "functions.sql" in result.stdout
+
+
+def test_events_are_compressed_with_lz4_where_the_server_has_it(owner: psycopg.Connection[Any]) -> None:
+    try:
+        owner.execute("SET default_toast_compression = 'lz4'")
+        has_lz4 = True
+    except psycopg.errors.InvalidParameterValue:
+        has_lz4 = False
+    row = owner.execute(
+        "SELECT attcompression FROM pg_attribute WHERE attrelid = 'metastore.events'::regclass AND attname = 'payload'"
+    ).fetchone()
+    assert row == (("l" if has_lz4 else ""),)

@@ -262,7 +262,7 @@ def test_the_app_role_cannot_rewrite_history_or_read_tables(
         "SELECT * FROM metastore.events",
         "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen) "
         "VALUES ('a', 'b', 'dataset', now(), now())",
-        "SELECT * FROM metastore.store_event('{}'::jsonb)",
+        "SELECT * FROM metastore.validate_event('{}'::jsonb)",
         "CALL metastore.backfill()",
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):

@@ -1,0 +1,651 @@
+"""`make bench`: ingest throughput and latency against the physical floors, measured side by side
+in one run, plus backfill, the read API at scale, and the service's memory. Writes
+bench/results/results.json and PNG plots. `--smoke` is a seconds-long run of the same harness (CI).
+
+Everything runs on this machine against loopback: a durable PostgreSQL (fsync and synchronous
+commit on), the real service over TLS, wrk as the HTTP client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import platform
+import shutil
+import signal
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import trustme
+
+from metastore.localpg import LocalPostgres, free_port, provision
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "openlineage" / "trino"
+
+
+@dataclass
+class Plan:
+    duration_s: float
+    concurrencies: list[int]
+    rate_duration_s: float
+    rate: int
+    backfill_events: int
+    dataset_counts: list[int]
+    read_samples: int
+    profile: bool
+
+
+FULL = Plan(10, [1, 8, 32], 10, 200, 1_000_000, [10_000, 1_000_000], 300, True)
+SMOKE = Plan(1, [1, 8], 1, 50, 2_000, [2_000], 20, False)
+
+
+# ---------------------------------------------------------------- events
+
+
+def templates(count: int = 60) -> list[str]:
+    """Distinct Trino COMPLETE events of a few KB to a few hundred KB, each with a @RUNID@ slot."""
+    bases = [
+        json.loads((FIXTURES / n).read_text())
+        for n in ("04-ctas-complete.json", "02-select-complete.json", "05-select-runtime-fail.json")
+    ]
+    sizes = [3_000, 5_000, 8_000, 12_000, 30_000, 60_000, 250_000]
+    weights = [30, 20, 15, 10, 12, 8, 5]
+    plan = [s for s, w in zip(sizes, weights, strict=True) for _ in range(w)]
+    out = []
+    for i in range(count):
+        event = json.loads(json.dumps(bases[i % len(bases)]))
+        event["run"]["runId"] = "@RUNID@"
+        event["job"]["name"] = f"bench_query_{i}"
+        for k, dataset in enumerate(event.get("inputs", []) + event.get("outputs", [])):
+            dataset["name"] = f"{dataset['name']}_{(i * 7 + k) % 50}"
+        target = plan[(i * 37) % len(plan)]
+        if target < 10_000:
+            # Small events: the statistics facet alone is several KB in the fixtures.
+            event["run"]["facets"].pop("trino_query_statistics", None)
+            event["run"]["facets"].pop("trino_query_context", None)
+        text = json.dumps(event, separators=(",", ":"))
+        pad = max(0, target - len(text))
+        # Real events carry long plan and statistics texts in their run facets.
+        event["run"]["facets"].setdefault("trino_query_statistics", {})["planText"] = "x" * pad
+        out.append(json.dumps(event, separators=(",", ":")))
+    return out
+
+
+def body(template: str, run_id: str) -> bytes:
+    return template.replace("@RUNID@", run_id, 1).encode()
+
+
+# ---------------------------------------------------------------- processes
+
+
+@dataclass
+class Service:
+    process: subprocess.Popen[bytes]
+    url: str
+    ca: Path
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, verify=ssl.create_default_context(cafile=str(self.ca)), timeout=30)
+
+    def metrics(self) -> str:
+        with self.client() as c:
+            return c.get("/metrics").text
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class Bench:
+    plan: Plan
+    work: Path
+    pg: LocalPostgres
+    tls: tuple[Path, Path, Path]  # ca, cert, key
+    results_dir: Path
+    results: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def service_dsn(self) -> str:
+        return self.pg.dsn_for("metastore_service", "bench")
+
+    @property
+    def owner_dsn(self) -> str:
+        return self.pg.dsn_for("metastore_owner", "bench")
+
+    def start_service(self, **env: str) -> Service:
+        port = free_port()
+        ca, cert, key = self.tls
+        environ = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "OTEL_"))}
+        environ.update(
+            {
+                "METASTORE_DATABASE_URL": self.service_dsn,
+                "METASTORE_HOST": "127.0.0.1",
+                "METASTORE_PORT": str(port),
+                "METASTORE_TLS_CERT": str(cert),
+                "METASTORE_TLS_KEY": str(key),
+                "METASTORE_POOL_MAX": "32",
+                "METASTORE_LOG_LEVEL": "WARNING",
+                **env,
+            }
+        )
+        log = (self.work / f"service-{port}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bench.noop_server"],
+            env=environ,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        service = Service(process, f"https://localhost:{port}", ca)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with service.client() as c:
+                    if c.get("/readyz").status_code == 200:
+                        return service
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the service did not start; see {log.name}")
+            time.sleep(0.1)
+
+
+def wrk(service: Service, templates_file: Path, concurrency: int, duration: float, path: str) -> dict[str, Any]:
+    threads = min(concurrency, 2)
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            str(threads),
+            "-c",
+            str(concurrency),
+            "-d",
+            f"{duration}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(ROOT / "bench" / "post.lua"),
+            service.url,
+            "--",
+            str(templates_file),
+            path,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=duration + 60,
+    ).stdout
+    line = next(x for x in out.splitlines() if x.startswith("WRKJSON "))
+    raw = json.loads(line.removeprefix("WRKJSON "))
+    seconds = raw["duration_us"] / 1e6
+    errors = raw["errors_status"] + raw["errors_connect"] + raw["errors_timeout"]
+    return {
+        "concurrency": concurrency,
+        "requests": raw["requests"],
+        "errors": errors,
+        "events_per_s": round((raw["requests"] - errors) / seconds, 1),
+        "p50_ms": raw["p50_us"] / 1000,
+        "p90_ms": raw["p90_us"] / 1000,
+        "p99_ms": raw["p99_us"] / 1000,
+        "max_ms": raw["max_us"] / 1000,
+    }
+
+
+def insert_floor(dsn: str, bodies: list[str], concurrency: int, duration: float) -> dict[str, Any]:
+    """The same events as jsonb into a bare table over the same number of connections."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigint GENERATED ALWAYS AS IDENTITY, payload jsonb)")
+    counts = [0] * concurrency
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    stop_at = time.monotonic() + duration
+
+    def worker(n: int) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            i = 0
+            while time.monotonic() < stop_at:
+                i += 1
+                started = time.perf_counter()
+                text = bodies[i % len(bodies)].replace("@RUNID@", f"floor-{n}-{i}-{time.time_ns()}", 1)
+                conn.execute("INSERT INTO bench_floor (payload) VALUES (%s::jsonb)", (text,))
+                latencies[n].append(time.perf_counter() - started)
+                counts[n] += 1
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(concurrency)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.monotonic() - started
+    flat = sorted(x for xs in latencies for x in xs)
+    return {
+        "concurrency": concurrency,
+        "events_per_s": round(sum(counts) / elapsed, 1),
+        "p50_ms": round(flat[len(flat) // 2] * 1000, 3),
+        "p99_ms": round(flat[int(len(flat) * 0.99)] * 1000, 3),
+    }
+
+
+async def fixed_rate(service: Service, bodies: list[str], rate: int, duration: float, tag: str) -> dict[str, Any]:
+    """Open loop: a request every 1/rate s whatever the answers, as Trino's queries arrive."""
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    verify = ssl.create_default_context(cafile=str(service.ca))
+    async with httpx.AsyncClient(base_url=service.url, verify=verify, limits=limits, timeout=10) as client:
+
+        async def one(i: int) -> None:
+            started = time.perf_counter()
+            response = await client.post("/api/v1/lineage", content=body(bodies[i % len(bodies)], f"{tag}-{i}"))
+            latencies.append(time.perf_counter() - started)
+            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+
+        tasks = []
+        begin = time.perf_counter()
+        for i in range(int(rate * duration)):
+            await asyncio.sleep(max(0.0, begin + i / rate - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+    latencies.sort()
+    return {
+        "rate": rate,
+        "requests": len(latencies),
+        "statuses": statuses,
+        "p50_ms": round(statistics.median(latencies) * 1000, 2),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
+        "max_ms": round(latencies[-1] * 1000, 2),
+    }
+
+
+def mean_seconds(metrics_text: str, family: str, **labels: str) -> float:
+    total = count = 0.0
+    for line in metrics_text.splitlines():
+        if not line.startswith(family) or any(f'{k}="{v}"' not in line for k, v in labels.items()):
+            continue
+        if line.startswith(family + "_sum"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith(family + "_count"):
+            count += float(line.rsplit(" ", 1)[1])
+    return total / count if count else 0.0
+
+
+# ---------------------------------------------------------------- the runs
+
+
+def run_ingest(b: Bench, bodies: list[str], templates_file: Path) -> None:
+    plan = b.plan
+    rows: list[dict[str, Any]] = []
+    for mode in ("sync", "async"):
+        service = b.start_service(METASTORE_INGEST_MODE=mode)
+        try:
+            for c in plan.concurrencies:
+                if mode == "sync":
+                    rows.append(
+                        {"kind": "noop floor", **wrk(service, templates_file, c, plan.duration_s, "/api/v1/noop")}
+                    )
+                    rows.append(
+                        {
+                            "kind": "insert floor",
+                            **insert_floor(
+                                b.service_dsn.replace("metastore_service", "metastore_owner"),
+                                bodies,
+                                c,
+                                plan.duration_s,
+                            ),
+                        }
+                    )
+                peak = [0.0]
+                sampler = threading.Thread(target=lambda s=service, p=peak: _sample_rss(s, p, plan.duration_s))
+                sampler.start()
+                rows.append(
+                    {
+                        "kind": f"ingest {mode}",
+                        **wrk(service, templates_file, c, plan.duration_s, "/api/v1/lineage"),
+                        "rss_peak_mb": round(peak[0], 1),
+                    }
+                )
+                sampler.join()
+                print(f"  {rows[-1]}", file=sys.stderr)
+            metrics_text = service.metrics()
+            if mode == "sync":
+                b.results["where_time_goes"] = {
+                    "request_mean_ms": round(
+                        mean_seconds(metrics_text, "metastore_http_request_duration_seconds", route="/api/v1/lineage")
+                        * 1000,
+                        3,
+                    ),
+                    "db_call_mean_ms": round(
+                        mean_seconds(metrics_text, "metastore_db_call_duration_seconds", query="ingest_event") * 1000, 3
+                    ),
+                }
+                if plan.profile and shutil.which("py-spy"):
+                    profile(service, templates_file, b)
+            b.results.setdefault("rate", {})[mode] = asyncio.run(
+                fixed_rate(service, bodies, plan.rate, plan.rate_duration_s, f"rate-{mode}-{time.time_ns()}")
+            )
+        finally:
+            service.stop()
+    b.results["ingest"] = rows
+    ratios = []
+    for c in plan.concurrencies:
+        by = {r["kind"]: r for r in rows if r["concurrency"] == c}
+        ratios.append(
+            {
+                "concurrency": c,
+                "sync_vs_insert_floor": round(
+                    by["ingest sync"]["events_per_s"] / by["insert floor"]["events_per_s"], 3
+                ),
+                "async_vs_insert_floor": round(
+                    by["ingest async"]["events_per_s"] / by["insert floor"]["events_per_s"], 3
+                ),
+                "sync_vs_noop_floor": round(by["ingest sync"]["events_per_s"] / by["noop floor"]["events_per_s"], 3),
+            }
+        )
+    b.results["ratios"] = ratios
+
+
+def _sample_rss(service: Service, peak: list[float], duration: float) -> None:
+    stop_at = time.monotonic() + duration + 0.5
+    while time.monotonic() < stop_at:
+        peak[0] = max(peak[0], service.rss_mb())
+        time.sleep(0.2)
+
+
+def profile(service: Service, templates_file: Path, b: Bench) -> None:
+    """Where a sync ingest spends its time in the service process (py-spy flame graph)."""
+    out = b.work / "profile.svg"
+    spy = subprocess.Popen(
+        [
+            "py-spy",
+            "record",
+            "--pid",
+            str(service.process.pid),
+            "--duration",
+            "8",
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wrk(service, templates_file, 8, 8, "/api/v1/lineage")
+    spy.wait(60)
+    if out.exists():
+        b.results["profile"] = "profile.svg"
+        shutil.copy(out, b.results_dir / "profile.svg")
+
+
+def run_memory_full_queue(b: Bench, bodies: list[str]) -> None:
+    """Resident memory with the async queue full of large events (the database held off)."""
+    service = b.start_service(
+        METASTORE_INGEST_MODE="async",
+        METASTORE_ASYNC_QUEUE_SIZE="2000",
+        METASTORE_ASYNC_QUEUE_FULL="reject",
+        METASTORE_DB_TIMEOUT_MS="120000",
+    )
+    try:
+        idle = service.rss_mb()
+        big = [t for t in bodies if len(t) > 50_000] or bodies
+        with psycopg.connect(b.owner_dsn) as blocker, service.client() as client:
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            accepted = queued_bytes = 0
+            for i in range(2100):
+                data = body(big[i % len(big)], f"mem-{time.time_ns()}-{i}")
+                if client.post("/api/v1/lineage", content=data).status_code == 202:
+                    accepted += 1
+                    queued_bytes += len(data)
+            full = service.rss_mb()
+            blocker.rollback()
+        b.results["memory"] = {
+            "idle_mb": round(idle, 1),
+            "queue_full_mb": round(full, 1),
+            "queued_events": accepted,
+            "queued_mb": round(queued_bytes / 2**20, 1),
+        }
+    finally:
+        service.stop()
+
+
+def run_backfill(b: Bench) -> None:
+    n = b.plan.backfill_events
+    with psycopg.connect(b.owner_dsn, autocommit=True) as conn:
+        started = time.perf_counter()
+        # Bulk, inside PostgreSQL: small Trino-like COMPLETE events reading two of 5000 tables.
+        conn.execute(
+            """
+            INSERT INTO metastore.events (payload, payload_sha256, event_kind, event_type, event_time, run_id,
+                                          job_namespace, job_name, producer)
+            SELECT p, sha256(convert_to(p::text, 'UTF8')), 'run', 'COMPLETE', now(), p #>> '{run,runId}',
+                   'trino://bench:8080', p #>> '{job,name}', 'bench'
+              FROM (SELECT jsonb_build_object(
+                        'eventTime', now(), 'eventType', 'COMPLETE', 'producer', 'bench',
+                        'run', jsonb_build_object('runId', 'backfill-' || i),
+                        'job', jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'q' || i),
+                        'inputs', jsonb_build_array(
+                            jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.t' || (i %% 5000)),
+                            jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.u' || (i %% 977))),
+                        'outputs', jsonb_build_array(
+                            jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.o' || (i %% 3001))))
+                        AS p
+                      FROM generate_series(1, %s::bigint) AS i) AS g
+            """,
+            (n,),
+        )
+        generated = time.perf_counter() - started
+        total = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
+        started = time.perf_counter()
+        conn.execute("CALL metastore.backfill(50000)")
+        seconds = time.perf_counter() - started
+    events = total[0] if total else n
+    b.results["backfill"] = {
+        "events": events,
+        "generate_s": round(generated, 1),
+        "backfill_s": round(seconds, 1),
+        "events_per_s": round(events / seconds, 1),
+    }
+    print(f"  backfill {b.results['backfill']}", file=sys.stderr)
+
+
+def cursor_for(namespace: str, name: str) -> str:
+    text = json.dumps([namespace, name])
+    return base64.b64encode(text.encode()).decode().translate(str.maketrans("+/", "-_"))
+
+
+def run_read_api(b: Bench) -> None:
+    rows = []
+    service = b.start_service()
+    try:
+        have = 0
+        for target in b.plan.dataset_counts:
+            with psycopg.connect(b.owner_dsn, autocommit=True) as conn:
+                conn.execute(
+                    "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen) "
+                    "SELECT 'trino://read:8080', format('cat.s.t%%s', lpad(i::text, 9, '0')), 'dataset', now(), now() "
+                    "FROM generate_series(%s::bigint, %s::bigint) AS i",
+                    (have + 1, target),
+                )
+                conn.execute("ANALYZE metastore.datasets")
+            have = target
+            deep = cursor_for("trino://read:8080", f"cat.s.t{target - 150:09d}")
+            with service.client() as client:
+                for label, params in (
+                    ("first page", {"limit": "100"}),
+                    ("deep page", {"limit": "100", "cursor": deep}),
+                    ("search", {"limit": "100", "q": "t0000099"}),
+                ):
+                    samples = []
+                    for _ in range(b.plan.read_samples):
+                        started = time.perf_counter()
+                        response = client.get("/api/v1/datasets", params=params)
+                        samples.append(time.perf_counter() - started)
+                        assert response.status_code == 200, response.text
+                    samples.sort()
+                    rows.append(
+                        {
+                            "datasets": target,
+                            "query": label,
+                            "p50_ms": round(statistics.median(samples) * 1000, 2),
+                            "p99_ms": round(samples[int(len(samples) * 0.99) - 1] * 1000, 2),
+                        }
+                    )
+                    print(f"  {rows[-1]}", file=sys.stderr)
+    finally:
+        service.stop()
+    b.results["read_api"] = rows
+
+
+def plots(results: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ingest = results["ingest"]
+    kinds = ["insert floor", "noop floor", "ingest sync", "ingest async"]
+    concurrencies = sorted({r["concurrency"] for r in ingest})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.2
+    for k, kind in enumerate(kinds):
+        values = [
+            next((r["events_per_s"] for r in ingest if r["kind"] == kind and r["concurrency"] == c), 0)
+            for c in concurrencies
+        ]
+        left.bar([i + k * width for i in range(len(concurrencies))], values, width, label=kind)
+        if kind.startswith("ingest"):
+            right.plot(
+                concurrencies,
+                [
+                    next(r["p99_ms"] for r in ingest if r["kind"] == kind and r["concurrency"] == c)
+                    for c in concurrencies
+                ],
+                marker="o",
+                label=f"{kind} p99",
+            )
+            right.plot(
+                concurrencies,
+                [
+                    next(r["p50_ms"] for r in ingest if r["kind"] == kind and r["concurrency"] == c)
+                    for c in concurrencies
+                ],
+                marker=".",
+                linestyle="--",
+                label=f"{kind} p50",
+            )
+    left.set_xticks([i + 1.5 * width for i in range(len(concurrencies))], [f"{c} clients" for c in concurrencies])
+    left.set_ylabel("events / s")
+    left.set_title("Throughput against the floors")
+    left.legend()
+    right.set_xscale("log", base=2)
+    right.set_xlabel("concurrent clients")
+    right.set_ylabel("ms")
+    right.set_title("Ingest latency (closed loop)")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(out / "ingest.png", dpi=110)
+    plt.close(fig)
+
+    reads = results.get("read_api", [])
+    if reads:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        labels = sorted({r["query"] for r in reads})
+        counts = sorted({r["datasets"] for r in reads})
+        for k, count in enumerate(counts):
+            ax.bar(
+                [i + k * 0.35 for i in range(len(labels))],
+                [next(r["p99_ms"] for r in reads if r["query"] == q and r["datasets"] == count) for q in labels],
+                0.35,
+                label=f"{count:,} datasets (p99)",
+            )
+        ax.set_xticks([i + 0.175 for i in range(len(labels))], labels)
+        ax.set_ylabel("ms")
+        ax.set_title("Read API latency by table size")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "read-api.png", dpi=110)
+        plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--smoke", action="store_true", help="seconds-long run of the whole harness")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        print("bench: wrk is needed (apt-get install wrk)", file=sys.stderr)
+        return 2
+    plan = SMOKE if args.smoke else FULL
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="metastore-bench-"))
+    ca = trustme.CA()
+    leaf = ca.issue_cert("localhost", "127.0.0.1")
+    tls = (work / "ca.pem", work / "cert.pem", work / "key.pem")
+    ca.cert_pem.write_to_path(str(tls[0]))
+    leaf.private_key_and_cert_chain_pem.write_to_path(str(tls[1]))
+    leaf.private_key_pem.write_to_path(str(tls[2]))
+    bodies = templates()
+    templates_file = work / "templates.txt"
+    templates_file.write_text("\n".join(bodies) + "\n")
+    pg = LocalPostgres().start(durable=True)
+    b = Bench(plan, work, pg, tls, args.out)
+    try:
+        provision(pg, "bench")
+        with psycopg.connect(pg.dsn) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+        b.results["machine"] = {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "postgresql": version[0] if version else "?",
+            "durable_commits": True,
+            "smoke": args.smoke,
+            "event_bytes": {
+                "min": min(map(len, bodies)),
+                "max": max(map(len, bodies)),
+                "median": int(statistics.median(map(len, bodies))),
+            },
+        }
+        print("ingest ...", file=sys.stderr)
+        run_ingest(b, bodies, templates_file)
+        print("memory ...", file=sys.stderr)
+        run_memory_full_queue(b, bodies)
+        print("backfill ...", file=sys.stderr)
+        run_backfill(b)
+        print("read API ...", file=sys.stderr)
+        run_read_api(b)
+    finally:
+        pg.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    (args.out / "results.json").write_text(json.dumps(b.results, indent=2) + "\n")
+    plots(b.results, args.out)
+    print(json.dumps(b.results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

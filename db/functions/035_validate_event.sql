@@ -1,0 +1,63 @@
+-- Validation and extraction, without writing anything: callers run it inside an exception
+-- block, and a block that writes nothing costs no subtransaction id (batches of hundreds of
+-- events would otherwise overflow PostgreSQL's per-backend subtransaction cache).
+CREATE OR REPLACE FUNCTION metastore.validate_event(p_payload jsonb) RETURNS metastore.valid_event
+LANGUAGE plpgsql STABLE
+SET "TimeZone" = 'UTC'  -- an eventTime without a zone is UTC
+AS $fn$
+DECLARE
+    v_result    metastore.valid_event;
+    v_time_text text;
+BEGIN
+    IF jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('an OpenLineage event must be a JSON object, not a JSON %s', jsonb_typeof(p_payload));
+    END IF;
+
+    v_result.event_kind := metastore.event_kind(p_payload);
+    IF v_result.event_kind IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = 'not an OpenLineage event: it needs "run" and "job" objects (RunEvent), '
+                      'a "job" object (JobEvent) or a "dataset" object (DatasetEvent)';
+    END IF;
+
+    v_time_text := metastore.json_text(p_payload -> 'eventTime', 'eventTime', 64);
+    -- PostgreSQL also reads words like 'now' or 'epoch' as times: accept ISO 8601 only.
+    IF v_time_text !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22007',
+            MESSAGE = format('"eventTime" must be an ISO 8601 date-time such as 2024-05-01T12:00:00.000Z, not "%s"',
+                             v_time_text);
+    END IF;
+    BEGIN
+        v_result.event_time := v_time_text::timestamptz;
+    EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22007',
+            MESSAGE = format('"eventTime" is not a valid date-time: "%s"', v_time_text);
+    END;
+
+    IF v_result.event_kind = 'run' THEN
+        v_result.run_id := metastore.json_text(p_payload #> '{run,runId}', 'run.runId', 256);
+    END IF;
+    IF v_result.event_kind IN ('run', 'job') THEN
+        v_result.job_namespace := metastore.json_text(p_payload #> '{job,namespace}', 'job.namespace', 1000);
+        v_result.job_name := metastore.json_text(p_payload #> '{job,name}', 'job.name', 1000);
+    END IF;
+    v_result.event_type := metastore.json_text(p_payload -> 'eventType', 'eventType', 64, false);
+    v_result.producer := metastore.json_text(p_payload -> 'producer', 'producer', 2000, false);
+    v_result.schema_url := metastore.json_text(p_payload -> 'schemaURL', 'schemaURL', 2000, false);
+    v_result.mentions := ARRAY(SELECT x FROM metastore.extract_datasets(p_payload) AS x);
+    RETURN v_result;
+END
+$fn$;
+
+COMMENT ON FUNCTION metastore.validate_event(jsonb) IS
+    'Checks that p_payload is an OpenLineage event this store accepts and returns what it says '
+    '(event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. '
+    'Error codes: 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; '
+    '22001 a member too long.';
+
+REVOKE ALL ON FUNCTION metastore.validate_event(jsonb) FROM PUBLIC;
