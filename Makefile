@@ -29,6 +29,9 @@ bench: $(PY) ## benchmarks: ingest against its floors, backfill, read API, memor
 bench-smoke: $(PY) ## a seconds-long run of the benchmark harness, so that it does not rot
 	$(PY) -m bench.run --smoke --out $${TMPDIR:-/tmp}/metastore-bench-smoke
 
+soak: $(PY) ## minutes of load with a PostgreSQL restart, a paused PostgreSQL and a SIGTERM of the service
+	$(PY) -m bench.soak
+
 lint: $(PY) ## ruff, ruff format and mypy
 	$(VENV)/bin/ruff check service tests bench
 	$(VENV)/bin/ruff format --check service tests bench
@@ -47,4 +50,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv dev test bench bench-smoke lint format schema settings clean-dev
+.PHONY: help venv dev test bench bench-smoke soak lint format schema settings clean-dev

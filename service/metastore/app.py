@@ -13,6 +13,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sanic import Request, Sanic
 from sanic.exceptions import SanicException
+from sanic.http import Http
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw, redirect
 
@@ -87,7 +88,8 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
     app.config.REQUEST_MAX_SIZE = config.max_body_bytes
     app.config.FALLBACK_ERROR_FORMAT = "json"
     app.config.KEEP_ALIVE_TIMEOUT = 75  # longer than typical client pools keep idle connections
-    app.config.GRACEFUL_SHUTDOWN_TIMEOUT = config.shutdown_grace_s
+    # Half the grace period for requests in flight, the rest for draining the async queue.
+    app.config.GRACEFUL_SHUTDOWN_TIMEOUT = config.shutdown_grace_s / 2
     app.config.REQUEST_TIMEOUT = 30
     app.config.RESPONSE_TIMEOUT = 30
     db = Database(config)
@@ -143,6 +145,10 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
                 time.perf_counter() - started
             )
         response.headers["X-Request-ID"] = str(request.id)
+        if state["draining"] and isinstance(request.stream, Http):
+            # Sanic keeps serving busy keep-alive connections until its timeout; a client told
+            # to close reconnects, to a replica that is not shutting down.
+            request.stream.keep_alive = False
 
     def body_of(request: Request) -> bytes:
         return _inflate(request.body or b"", request.headers.get("content-encoding", ""), config.max_body_bytes)
