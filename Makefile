@@ -32,14 +32,17 @@ bench-smoke: $(PY) ## a seconds-long run of the benchmark harness, so that it do
 soak: $(PY) ## minutes of load with a PostgreSQL restart, a paused PostgreSQL and a SIGTERM of the service
 	$(PY) -m bench.soak
 
+helm-check: ## lint, render and validate the Helm chart; hadolint the Dockerfile
+	helm/check.sh
+
 lint: $(PY) ## ruff, ruff format and mypy
-	$(VENV)/bin/ruff check service tests bench
-	$(VENV)/bin/ruff format --check service tests bench
+	$(VENV)/bin/ruff check service tests bench helm
+	$(VENV)/bin/ruff format --check service tests bench helm
 	$(VENV)/bin/mypy
 
 format: $(PY) ## apply ruff's fixes and formatting
-	$(VENV)/bin/ruff check --fix service tests bench
-	$(VENV)/bin/ruff format service tests bench
+	$(VENV)/bin/ruff check --fix service tests bench helm
+	$(VENV)/bin/ruff format service tests bench helm
 
 schema: $(PY) ## rewrite db/schema.sql from a fresh deploy (commit it with the change)
 	$(PY) -m tests.schema_dump
@@ -50,4 +53,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv dev test bench bench-smoke soak lint format schema settings clean-dev
+.PHONY: help venv dev test bench bench-smoke soak helm-check lint format schema settings clean-dev

@@ -8,7 +8,7 @@ import json
 import logging
 import logging.handlers
 import sys
-from datetime import UTC, datetime
+import time
 from pathlib import Path
 
 request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
@@ -28,7 +28,8 @@ def _trace_ids() -> tuple[str, str] | None:
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
-            "asctime": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            # The platform's Vector agent parses exactly this: "%F %T,%3f" in UTC, no zone.
+            "asctime": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(record.created)) + f",{int(record.msecs):03d}",
             "levelname": record.levelname,
             "name": record.name,
             "message": record.getMessage(),

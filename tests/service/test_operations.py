@@ -4,6 +4,7 @@ freezes, statement deadlines, the async queue when full, metrics, logs and certi
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import ssl
@@ -271,6 +272,7 @@ def test_logs_are_json_lines_with_request_ids(server: Server, client: httpx.Clie
     entries = [json.loads(line) for line in server.log_lines()]
     for entry in entries:
         assert {"asctime", "levelname", "name", "message"} <= set(entry)
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}", entry["asctime"])
     mine = [e for e in entries if e.get("request_id") == "req-42-abc"]
     assert mine and "rejected" in mine[0]["message"]
     assert not any('"eventTime": 5' in line for line in server.log_lines())  # no bodies in the log

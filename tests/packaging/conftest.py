@@ -1,0 +1,1 @@
+from tests.server_fixtures import tls_files  # noqa: F401
