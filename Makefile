@@ -7,9 +7,10 @@ PYTEST_ARGS ?=
 .DEFAULT_GOAL := help
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
 
 $(PY): pyproject.toml
+	scripts/system-deps.sh
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -17,11 +18,22 @@ $(PY): pyproject.toml
 
 venv: $(PY) ## create the virtualenv with the service and its development tools
 
+system-deps: ## install the Debian packages the tests need, when missing (PostgreSQL 15, Chromium, ...)
+	scripts/system-deps.sh
+
 dev: $(PY) ## run the service on http://127.0.0.1:8080 against a local embedded PostgreSQL
 	$(PY) -m metastore.dev
 
-test: $(PY) ## run the tests (each starts its own throwaway PostgreSQL)
+test: system-deps $(PY) ## run the tests (each starts its own throwaway PostgreSQL)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+e2e: $(PY) ## end to end with a real Trino 476 from Maven Central (cached in ~/.cache/metastore-e2e), then the listener's cost
+	@status=0; \
+	bash tests/e2e/fetch_trino.sh >/dev/null || status=$$?; \
+	[ $$status -ne 0 ] || $(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
+	[ $$status -ne 0 ] || $(PY) -m tests.e2e.measure_listener || status=$$?; \
+	$(PY) -m tests.e2e.trino_server reap; \
+	exit $$status
 
 bench: $(PY) ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk)
 	$(PY) -m bench.run
@@ -53,4 +65,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv dev test bench bench-smoke soak helm-check lint format schema settings clean-dev
+.PHONY: help venv system-deps dev test e2e bench bench-smoke soak helm-check lint format schema settings clean-dev
