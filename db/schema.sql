@@ -29,10 +29,118 @@ CREATE TYPE metastore.valid_event AS (
 
 COMMENT ON TYPE metastore.valid_event IS 'What metastore.validate_event read from an event that passed validation: the columns of metastore.events and the datasets it mentions.';
 
+CREATE TYPE metastore.checked_event AS (
+	valid metastore.valid_event,
+	error_code text,
+	error_message text
+);
+
+COMMENT ON TYPE metastore.checked_event IS 'metastore.check_event''s answer: what a valid event says, or why it was refused (SQLSTATE, message).';
+
 CREATE TYPE metastore_migrations.schema_version_type AS ENUM (
     'auto',
     'manual'
 );
+
+CREATE FUNCTION metastore.apply_retention(p_keep interval) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    SET lock_timeout TO '100ms'
+    AS $_$
+DECLARE
+    c_attempts constant integer := 20;
+    v_cutoff   timestamptz;
+    v_old      regclass[] := '{}';
+    v_part     regclass;
+    v_parent   regclass;
+    v_count    bigint;
+    v_events   bigint := 0;
+BEGIN
+    IF p_keep IS NULL OR p_keep < interval '1 day' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('p_keep must be at least 1 day, not %s', p_keep);
+    END IF;
+    v_cutoff := now() - p_keep;
+
+    -- One maintainer at a time (this function and create_partitions).
+    PERFORM set_config('lock_timeout', '0', true);
+    PERFORM pg_advisory_xact_lock(7262002);
+    PERFORM set_config('lock_timeout', '100ms', true);
+
+    -- Daily partitions (of either table) that end at or before the cutoff. The default
+    -- partitions have no bound; a range ending at MAXVALUE has no date and is kept. Events are
+    -- counted before the drop, without blocking anyone: an event stored for one of these old
+    -- days in that instant is dropped with it, uncounted.
+    FOR v_part, v_parent IN
+        SELECT c.oid::regclass, i.inhparent::regclass
+          FROM pg_inherits AS i
+          JOIN pg_class AS c ON c.oid = i.inhrelid
+         CROSS JOIN LATERAL (
+               SELECT CASE WHEN i.inhparent IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)
+                           THEN substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''([^'']+)''\)$')::timestamptz
+                      END AS upper_bound) AS b
+         WHERE i.inhparent IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)
+           AND b.upper_bound <= v_cutoff
+         ORDER BY b.upper_bound, c.relname
+    LOOP
+        v_old := v_old || v_part;
+        IF v_parent = 'metastore.events'::regclass THEN
+            EXECUTE format('SELECT count(*) FROM %s', v_part) INTO v_count;
+            v_events := v_events + v_count;
+        END IF;
+    END LOOP;
+
+    IF cardinality(v_old) = 0
+       AND NOT EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff)
+       AND NOT EXISTS (SELECT FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff) THEN
+        RETURN jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', 0, 'events_removed', 0);
+    END IF;
+
+    -- Dropping a partition takes an ACCESS EXCLUSIVE lock on its parent until commit: ingest and
+    -- reads wait for the drops (milliseconds). DETACH PARTITION ... CONCURRENTLY would not, but it
+    -- cannot run inside a function (a transaction block); a plain DETACH before the DROP would
+    -- also lock metastore.datasets (the link partition's foreign key becomes its own), DROP alone
+    -- does not. Both parents are locked up front, events first as every writer and reader does;
+    -- each wait is cut short by lock_timeout, so retention never queues long behind a long
+    -- transaction (ingest would queue behind it): it releases everything and tries again, and
+    -- gives up with 55P03 after c_attempts tries.
+    FOR v_attempt IN 1 .. c_attempts LOOP
+        BEGIN
+            LOCK TABLE ONLY metastore.events, ONLY metastore.event_datasets IN ACCESS EXCLUSIVE MODE;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF v_attempt = c_attempts THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = '55P03',
+                    MESSAGE = 'could not lock metastore.events and event_datasets to apply retention',
+                    HINT = 'A long transaction holds them, e.g. CALL metastore.backfill(). Try again later.';
+            END IF;
+            PERFORM pg_sleep(0.05 + random() * 0.1);
+        END;
+    END LOOP;
+
+    FOREACH v_part IN ARRAY v_old LOOP
+        EXECUTE format('DROP TABLE %s', v_part);
+    END LOOP;
+
+    -- Rows of the default partitions older than the cutoff go one by one; for events the
+    -- append-only trigger is bypassed for this delete only, inside this transaction.
+    IF EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff) THEN
+        ALTER TABLE metastore.events_default DISABLE TRIGGER events_append_only;
+        DELETE FROM metastore.events_default AS e WHERE e.event_time < v_cutoff;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        v_events := v_events + v_count;
+        ALTER TABLE metastore.events_default ENABLE TRIGGER events_append_only;
+    END IF;
+    DELETE FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff;
+
+    RETURN jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', cardinality(v_old), 'events_removed', v_events);
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.apply_retention(p_keep interval) IS 'Forgets the events whose eventTime is older than now() - p_keep, with their links: drops the daily partitions of metastore.events and metastore.event_datasets that end at or before that cutoff, and deletes the older rows of their default partitions. Datasets keep what was learned (kind, first_seen, last_seen, counts, symlinks); CALL metastore.backfill() afterwards recomputes them from the events that remain. Returns {"cutoff", "partitions_dropped" (of both tables), "events_removed"}. Ingest waits while the partitions are dropped. Error codes: 22023 p_keep under 1 day; 55P03 the tables stayed locked by another transaction (e.g. a backfill): nothing was removed, try again later.';
 
 CREATE PROCEDURE metastore.backfill(IN p_batch_size integer DEFAULT 10000)
     LANGUAGE plpgsql
@@ -69,7 +177,8 @@ BEGIN
         COMMIT;
     END LOOP;
 
-    -- 2. Hold off new events while the rest is read and the result swapped in.
+    -- 2. Hold off new events while the rest is read and the result swapped in. The lock reaches
+    -- every partition; metastore.create_partitions and apply_retention back off until it ends.
     LOCK TABLE metastore.events IN SHARE MODE;
     INSERT INTO pg_temp.backfill_mentions
     SELECT e.id, e.event_time, x.*
@@ -93,15 +202,17 @@ BEGIN
            IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen, excluded.input_events,
                              excluded.output_events);
 
+    -- Links carry their event's event_time: the partition key, shared with metastore.events.
     CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
-    SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction
+    SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction, m.event_time
       FROM pg_temp.backfill_mentions AS m
       JOIN metastore.datasets AS d ON d.namespace = m.namespace AND d.name = m.name;
     DELETE FROM metastore.event_datasets AS t
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_links AS n
-                        WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction);
-    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
-    SELECT n.event_id, n.dataset_id, n.direction FROM pg_temp.backfill_links AS n
+                        WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction
+                          AND n.event_time = t.event_time);
+    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
+    SELECT n.event_id, n.dataset_id, n.direction, n.event_time FROM pg_temp.backfill_links AS n
     ON CONFLICT DO NOTHING;
 
     CREATE TEMP TABLE backfill_symlinks ON COMMIT DROP AS
@@ -125,7 +236,139 @@ BEGIN
 END
 $$;
 
-COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. Error codes: 22023 p_batch_size not positive.';
+COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from the events that remain (datasets no remaining event mentions are removed). Error codes: 22023 p_batch_size not positive.';
+
+CREATE FUNCTION metastore.check_event(p_payload jsonb) RETURNS metastore.checked_event
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+    v_result metastore.checked_event;
+    v_detail text;
+BEGIN
+    v_result.valid := metastore.validate_event(p_payload);
+    RETURN v_result;
+EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+    GET STACKED DIAGNOSTICS v_result.error_code = RETURNED_SQLSTATE, v_result.error_message = MESSAGE_TEXT,
+                            v_detail = PG_EXCEPTION_DETAIL;
+    IF v_detail <> '' THEN
+        v_result.error_message := v_result.error_message || ': ' || v_detail;
+    END IF;
+    RETURN v_result;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.check_event(p_payload jsonb) IS 'metastore.validate_event, with a refusal returned as error_code (SQLSTATE) and error_message instead of raised; valid is null then.';
+
+CREATE FUNCTION metastore.create_partitions(p_from date DEFAULT (CURRENT_DATE - 1), p_days_ahead integer DEFAULT 14) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    SET lock_timeout TO '100ms'
+    AS $_$
+DECLARE
+    c_attempts constant integer := 20;
+    v_last     date := current_date + p_days_ahead;
+    v_days     date[];
+    v_day      date;
+    v_table    text;
+    v_name     text;
+    v_lo       timestamptz;
+    v_hi       timestamptz;
+    v_created  integer := 0;
+BEGIN
+    IF p_from IS NULL OR p_days_ahead IS NULL OR p_days_ahead < 0 OR p_days_ahead > 366 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('p_from must be a date and p_days_ahead from 0 to 366, not %s and %s', p_from, p_days_ahead);
+    END IF;
+    IF v_last - p_from > 3660 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('%s to %s is more than 3660 daily partitions', p_from, v_last);
+    END IF;
+
+    -- One maintainer at a time (this function and apply_retention): a second caller waits here,
+    -- then finds the partitions made and returns 0.
+    PERFORM set_config('lock_timeout', '0', true);
+    PERFORM pg_advisory_xact_lock(7262002);
+    PERFORM set_config('lock_timeout', '100ms', true);
+
+    v_days := ARRAY(SELECT d::date
+                      FROM generate_series(p_from::timestamp, v_last::timestamp, interval '1 day') AS d
+                     WHERE to_regclass(format('metastore.events_p%s', to_char(d, 'YYYYMMDD'))) IS NULL
+                        OR to_regclass(format('metastore.event_datasets_p%s', to_char(d, 'YYYYMMDD'))) IS NULL
+                     ORDER BY d);
+    IF cardinality(v_days) = 0 THEN
+        RETURN 0;
+    END IF;
+
+    -- Ingest is held off while partitions are attached (milliseconds): an insert routed to the
+    -- default partition just before a new partition takes over its day would fail the partition
+    -- constraint (23514). Attaching a link partition also locks metastore.datasets (its foreign
+    -- key). Writers lock events or datasets first, readers event_datasets or events: so every
+    -- lock is taken up front, each wait is cut short by lock_timeout, and on a timeout all are
+    -- released and tried again. Maintenance backs off; ingest and reads never deadlock with it.
+    FOR v_attempt IN 1 .. c_attempts LOOP
+        BEGIN
+            LOCK TABLE ONLY metastore.events, metastore.datasets, ONLY metastore.event_datasets
+                IN SHARE ROW EXCLUSIVE MODE;
+            LOCK TABLE metastore.events_default, metastore.event_datasets_default IN ACCESS EXCLUSIVE MODE;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF v_attempt = c_attempts THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = '55P03',
+                    MESSAGE = 'could not lock metastore.events, datasets and event_datasets to create partitions',
+                    HINT = 'A long transaction holds them, e.g. CALL metastore.backfill(). Try again later.';
+            END IF;
+            PERFORM pg_sleep(0.05 + random() * 0.1);
+        END;
+    END LOOP;
+
+    FOREACH v_day IN ARRAY v_days LOOP
+        v_lo := v_day::timestamptz;
+        v_hi := (v_day + 1)::timestamptz;
+        FOREACH v_table IN ARRAY ARRAY['events', 'event_datasets'] LOOP
+            v_name := format('%s_p%s', v_table, to_char(v_day, 'YYYYMMDD'));
+            CONTINUE WHEN to_regclass(format('metastore.%I', v_name)) IS NOT NULL;
+
+            -- Made standalone, filled, then attached: the CHECK constraint proves the bounds, so
+            -- ATTACH does not scan it; the parent's indexes, trigger and foreign key follow it.
+            EXECUTE format('CREATE TABLE metastore.%I (LIKE metastore.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS '
+                           'INCLUDING STORAGE INCLUDING COMPRESSION)', v_name, v_table);
+            EXECUTE format('ALTER TABLE metastore.%I ADD CONSTRAINT %I CHECK (event_time >= %L AND event_time < %L)',
+                           v_name, v_name || '_bounds', v_lo, v_hi);
+
+            -- Rows of that day that waited in the default partition move in. For events the
+            -- append-only trigger is bypassed for the move only: disabled and enabled again in
+            -- this transaction, so no other session ever sees it off.
+            IF v_table = 'events' THEN
+                IF EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time >= v_lo AND e.event_time < v_hi) THEN
+                    ALTER TABLE metastore.events_default DISABLE TRIGGER events_append_only;
+                    EXECUTE format('WITH moved AS (DELETE FROM metastore.events_default AS e '
+                                   'WHERE e.event_time >= $1 AND e.event_time < $2 RETURNING e.*) '
+                                   'INSERT INTO metastore.%I SELECT * FROM moved', v_name)
+                        USING v_lo, v_hi;
+                    ALTER TABLE metastore.events_default ENABLE TRIGGER events_append_only;
+                END IF;
+            ELSE
+                EXECUTE format('WITH moved AS (DELETE FROM metastore.event_datasets_default AS l '
+                               'WHERE l.event_time >= $1 AND l.event_time < $2 RETURNING l.*) '
+                               'INSERT INTO metastore.%I SELECT * FROM moved', v_name)
+                    USING v_lo, v_hi;
+            END IF;
+
+            EXECUTE format('ALTER TABLE metastore.%I ATTACH PARTITION metastore.%I FOR VALUES FROM (%L) TO (%L)',
+                           v_table, v_name, v_lo, v_hi);
+            EXECUTE format('ALTER TABLE metastore.%I DROP CONSTRAINT %I', v_name, v_name || '_bounds');
+            v_created := v_created + 1;
+        END LOOP;
+    END LOOP;
+    RETURN v_created;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) IS 'Creates the missing daily partitions (UTC days, named events_pYYYYMMDD and event_datasets_pYYYYMMDD) of metastore.events and metastore.event_datasets from p_from through today + p_days_ahead, moving the rows of those days out of the default partitions; returns how many partitions it created (0 when none were missing: it is idempotent, and concurrent callers take turns). Holds ingest off for the milliseconds the partitions take to attach. Error codes: 22023 bad arguments; 55P03 the tables stayed locked by another transaction (e.g. a backfill), try again later.';
 
 CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -251,18 +494,70 @@ CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAUL
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
-    AS $$
+    AS $_$
 DECLARE
     v_dataset jsonb;
+    v_first   timestamptz;
+    v_before  timestamptz;
+    v_lo      timestamptz;
+    v_span    interval := interval '1 day';
+    v_ids     bigint[] := '{}';
+    v_times   timestamptz[] := '{}';
+    v_dirs    text[] := '{}';
+    v_events  jsonb;
 BEGIN
     IF p_events_limit IS NULL OR p_events_limit < 0 OR p_events_limit > 1000 THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023', MESSAGE = format('events_limit must be from 0 to 1000, not %s', p_events_limit);
     END IF;
 
-    SELECT to_jsonb(v) INTO v_dataset FROM metastore.datasets_view AS v WHERE v.id = p_id;
+    SELECT to_jsonb(v), v.first_seen, v.last_seen + interval '1 microsecond'
+      INTO v_dataset, v_first, v_before
+      FROM metastore.datasets_view AS v WHERE v.id = p_id;
     IF v_dataset IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
+    END IF;
+
+    -- Its most recent links, newest eventTime first. Links are partitioned by day of eventTime and
+    -- all of a dataset's lie between its first_seen and last_seen. When its counts say they fit in
+    -- one page, one look over that lifetime; otherwise look back from last_seen over windows of 1,
+    -- 8, 64 and 512 days, then the rest, until the page is full: a busy dataset reads a day or two
+    -- of partitions, never all of them. EXECUTE plans each query for its actual window, so pruned
+    -- to that window's partitions (a cached generic plan would open and lock every partition).
+    IF (v_dataset ->> 'input_events')::bigint + (v_dataset ->> 'output_events')::bigint <= p_events_limit THEN
+        v_span := NULL;
+    END IF;
+    WHILE cardinality(v_ids) < p_events_limit LOOP
+        v_lo := CASE WHEN v_span IS NULL OR v_span > interval '512 days' THEN v_first
+                     ELSE greatest(v_before - v_span, v_first) END;
+        EXECUTE
+            'SELECT $1 || coalesce(array_agg(w.event_id ORDER BY w.event_time DESC, w.event_id DESC, w.direction), ''{}''),
+                    $2 || coalesce(array_agg(w.event_time ORDER BY w.event_time DESC, w.event_id DESC, w.direction), ''{}''),
+                    $3 || coalesce(array_agg(w.direction ORDER BY w.event_time DESC, w.event_id DESC, w.direction), ''{}'')
+               FROM (SELECT l.event_id, l.event_time, l.direction
+                       FROM metastore.event_datasets AS l
+                      WHERE l.dataset_id = $4 AND l.event_time >= $5 AND l.event_time < $6
+                      ORDER BY l.event_time DESC, l.event_id DESC, l.direction
+                      LIMIT $7) AS w'
+            INTO v_ids, v_times, v_dirs
+            USING v_ids, v_times, v_dirs, p_id, v_lo, v_before, p_events_limit - cardinality(v_ids);
+        EXIT WHEN v_lo <= v_first;
+        v_before := v_lo;
+        v_span := v_span * 8;
+    END LOOP;
+
+    -- Their events' headers, from the partitions of those eventTimes only.
+    v_events := '[]';
+    IF cardinality(v_ids) > 0 THEN
+        EXECUTE
+            'SELECT jsonb_agg(to_jsonb(r) - ''position'' ORDER BY r.position)
+               FROM (SELECT l.event_id, l.direction, e.event_kind, e.event_type, e.event_time, e.run_id,
+                            e.job_namespace, e.job_name, e.received_at, l.position
+                       FROM unnest($1, $2, $3) WITH ORDINALITY AS l (event_id, event_time, direction, position)
+                       JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
+                      WHERE e.event_time = ANY ($2)) AS r'
+            INTO v_events
+            USING v_ids, v_times, v_dirs;
     END IF;
 
     RETURN v_dataset || jsonb_build_object(
@@ -280,20 +575,11 @@ BEGIN
               FROM metastore.dataset_symlinks_view AS s
               JOIN metastore.datasets_view AS d ON d.id = s.dataset_id
              WHERE s.symlink_id = p_id),
-        'events', (
-            -- Most recently stored first: (dataset_id, event_id) is indexed; sorting a busy
-            -- dataset's events by eventTime would read them all.
-            SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.event_id DESC), '[]')
-              FROM (SELECT e.event_id, e.direction, e.event_kind, e.event_type, e.event_time, e.run_id,
-                           e.job_namespace, e.job_name, e.received_at
-                      FROM metastore.dataset_events_view AS e
-                     WHERE e.dataset_id = p_id
-                     ORDER BY e.event_id DESC
-                     LIMIT p_events_limit) AS r));
+        'events', v_events);
 END
-$$;
+$_$;
 
-COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recently stored events (job, run, event type, direction, time). Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
+COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time). Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
 
 CREATE FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT result jsonb) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
@@ -302,15 +588,12 @@ CREATE FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT 
 DECLARE
     v_batch     jsonb;
     v_event     jsonb;
-    v_valid     metastore.valid_event;
+    v_checked   metastore.checked_event[];
     v_index     bigint;
     v_duplicate boolean;
     v_stored    integer := 0;
     v_dups      integer := 0;
     v_failed    jsonb := '[]';
-    v_code      text;
-    v_message   text;
-    v_detail    text;
 BEGIN
     -- Whole-body errors (not UTF-8, not JSON) propagate with their SQLSTATE.
     v_batch := convert_from(p_body, 'UTF8')::jsonb;
@@ -320,25 +603,23 @@ BEGIN
             MESSAGE = format('a batch must be a JSON array of OpenLineage events, not a JSON %s', jsonb_typeof(v_batch));
     END IF;
 
+    -- Check every event first (writing nothing), lock the datasets they mention in one order,
+    -- then store or record each.
+    v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o)
+                        ORDER BY a.o);
+    PERFORM metastore.lock_datasets(ARRAY(SELECT (c).valid FROM unnest(v_checked) AS c WHERE (c).error_code IS NULL));
     FOR v_event, v_index IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o) LOOP
-        v_code := NULL;
-        BEGIN
-            v_valid := metastore.validate_event(v_event);
-        EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
-            GET STACKED DIAGNOSTICS v_code = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
-        END;
-        IF v_code IS NOT NULL THEN
-            IF v_detail <> '' THEN
-                v_message := v_message || ': ' || v_detail;
-            END IF;
+        IF (v_checked[v_index + 1]).error_code IS NOT NULL THEN
             INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-            VALUES (v_event, v_code, v_message, p_source_kind, p_source_principal);
+            VALUES (v_event, (v_checked[v_index + 1]).error_code, (v_checked[v_index + 1]).error_message,
+                    p_source_kind, p_source_principal);
             v_failed := v_failed || jsonb_build_object(
-                'index', v_index, 'code', v_code, 'reason', v_message, 'retriable', false);
+                'index', v_index, 'code', (v_checked[v_index + 1]).error_code,
+                'reason', (v_checked[v_index + 1]).error_message, 'retriable', false);
             CONTINUE;
         END IF;
         SELECT s.duplicate INTO v_duplicate
-          FROM metastore.store_event(v_event, v_valid, p_source_kind, p_source_principal) AS s;
+          FROM metastore.store_event(v_event, (v_checked[v_index + 1]).valid, p_source_kind, p_source_principal) AS s;
         IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
     END LOOP;
 
@@ -369,47 +650,90 @@ CREATE FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT 
     AS $$
 DECLARE
     v_payload   jsonb;
-    v_event     metastore.valid_event;
+    v_checked   metastore.checked_event;
     v_duplicate boolean;
-    v_detail    text;
 BEGIN
     BEGIN
         v_payload := convert_from(p_body, 'UTF8')::jsonb;
-        v_event := metastore.validate_event(v_payload);
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
-        -- The client's mistake: nothing of the event is kept but, if it was JSON, a record of why.
-        GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
-        IF v_detail <> '' THEN
-            error_message := error_message || ': ' || v_detail;
-        END IF;
+        -- Not JSON PostgreSQL can hold: refused, and nothing to keep.
+        GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         status := 'rejected';
+        RETURN;
+    END;
+    v_checked := metastore.check_event(v_payload);
+    IF v_checked.error_code IS NOT NULL THEN
+        -- The client's mistake: nothing of the event is stored, only a record of why.
+        status := 'rejected';
+        error_code := v_checked.error_code;
+        error_message := v_checked.error_message;
         IF jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
             event_type := left(v_payload ->> 'eventType', 64);
         END IF;
-        IF v_payload IS NOT NULL THEN
-            INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-            VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
-        END IF;
+        INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
+        VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
         RETURN;
-    END;
+    END IF;
     SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
-      FROM metastore.store_event(v_payload, v_event, p_source_kind, p_source_principal) AS s;
+      FROM metastore.store_event(v_payload, v_checked.valid, p_source_kind, p_source_principal) AS s;
     status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
-    event_type := v_event.event_type;
+    event_type := (v_checked.valid).event_type;
 END
 $$;
 
 COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.validate_event.';
 
 CREATE FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text) RETURNS TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)
-    LANGUAGE sql SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    -- Each body is ingested on its own (metastore.ingest_event), in one transaction and one round trip.
-    SELECT r.status, r.event_id, r.error_code, r.error_message, r.event_type
-      FROM unnest(p_bodies) WITH ORDINALITY AS u (body, position)
-     CROSS JOIN LATERAL metastore.ingest_event(u.body, p_source_kind, p_source_principal) AS r
-     ORDER BY u.position
+DECLARE
+    v_count    integer := coalesce(array_length(p_bodies, 1), 0);
+    v_payloads jsonb[] := '{}';
+    v_checked  metastore.checked_event[] := '{}';
+    v_i        integer;
+BEGIN
+    -- 1. Read and check every body; nothing is written yet.
+    FOR v_i IN 1 .. v_count LOOP
+        v_payloads[v_i] := NULL;
+        BEGIN
+            v_payloads[v_i] := convert_from(p_bodies[v_i], 'UTF8')::jsonb;
+        EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+            GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+            v_checked[v_i] := ROW(NULL, error_code, error_message)::metastore.checked_event;
+            CONTINUE;
+        END;
+        v_checked[v_i] := metastore.check_event(v_payloads[v_i]);
+    END LOOP;
+
+    -- 2. Lock the datasets they share with other writers, in one order; then store, in the order received.
+    PERFORM metastore.lock_datasets(ARRAY(SELECT (c).valid FROM unnest(v_checked) AS c
+                                           WHERE (c).error_code IS NULL));
+    FOR v_i IN 1 .. v_count LOOP
+        IF (v_checked[v_i]).error_code IS NOT NULL THEN
+            IF v_payloads[v_i] IS NOT NULL THEN
+                INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
+                VALUES (v_payloads[v_i], (v_checked[v_i]).error_code, (v_checked[v_i]).error_message,
+                        p_source_kind, p_source_principal);
+            END IF;
+            status := 'rejected';
+            event_id := NULL;
+            error_code := (v_checked[v_i]).error_code;
+            error_message := (v_checked[v_i]).error_message;
+            event_type := CASE WHEN jsonb_typeof(v_payloads[v_i] -> 'eventType') = 'string'
+                               THEN left(v_payloads[v_i] ->> 'eventType', 64) END;
+        ELSE
+            SELECT s.event_id, CASE WHEN s.duplicate THEN 'duplicate' ELSE 'stored' END
+              INTO event_id, status
+              FROM metastore.store_event(v_payloads[v_i], (v_checked[v_i]).valid, p_source_kind,
+                                         p_source_principal) AS s;
+            error_code := NULL;
+            error_message := NULL;
+            event_type := ((v_checked[v_i]).valid).event_type;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
 $$;
 
 COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) IS 'Ingests several separately received events (each UTF-8 JSON bytes) in one transaction: one result row per body, in order, as metastore.ingest_event gives it. Used by the service''s asynchronous writer.';
@@ -507,6 +831,30 @@ $$;
 
 COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) IS 'One page of datasets ordered by (namespace, name): {"datasets": [...], "next_cursor": text or null}. Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
 
+CREATE FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) RETURNS void
+    LANGUAGE sql
+    AS $$
+    -- New datasets first, as placeholders that the events' own upserts complete in this
+    -- transaction (least/greatest of the times, kind, counts): only events that are new can
+    -- mention a dataset that does not exist yet, so every placeholder is completed.
+    INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen, input_events, output_events)
+    SELECT DISTINCT m.namespace, m.name, 'symlink', 'infinity'::timestamptz, '-infinity'::timestamptz, 0, 0
+      FROM unnest(p_events) AS e
+     CROSS JOIN LATERAL unnest(e.mentions) AS m
+     ORDER BY m.namespace, m.name
+    ON CONFLICT (namespace, name) DO NOTHING;
+
+    SELECT NULL
+      FROM metastore.datasets AS d
+     WHERE (d.namespace, d.name) IN (SELECT m.namespace, m.name
+                                       FROM unnest(p_events) AS e
+                                      CROSS JOIN LATERAL unnest(e.mentions) AS m)
+     ORDER BY d.namespace, d.name
+       FOR UPDATE OF d;
+$$;
+
+COMMENT ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) IS 'Creates the missing datasets the given events mention and locks them all, in (namespace, name) order, so that batches and single events cannot deadlock. Call it only with events about to be stored.';
+
 CREATE FUNCTION metastore.schema_version() RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -530,12 +878,15 @@ BEGIN
         p_payload, v_hash, p_event.event_kind, p_event.event_type, p_event.event_time, p_event.run_id,
         p_event.job_namespace, p_event.job_name, p_event.producer, p_event.schema_url,
         p_source_kind, p_source_principal)
-    ON CONFLICT (payload_sha256) DO NOTHING
+    -- Equal payloads have equal eventTimes, so they meet in one partition, where this key is unique.
+    ON CONFLICT (payload_sha256, event_time) DO NOTHING
     RETURNING e.id INTO event_id;
 
     IF event_id IS NULL THEN
         -- Resent: the stored copy already carries everything derived from it.
-        SELECT e.id INTO STRICT event_id FROM metastore.events AS e WHERE e.payload_sha256 = v_hash;
+        SELECT e.id INTO STRICT event_id
+          FROM metastore.events AS e
+         WHERE e.payload_sha256 = v_hash AND e.event_time = p_event.event_time;
         duplicate := true;
         RETURN;
     END IF;
@@ -557,8 +908,8 @@ BEGIN
            input_events = d.input_events + excluded.input_events,
            output_events = d.output_events + excluded.output_events;
 
-    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
-    SELECT DISTINCT store_event.event_id, d.id, x.direction
+    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
+    SELECT DISTINCT store_event.event_id, d.id, x.direction, p_event.event_time
       FROM unnest(p_event.mentions) AS x
       JOIN metastore.datasets AS d ON d.namespace = x.namespace AND d.name = x.name
     ON CONFLICT DO NOTHING;
@@ -634,10 +985,16 @@ CREATE TABLE metastore.event_datasets (
     event_id bigint NOT NULL,
     dataset_id bigint NOT NULL,
     direction text NOT NULL,
+    event_time timestamp with time zone NOT NULL,
     CONSTRAINT event_datasets_direction_check CHECK ((direction = ANY (ARRAY['input'::text, 'output'::text, 'none'::text])))
-);
+)
+PARTITION BY RANGE (event_time);
 
-COMMENT ON TABLE metastore.event_datasets IS 'Which event mentions which dataset: input (read), output (written), or none (the dataset of a DatasetEvent). Symlink identifiers are linked with the direction of the dataset that carries them.';
+COMMENT ON TABLE metastore.event_datasets IS 'Which event mentions which dataset: input (read), output (written), or none (the dataset of a DatasetEvent). Symlink identifiers are linked with the direction of the dataset that carries them. Partitioned by event_time like metastore.events, with the same daily partitions.';
+
+COMMENT ON COLUMN metastore.event_datasets.event_id IS 'metastore.events.id of the event (with event_time, its primary key). No foreign key: one into a partitioned table would forbid dropping its partitions, and retention drops a day of events and of links together. store_event and backfill write links only for stored events.';
+
+COMMENT ON COLUMN metastore.event_datasets.event_time IS 'The event''s event_time: the partition key, the same as the event''s.';
 
 CREATE TABLE metastore.events (
     id bigint NOT NULL,
@@ -657,13 +1014,14 @@ CREATE TABLE metastore.events (
     CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
     CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
     CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
-);
+)
+PARTITION BY RANGE (event_time);
 
-COMMENT ON TABLE metastore.events IS 'Every accepted OpenLineage event, verbatim as JSONB, append-only. One row per distinct event: a resent event equal as JSON is stored once.';
+COMMENT ON TABLE metastore.events IS 'Every accepted OpenLineage event, verbatim as JSONB, append-only. One row per distinct event: a resent event equal as JSON is stored once. Partitioned by event_time, one partition per UTC day (metastore.create_partitions); whole days are dropped by metastore.apply_retention.';
 
 COMMENT ON COLUMN metastore.events.payload IS 'The event as received (JSONB: key order and whitespace are not kept).';
 
-COMMENT ON COLUMN metastore.events.payload_sha256 IS 'sha256 of payload::text, the de-duplication key.';
+COMMENT ON COLUMN metastore.events.payload_sha256 IS 'sha256 of payload::text; with event_time (equal for equal payloads) the de-duplication key.';
 
 COMMENT ON COLUMN metastore.events.event_kind IS 'run (run+job), job (job only) or dataset (dataset only): the OpenLineage event kind.';
 
@@ -690,8 +1048,8 @@ CREATE VIEW metastore.dataset_events_view AS
     job_namespace,
     job_name,
     received_at
-   FROM (metastore.event_datasets l
-     JOIN metastore.events e ON ((e.id = l.event_id)));
+   FROM (metastore.events e
+     JOIN metastore.event_datasets l ON (((l.event_id = e.id) AND (l.event_time = e.event_time))));
 
 COMMENT ON VIEW metastore.dataset_events_view IS 'Which events mention which dataset, with the event''s header.';
 
@@ -776,6 +1134,38 @@ CREATE VIEW metastore.datasets_view AS
 
 COMMENT ON VIEW metastore.datasets_view IS 'Datasets as applications may read them.';
 
+CREATE TABLE metastore.event_datasets_default (
+    event_id bigint NOT NULL,
+    dataset_id bigint NOT NULL,
+    direction text NOT NULL,
+    event_time timestamp with time zone NOT NULL,
+    CONSTRAINT event_datasets_direction_check CHECK ((direction = ANY (ARRAY['input'::text, 'output'::text, 'none'::text])))
+);
+
+COMMENT ON TABLE metastore.event_datasets_default IS 'Links of the events in metastore.events_default.';
+
+CREATE TABLE metastore.events_default (
+    id bigint NOT NULL,
+    payload jsonb NOT NULL,
+    payload_sha256 bytea NOT NULL,
+    event_kind text NOT NULL,
+    event_type text,
+    event_time timestamp with time zone NOT NULL,
+    run_id text,
+    job_namespace text,
+    job_name text,
+    producer text,
+    schema_url text,
+    received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
+    source_principal text,
+    CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
+    CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
+    CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
+);
+
+COMMENT ON TABLE metastore.events_default IS 'Events whose eventTime falls on a day without a partition; metastore.create_partitions moves them into the day''s partition when it creates it.';
+
 ALTER TABLE metastore.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME metastore.events_id_seq
     START WITH 1
@@ -814,6 +1204,10 @@ CREATE TABLE metastore_migrations.schema_version (
     installed_on timestamp without time zone DEFAULT now() NOT NULL
 );
 
+ALTER TABLE ONLY metastore.event_datasets ATTACH PARTITION metastore.event_datasets_default DEFAULT;
+
+ALTER TABLE ONLY metastore.events ATTACH PARTITION metastore.events_default DEFAULT;
+
 ALTER TABLE ONLY metastore.dataset_symlinks
     ADD CONSTRAINT dataset_symlinks_pkey PRIMARY KEY (dataset_id, symlink_id, type);
 
@@ -824,13 +1218,22 @@ ALTER TABLE ONLY metastore.datasets
     ADD CONSTRAINT datasets_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY metastore.event_datasets
-    ADD CONSTRAINT event_datasets_pkey PRIMARY KEY (event_id, dataset_id, direction);
+    ADD CONSTRAINT event_datasets_pkey PRIMARY KEY (event_id, dataset_id, direction, event_time);
+
+ALTER TABLE ONLY metastore.event_datasets_default
+    ADD CONSTRAINT event_datasets_default_pkey PRIMARY KEY (event_id, dataset_id, direction, event_time);
 
 ALTER TABLE ONLY metastore.events
-    ADD CONSTRAINT events_payload_sha256_key UNIQUE (payload_sha256);
+    ADD CONSTRAINT events_payload_sha256_key UNIQUE (payload_sha256, event_time);
+
+ALTER TABLE ONLY metastore.events_default
+    ADD CONSTRAINT events_default_payload_sha256_event_time_key UNIQUE (payload_sha256, event_time);
 
 ALTER TABLE ONLY metastore.events
-    ADD CONSTRAINT events_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT events_pkey PRIMARY KEY (id, event_time);
+
+ALTER TABLE ONLY metastore.events_default
+    ADD CONSTRAINT events_default_pkey PRIMARY KEY (id, event_time);
 
 ALTER TABLE ONLY metastore.rejected_events
     ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
@@ -842,15 +1245,37 @@ CREATE INDEX dataset_symlinks_symlink_idx ON metastore.dataset_symlinks USING bt
 
 CREATE INDEX datasets_scheme_idx ON metastore.datasets USING btree (scheme, namespace, name);
 
-CREATE INDEX event_datasets_dataset_idx ON metastore.event_datasets USING btree (dataset_id, event_id);
+CREATE INDEX event_datasets_dataset_idx ON ONLY metastore.event_datasets USING btree (dataset_id, event_time, event_id);
 
-CREATE INDEX events_event_time_idx ON metastore.events USING btree (event_time);
+CREATE INDEX event_datasets_default_dataset_id_event_time_event_id_idx ON metastore.event_datasets_default USING btree (dataset_id, event_time, event_id);
 
-CREATE INDEX events_job_idx ON metastore.events USING btree (job_namespace, job_name) WHERE (job_name IS NOT NULL);
+CREATE INDEX events_event_time_idx ON ONLY metastore.events USING btree (event_time);
 
-CREATE INDEX events_run_id_idx ON metastore.events USING btree (run_id) WHERE (run_id IS NOT NULL);
+CREATE INDEX events_default_event_time_idx ON metastore.events_default USING btree (event_time);
+
+CREATE INDEX events_job_idx ON ONLY metastore.events USING btree (job_namespace, job_name) WHERE (job_name IS NOT NULL);
+
+CREATE INDEX events_default_job_namespace_job_name_idx ON metastore.events_default USING btree (job_namespace, job_name) WHERE (job_name IS NOT NULL);
+
+CREATE INDEX events_run_id_idx ON ONLY metastore.events USING btree (run_id) WHERE (run_id IS NOT NULL);
+
+CREATE INDEX events_default_run_id_idx ON metastore.events_default USING btree (run_id) WHERE (run_id IS NOT NULL);
 
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
+
+ALTER INDEX metastore.event_datasets_dataset_idx ATTACH PARTITION metastore.event_datasets_default_dataset_id_event_time_event_id_idx;
+
+ALTER INDEX metastore.event_datasets_pkey ATTACH PARTITION metastore.event_datasets_default_pkey;
+
+ALTER INDEX metastore.events_event_time_idx ATTACH PARTITION metastore.events_default_event_time_idx;
+
+ALTER INDEX metastore.events_job_idx ATTACH PARTITION metastore.events_default_job_namespace_job_name_idx;
+
+ALTER INDEX metastore.events_payload_sha256_key ATTACH PARTITION metastore.events_default_payload_sha256_event_time_key;
+
+ALTER INDEX metastore.events_pkey ATTACH PARTITION metastore.events_default_pkey;
+
+ALTER INDEX metastore.events_run_id_idx ATTACH PARTITION metastore.events_default_run_id_idx;
 
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE ON metastore.events FOR EACH ROW EXECUTE FUNCTION metastore.forbid_change();
 
@@ -860,16 +1285,20 @@ ALTER TABLE ONLY metastore.dataset_symlinks
 ALTER TABLE ONLY metastore.dataset_symlinks
     ADD CONSTRAINT dataset_symlinks_symlink_id_fkey FOREIGN KEY (symlink_id) REFERENCES metastore.datasets(id);
 
-ALTER TABLE ONLY metastore.event_datasets
+ALTER TABLE metastore.event_datasets
     ADD CONSTRAINT event_datasets_dataset_id_fkey FOREIGN KEY (dataset_id) REFERENCES metastore.datasets(id);
-
-ALTER TABLE ONLY metastore.event_datasets
-    ADD CONSTRAINT event_datasets_event_id_fkey FOREIGN KEY (event_id) REFERENCES metastore.events(id);
 
 GRANT USAGE ON SCHEMA metastore TO metastore_app;
 GRANT USAGE ON SCHEMA metastore TO metastore_reader;
 
+REVOKE ALL ON FUNCTION metastore.apply_retention(p_keep interval) FROM PUBLIC;
+
 REVOKE ALL ON PROCEDURE metastore.backfill(IN p_batch_size integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.check_event(p_payload jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) TO metastore_app;
 
 REVOKE ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_app;
@@ -899,6 +1328,8 @@ REVOKE ALL ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_byt
 REVOKE ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;

@@ -28,9 +28,13 @@ _NOISE = re.compile(
 _VIEW_COLUMN = re.compile(r"^( SELECT |    )[a-z]\.(\w+,?)$")
 
 
+# pg_dump 18 names the NOT NULL constraints of partitioned tables (their default names).
+_NOT_NULL_NAME = re.compile(r" CONSTRAINT \w+_not_null NOT NULL")
+
+
 def _unqualify(line: str) -> str:
     # PostgreSQL 16+ prints a one-table view's columns unqualified; 15 prefixes the alias.
-    return _VIEW_COLUMN.sub(r"\1\2", line)
+    return _NOT_NULL_NAME.sub(" NOT NULL", _VIEW_COLUMN.sub(r"\1\2", line))
 
 
 def dump(server: LocalPostgres, dbname: str) -> str:
@@ -41,6 +45,9 @@ def dump(server: LocalPostgres, dbname: str) -> str:
             "--no-owner",
             "--schema=metastore",
             "--schema=metastore_migrations",
+            # The daily partitions depend on the day of the deploy; the default ones are kept.
+            "--exclude-table=metastore.events_p[0-9]*",
+            "--exclude-table=metastore.event_datasets_p[0-9]*",
             server.dsn_for("postgres", dbname),
         ],
         check=True,

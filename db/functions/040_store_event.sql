@@ -20,12 +20,15 @@ BEGIN
         p_payload, v_hash, p_event.event_kind, p_event.event_type, p_event.event_time, p_event.run_id,
         p_event.job_namespace, p_event.job_name, p_event.producer, p_event.schema_url,
         p_source_kind, p_source_principal)
-    ON CONFLICT (payload_sha256) DO NOTHING
+    -- Equal payloads have equal eventTimes, so they meet in one partition, where this key is unique.
+    ON CONFLICT (payload_sha256, event_time) DO NOTHING
     RETURNING e.id INTO event_id;
 
     IF event_id IS NULL THEN
         -- Resent: the stored copy already carries everything derived from it.
-        SELECT e.id INTO STRICT event_id FROM metastore.events AS e WHERE e.payload_sha256 = v_hash;
+        SELECT e.id INTO STRICT event_id
+          FROM metastore.events AS e
+         WHERE e.payload_sha256 = v_hash AND e.event_time = p_event.event_time;
         duplicate := true;
         RETURN;
     END IF;
@@ -47,8 +50,8 @@ BEGIN
            input_events = d.input_events + excluded.input_events,
            output_events = d.output_events + excluded.output_events;
 
-    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
-    SELECT DISTINCT store_event.event_id, d.id, x.direction
+    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
+    SELECT DISTINCT store_event.event_id, d.id, x.direction, p_event.event_time
       FROM unnest(p_event.mentions) AS x
       JOIN metastore.datasets AS d ON d.namespace = x.namespace AND d.name = x.name
     ON CONFLICT DO NOTHING;

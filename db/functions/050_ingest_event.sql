@@ -13,33 +13,34 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_payload   jsonb;
-    v_event     metastore.valid_event;
+    v_checked   metastore.checked_event;
     v_duplicate boolean;
-    v_detail    text;
 BEGIN
     BEGIN
         v_payload := convert_from(p_body, 'UTF8')::jsonb;
-        v_event := metastore.validate_event(v_payload);
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
-        -- The client's mistake: nothing of the event is kept but, if it was JSON, a record of why.
-        GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
-        IF v_detail <> '' THEN
-            error_message := error_message || ': ' || v_detail;
-        END IF;
+        -- Not JSON PostgreSQL can hold: refused, and nothing to keep.
+        GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
         status := 'rejected';
+        RETURN;
+    END;
+    v_checked := metastore.check_event(v_payload);
+    IF v_checked.error_code IS NOT NULL THEN
+        -- The client's mistake: nothing of the event is stored, only a record of why.
+        status := 'rejected';
+        error_code := v_checked.error_code;
+        error_message := v_checked.error_message;
         IF jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
             event_type := left(v_payload ->> 'eventType', 64);
         END IF;
-        IF v_payload IS NOT NULL THEN
-            INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-            VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
-        END IF;
+        INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
+        VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
         RETURN;
-    END;
+    END IF;
     SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
-      FROM metastore.store_event(v_payload, v_event, p_source_kind, p_source_principal) AS s;
+      FROM metastore.store_event(v_payload, v_checked.valid, p_source_kind, p_source_principal) AS s;
     status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
-    event_type := v_event.event_type;
+    event_type := (v_checked.valid).event_type;
 END
 $fn$;
 

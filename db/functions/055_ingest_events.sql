@@ -3,14 +3,56 @@ CREATE OR REPLACE FUNCTION metastore.ingest_events(
     p_source_kind      text DEFAULT 'unauthenticated',
     p_source_principal text DEFAULT NULL
 ) RETURNS TABLE (status text, event_id bigint, error_code text, error_message text, event_type text)
-LANGUAGE sql VOLATILE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-    -- Each body is ingested on its own (metastore.ingest_event), in one transaction and one round trip.
-    SELECT r.status, r.event_id, r.error_code, r.error_message, r.event_type
-      FROM unnest(p_bodies) WITH ORDINALITY AS u (body, position)
-     CROSS JOIN LATERAL metastore.ingest_event(u.body, p_source_kind, p_source_principal) AS r
-     ORDER BY u.position
+DECLARE
+    v_count    integer := coalesce(array_length(p_bodies, 1), 0);
+    v_payloads jsonb[] := '{}';
+    v_checked  metastore.checked_event[] := '{}';
+    v_i        integer;
+BEGIN
+    -- 1. Read and check every body; nothing is written yet.
+    FOR v_i IN 1 .. v_count LOOP
+        v_payloads[v_i] := NULL;
+        BEGIN
+            v_payloads[v_i] := convert_from(p_bodies[v_i], 'UTF8')::jsonb;
+        EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+            GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+            v_checked[v_i] := ROW(NULL, error_code, error_message)::metastore.checked_event;
+            CONTINUE;
+        END;
+        v_checked[v_i] := metastore.check_event(v_payloads[v_i]);
+    END LOOP;
+
+    -- 2. Lock the datasets they share with other writers, in one order; then store, in the order received.
+    PERFORM metastore.lock_datasets(ARRAY(SELECT (c).valid FROM unnest(v_checked) AS c
+                                           WHERE (c).error_code IS NULL));
+    FOR v_i IN 1 .. v_count LOOP
+        IF (v_checked[v_i]).error_code IS NOT NULL THEN
+            IF v_payloads[v_i] IS NOT NULL THEN
+                INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
+                VALUES (v_payloads[v_i], (v_checked[v_i]).error_code, (v_checked[v_i]).error_message,
+                        p_source_kind, p_source_principal);
+            END IF;
+            status := 'rejected';
+            event_id := NULL;
+            error_code := (v_checked[v_i]).error_code;
+            error_message := (v_checked[v_i]).error_message;
+            event_type := CASE WHEN jsonb_typeof(v_payloads[v_i] -> 'eventType') = 'string'
+                               THEN left(v_payloads[v_i] ->> 'eventType', 64) END;
+        ELSE
+            SELECT s.event_id, CASE WHEN s.duplicate THEN 'duplicate' ELSE 'stored' END
+              INTO event_id, status
+              FROM metastore.store_event(v_payloads[v_i], (v_checked[v_i]).valid, p_source_kind,
+                                         p_source_principal) AS s;
+            error_code := NULL;
+            error_message := NULL;
+            event_type := ((v_checked[v_i]).valid).event_type;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
 $fn$;
 
 COMMENT ON FUNCTION metastore.ingest_events(bytea[], text, text) IS

@@ -11,15 +11,12 @@ AS $fn$
 DECLARE
     v_batch     jsonb;
     v_event     jsonb;
-    v_valid     metastore.valid_event;
+    v_checked   metastore.checked_event[];
     v_index     bigint;
     v_duplicate boolean;
     v_stored    integer := 0;
     v_dups      integer := 0;
     v_failed    jsonb := '[]';
-    v_code      text;
-    v_message   text;
-    v_detail    text;
 BEGIN
     -- Whole-body errors (not UTF-8, not JSON) propagate with their SQLSTATE.
     v_batch := convert_from(p_body, 'UTF8')::jsonb;
@@ -29,25 +26,23 @@ BEGIN
             MESSAGE = format('a batch must be a JSON array of OpenLineage events, not a JSON %s', jsonb_typeof(v_batch));
     END IF;
 
+    -- Check every event first (writing nothing), lock the datasets they mention in one order,
+    -- then store or record each.
+    v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o)
+                        ORDER BY a.o);
+    PERFORM metastore.lock_datasets(ARRAY(SELECT (c).valid FROM unnest(v_checked) AS c WHERE (c).error_code IS NULL));
     FOR v_event, v_index IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o) LOOP
-        v_code := NULL;
-        BEGIN
-            v_valid := metastore.validate_event(v_event);
-        EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
-            GET STACKED DIAGNOSTICS v_code = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT, v_detail = PG_EXCEPTION_DETAIL;
-        END;
-        IF v_code IS NOT NULL THEN
-            IF v_detail <> '' THEN
-                v_message := v_message || ': ' || v_detail;
-            END IF;
+        IF (v_checked[v_index + 1]).error_code IS NOT NULL THEN
             INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-            VALUES (v_event, v_code, v_message, p_source_kind, p_source_principal);
+            VALUES (v_event, (v_checked[v_index + 1]).error_code, (v_checked[v_index + 1]).error_message,
+                    p_source_kind, p_source_principal);
             v_failed := v_failed || jsonb_build_object(
-                'index', v_index, 'code', v_code, 'reason', v_message, 'retriable', false);
+                'index', v_index, 'code', (v_checked[v_index + 1]).error_code,
+                'reason', (v_checked[v_index + 1]).error_message, 'retriable', false);
             CONTINUE;
         END IF;
         SELECT s.duplicate INTO v_duplicate
-          FROM metastore.store_event(v_event, v_valid, p_source_kind, p_source_principal) AS s;
+          FROM metastore.store_event(v_event, (v_checked[v_index + 1]).valid, p_source_kind, p_source_principal) AS s;
         IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
     END LOOP;
 

@@ -36,7 +36,8 @@ BEGIN
         COMMIT;
     END LOOP;
 
-    -- 2. Hold off new events while the rest is read and the result swapped in.
+    -- 2. Hold off new events while the rest is read and the result swapped in. The lock reaches
+    -- every partition; metastore.create_partitions and apply_retention back off until it ends.
     LOCK TABLE metastore.events IN SHARE MODE;
     INSERT INTO pg_temp.backfill_mentions
     SELECT e.id, e.event_time, x.*
@@ -60,15 +61,17 @@ BEGIN
            IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen, excluded.input_events,
                              excluded.output_events);
 
+    -- Links carry their event's event_time: the partition key, shared with metastore.events.
     CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
-    SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction
+    SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction, m.event_time
       FROM pg_temp.backfill_mentions AS m
       JOIN metastore.datasets AS d ON d.namespace = m.namespace AND d.name = m.name;
     DELETE FROM metastore.event_datasets AS t
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_links AS n
-                        WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction);
-    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction)
-    SELECT n.event_id, n.dataset_id, n.direction FROM pg_temp.backfill_links AS n
+                        WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction
+                          AND n.event_time = t.event_time);
+    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
+    SELECT n.event_id, n.dataset_id, n.direction, n.event_time FROM pg_temp.backfill_links AS n
     ON CONFLICT DO NOTHING;
 
     CREATE TEMP TABLE backfill_symlinks ON COMMIT DROP AS
@@ -97,6 +100,8 @@ COMMENT ON PROCEDURE metastore.backfill(integer) IS
     'live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in '
     'batches of p_batch_size, committing after each, so no transaction spans the whole table; the final '
     'step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and '
-    'applies the result. Dataset ids are kept. Error codes: 22023 p_batch_size not positive.';
+    'applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from '
+    'the events that remain (datasets no remaining event mentions are removed). '
+    'Error codes: 22023 p_batch_size not positive.';
 
 REVOKE ALL ON PROCEDURE metastore.backfill(integer) FROM PUBLIC;

@@ -7,7 +7,7 @@ SELECT id, payload, sqlstate, reason, received_at, source_kind, source_principal
   FROM metastore.rejected_events WHERE false;
 SELECT id, namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events
   FROM metastore.datasets WHERE false;
-SELECT event_id, dataset_id, direction FROM metastore.event_datasets WHERE false;
+SELECT event_id, dataset_id, direction, event_time FROM metastore.event_datasets WHERE false;
 SELECT dataset_id, symlink_id, type FROM metastore.dataset_symlinks WHERE false;
 SELECT id, namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events
   FROM metastore.datasets_view WHERE false;
@@ -23,8 +23,9 @@ DECLARE
     v_priv  text;
 BEGIN
     FOREACH v_role IN ARRAY ARRAY['metastore_app', 'metastore_reader', 'public'] LOOP
-        FOREACH v_table IN ARRAY ARRAY['metastore.events', 'metastore.rejected_events', 'metastore.datasets',
-                                       'metastore.event_datasets', 'metastore.dataset_symlinks'] LOOP
+        -- Every table, partitions included.
+        FOR v_table IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class AS c
+                        WHERE c.relnamespace = 'metastore'::regnamespace AND c.relkind IN ('r', 'p') LOOP
             FOREACH v_priv IN ARRAY ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE'] LOOP
                 ASSERT NOT pg_catalog.has_table_privilege(v_role, v_table, v_priv),
                     pg_catalog.format('%s must not have %s on %s', v_role, v_priv, v_table);
@@ -43,5 +44,28 @@ BEGIN
     ASSERT NOT pg_catalog.has_schema_privilege('public', 'metastore', 'USAGE');
     ASSERT (SELECT count(*) FROM pg_catalog.pg_trigger
              WHERE tgrelid = 'metastore.events'::regclass AND tgname = 'events_append_only') = 1;
+
+    -- Partitioned by eventTime, each with a default partition; the append-only trigger on every
+    -- partition of events; links keep no foreign key into events (it would forbid dropping partitions).
+    FOREACH v_table IN ARRAY ARRAY['metastore.events', 'metastore.event_datasets'] LOOP
+        ASSERT (SELECT p.partstrat = 'r' AND p.partnatts = 1
+                       AND (SELECT a.attname FROM pg_catalog.pg_attribute AS a
+                             WHERE a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]) = 'event_time'
+                  FROM pg_catalog.pg_partitioned_table AS p WHERE p.partrelid = v_table::regclass),
+            pg_catalog.format('%s must be partitioned by range of event_time', v_table);
+        ASSERT EXISTS (SELECT FROM pg_catalog.pg_partitioned_table AS p
+                        WHERE p.partrelid = v_table::regclass AND p.partdefid = (v_table || '_default')::regclass),
+            pg_catalog.format('%s must have its default partition', v_table);
+    END LOOP;
+    ASSERT NOT EXISTS (
+        SELECT FROM pg_catalog.pg_inherits AS i
+         WHERE i.inhparent = 'metastore.events'::regclass
+           AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger AS t
+                            WHERE t.tgrelid = i.inhrelid AND t.tgname = 'events_append_only' AND t.tgenabled = 'O')),
+        'a partition of metastore.events lacks the append-only trigger';
+    ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_constraint AS c
+                        WHERE c.conrelid = 'metastore.event_datasets'::regclass AND c.contype = 'f'
+                          AND c.confrelid = 'metastore.events'::regclass),
+        'metastore.event_datasets must not reference metastore.events';
 END
 $verify$;

@@ -9,7 +9,8 @@ BEGIN
                                 'metastore.ingest_batch(bytea, text, text)',
                                 'metastore.ingest_events(bytea[], text, text)',
                                 'metastore.list_datasets(integer, text, text, text, text, text)',
-                                'metastore.get_dataset(bigint, integer)'] LOOP
+                                'metastore.get_dataset(bigint, integer)',
+                                'metastore.create_partitions(date, integer)'] LOOP
         ASSERT pg_catalog.has_function_privilege('metastore_app', v_fn, 'EXECUTE'), v_fn;
         ASSERT NOT pg_catalog.has_function_privilege('public', v_fn, 'EXECUTE'), v_fn;
     END LOOP;
@@ -21,10 +22,13 @@ BEGIN
     END LOOP;
     ASSERT NOT pg_catalog.has_function_privilege('metastore_reader', 'metastore.ingest_event(bytea, text, text)',
                                                  'EXECUTE');
+    ASSERT NOT pg_catalog.has_function_privilege('metastore_reader', 'metastore.create_partitions(date, integer)',
+                                                 'EXECUTE');
     -- Internal: reached only through the functions above, or by the owner.
     FOREACH v_role IN ARRAY ARRAY['metastore_app', 'metastore_reader', 'public'] LOOP
         FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, metastore.valid_event, text, text)',
-                                    'metastore.backfill(integer)'] LOOP
+                                    'metastore.backfill(integer)',
+                                    'metastore.apply_retention(interval)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
                 pg_catalog.format('%s must not execute %s', v_role, v_fn);
         END LOOP;

@@ -105,6 +105,7 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
             ingest.start()
         if tls and config.tls_reload_s:
             background.add(asyncio.create_task(tls.watch(config.tls_reload_s)))
+        background.add(asyncio.create_task(maintain_partitions()))
         log.info(
             "serving on %s:%d (%s, ingest %s, schema version %d expected)",
             config.host,
@@ -113,6 +114,18 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
             config.ingest_mode,
             expected_version,
         )
+
+    async def maintain_partitions() -> None:
+        # Daily partitions are made two weeks ahead; hourly is plenty, and a miss (database away,
+        # or the function backing off from busy tables) is simply retried at the next tick.
+        while True:
+            try:
+                (created,) = await db.one("create_partitions", {})
+                if created:
+                    log.info("created %d partitions ahead", created)
+            except ApiError as exc:
+                log.warning("creating partitions ahead failed, will retry in an hour: %s %s", exc.code, exc.message)
+            await asyncio.sleep(3600)
 
     @app.before_server_stop
     async def begin_drain(app: App) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -18,9 +19,10 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             "FROM metastore.datasets ORDER BY 1, 2"
         ).fetchall(),
         "links": conn.execute(
-            "SELECT e.payload_sha256, d.namespace, d.name, l.direction FROM metastore.event_datasets l "
-            "JOIN metastore.events e ON e.id = l.event_id JOIN metastore.datasets d ON d.id = l.dataset_id "
-            "ORDER BY 1, 2, 3, 4"
+            "SELECT e.payload_sha256, d.namespace, d.name, l.direction, l.event_time, l.tableoid::regclass::text "
+            "FROM metastore.event_datasets l "
+            "JOIN metastore.events e ON e.id = l.event_id AND e.event_time = l.event_time "
+            "JOIN metastore.datasets d ON d.id = l.dataset_id ORDER BY 1, 2, 3, 4"
         ).fetchall(),
         "symlinks": conn.execute(
             "SELECT c.namespace, c.name, s.namespace, s.name, y.type FROM metastore.dataset_symlinks y "
@@ -38,10 +40,18 @@ def all_fixture_events() -> list[Any]:
     return events
 
 
+def event_time(i: int) -> str:
+    """Spread over the daily partitions (yesterday .. two weeks ahead) and, one in seven, the default one."""
+    if i % 7 == 0:
+        return f"2024-01-01T00:00:{i % 60:02d}Z"
+    start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    return (start + timedelta(minutes=(i * 7919) % (15 * 24 * 60))).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def generated_events(n: int, prefix: str) -> list[dict[str, Any]]:
     return [
         {
-            "eventTime": f"2024-01-01T00:00:{i % 60:02d}Z",
+            "eventTime": event_time(i),
             "run": {"runId": f"{prefix}-{i}"},
             "job": {"namespace": "bench", "name": f"q{i}"},
             "inputs": [
@@ -67,6 +77,9 @@ def test_backfill_rebuilds_exactly_what_live_ingest_gave(
     live = snapshot(owner)
     ids_before = dict(((ns, n), i) for i, ns, n in owner.execute("SELECT id, namespace, name FROM metastore.datasets"))
     assert len(live["datasets"]) > 50 and live["symlinks"]
+    # Links in the default partition and in several daily ones.
+    assert len({link[-1] for link in live["links"]}) > 5
+    assert "metastore.event_datasets_default" in {link[-1] for link in live["links"]}
 
     # Damage every derived table the way a buggy release might have.
     owner.execute("DELETE FROM metastore.dataset_symlinks WHERE type = 'TABLE'")

@@ -1,0 +1,110 @@
+-- Retention: forgets the events (and their links) older than p_keep, a whole day at a time.
+-- For the owner (a DBA or a scheduled job), not for the service.
+CREATE OR REPLACE FUNCTION metastore.apply_retention(p_keep interval) RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET "TimeZone" = 'UTC'
+SET "DateStyle" = 'ISO, YMD'
+SET lock_timeout = '100ms'      -- see the lock loop below
+AS $fn$
+DECLARE
+    c_attempts constant integer := 20;
+    v_cutoff   timestamptz;
+    v_old      regclass[] := '{}';
+    v_part     regclass;
+    v_parent   regclass;
+    v_count    bigint;
+    v_events   bigint := 0;
+BEGIN
+    IF p_keep IS NULL OR p_keep < interval '1 day' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('p_keep must be at least 1 day, not %s', p_keep);
+    END IF;
+    v_cutoff := now() - p_keep;
+
+    -- One maintainer at a time (this function and create_partitions).
+    PERFORM set_config('lock_timeout', '0', true);
+    PERFORM pg_advisory_xact_lock(7262002);
+    PERFORM set_config('lock_timeout', '100ms', true);
+
+    -- Daily partitions (of either table) that end at or before the cutoff. The default
+    -- partitions have no bound; a range ending at MAXVALUE has no date and is kept. Events are
+    -- counted before the drop, without blocking anyone: an event stored for one of these old
+    -- days in that instant is dropped with it, uncounted.
+    FOR v_part, v_parent IN
+        SELECT c.oid::regclass, i.inhparent::regclass
+          FROM pg_inherits AS i
+          JOIN pg_class AS c ON c.oid = i.inhrelid
+         CROSS JOIN LATERAL (
+               SELECT CASE WHEN i.inhparent IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)
+                           THEN substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''([^'']+)''\)$')::timestamptz
+                      END AS upper_bound) AS b
+         WHERE i.inhparent IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)
+           AND b.upper_bound <= v_cutoff
+         ORDER BY b.upper_bound, c.relname
+    LOOP
+        v_old := v_old || v_part;
+        IF v_parent = 'metastore.events'::regclass THEN
+            EXECUTE format('SELECT count(*) FROM %s', v_part) INTO v_count;
+            v_events := v_events + v_count;
+        END IF;
+    END LOOP;
+
+    IF cardinality(v_old) = 0
+       AND NOT EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff)
+       AND NOT EXISTS (SELECT FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff) THEN
+        RETURN jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', 0, 'events_removed', 0);
+    END IF;
+
+    -- Dropping a partition takes an ACCESS EXCLUSIVE lock on its parent until commit: ingest and
+    -- reads wait for the drops (milliseconds). DETACH PARTITION ... CONCURRENTLY would not, but it
+    -- cannot run inside a function (a transaction block); a plain DETACH before the DROP would
+    -- also lock metastore.datasets (the link partition's foreign key becomes its own), DROP alone
+    -- does not. Both parents are locked up front, events first as every writer and reader does;
+    -- each wait is cut short by lock_timeout, so retention never queues long behind a long
+    -- transaction (ingest would queue behind it): it releases everything and tries again, and
+    -- gives up with 55P03 after c_attempts tries.
+    FOR v_attempt IN 1 .. c_attempts LOOP
+        BEGIN
+            LOCK TABLE ONLY metastore.events, ONLY metastore.event_datasets IN ACCESS EXCLUSIVE MODE;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF v_attempt = c_attempts THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = '55P03',
+                    MESSAGE = 'could not lock metastore.events and event_datasets to apply retention',
+                    HINT = 'A long transaction holds them, e.g. CALL metastore.backfill(). Try again later.';
+            END IF;
+            PERFORM pg_sleep(0.05 + random() * 0.1);
+        END;
+    END LOOP;
+
+    FOREACH v_part IN ARRAY v_old LOOP
+        EXECUTE format('DROP TABLE %s', v_part);
+    END LOOP;
+
+    -- Rows of the default partitions older than the cutoff go one by one; for events the
+    -- append-only trigger is bypassed for this delete only, inside this transaction.
+    IF EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff) THEN
+        ALTER TABLE metastore.events_default DISABLE TRIGGER events_append_only;
+        DELETE FROM metastore.events_default AS e WHERE e.event_time < v_cutoff;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        v_events := v_events + v_count;
+        ALTER TABLE metastore.events_default ENABLE TRIGGER events_append_only;
+    END IF;
+    DELETE FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff;
+
+    RETURN jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', cardinality(v_old), 'events_removed', v_events);
+END
+$fn$;
+
+COMMENT ON FUNCTION metastore.apply_retention(interval) IS
+    'Forgets the events whose eventTime is older than now() - p_keep, with their links: drops the daily '
+    'partitions of metastore.events and metastore.event_datasets that end at or before that cutoff, and '
+    'deletes the older rows of their default partitions. Datasets keep what was learned (kind, first_seen, '
+    'last_seen, counts, symlinks); CALL metastore.backfill() afterwards recomputes them from the events that '
+    'remain. Returns {"cutoff", "partitions_dropped" (of both tables), "events_removed"}. Ingest waits while '
+    'the partitions are dropped. Error codes: 22023 p_keep under 1 day; 55P03 the tables stayed locked by '
+    'another transaction (e.g. a backfill): nothing was removed, try again later.';
+
+REVOKE ALL ON FUNCTION metastore.apply_retention(interval) FROM PUBLIC;
