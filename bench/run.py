@@ -344,7 +344,7 @@ def run_ingest(b: Bench, bodies: list[str], templates_file: Path) -> None:
                         mean_seconds(metrics_text, "metastore_db_call_duration_seconds", query="ingest_event") * 1000, 3
                     ),
                 }
-                if plan.profile and shutil.which("py-spy"):
+                if plan.profile and Path(sys.executable).with_name("py-spy").exists():
                     profile(service, templates_file, b)
             b.results.setdefault("rate", {})[mode] = asyncio.run(
                 fixed_rate(service, bodies, plan.rate, plan.rate_duration_s, f"rate-{mode}-{time.time_ns()}")
