@@ -122,3 +122,8 @@ COMMENT ON FUNCTION metastore.create_partitions(date, integer) IS
 
 REVOKE ALL ON FUNCTION metastore.create_partitions(date, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION metastore.create_partitions(date, integer) TO metastore_app;
+
+-- On every deploy: the daily partitions from yesterday to 14 days ahead (UTC), so that a fresh
+-- deploy stores events in their days at once. A no-op when they exist; the service calls it too,
+-- at start and every hour.
+SELECT metastore.create_partitions();
