@@ -21,7 +21,7 @@ from metastore import logs, metrics
 from metastore.config import Config
 from metastore.db import Database
 from metastore.errors import ApiError
-from metastore.ingest import AsyncIngest, store_now
+from metastore.ingest import SOURCE_KIND, AsyncIngest, store_now
 from metastore.migrations import latest_version
 from metastore.tlsctx import ReloadingContext
 
@@ -189,7 +189,7 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
     @app.post("/api/v1/lineage/batch")
     async def post_lineage_batch(request: Request) -> HTTPResponse:
         status, result = await db.one(
-            "ingest_batch", {"body": body_of(request), "source_kind": "unauthenticated", "source_principal": None}
+            "ingest_batch", {"body": body_of(request), "source_kind": SOURCE_KIND, "source_principal": None}
         )
         if status == "failure":
             # Nothing accepted: a client error, in the error shape every 4xx has, with the per-event reasons.
