@@ -34,6 +34,7 @@ def main() -> int:
         print(
             f"""
 Metadata Store (development) is starting.
+  Open the view:   {url}/ui/
   Post events:     curl -X POST {url}/api/v1/lineage -H 'Content-Type: application/json' -d @event.json
   List datasets:   {url}/api/v1/datasets
   API document:    {url}/api/v1/openapi.json
