@@ -382,7 +382,7 @@ def profile(service: Service, templates_file: Path, b: Bench) -> None:
     out = b.work / "profile.svg"
     spy = subprocess.Popen(
         [
-            "py-spy",
+            str(Path(sys.executable).with_name("py-spy")),
             "record",
             "--pid",
             str(service.process.pid),
