@@ -29,8 +29,8 @@ from typing import Any
 
 import httpx
 import psycopg
-import trustme
 
+from bench.tls import throwaway_certificates
 from metastore.localpg import LocalPostgres, free_port, provision
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -603,12 +603,7 @@ def main() -> int:
     plan = SMOKE if args.smoke else FULL
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="metastore-bench-"))
-    ca = trustme.CA()
-    leaf = ca.issue_cert("localhost", "127.0.0.1")
-    tls = (work / "ca.pem", work / "cert.pem", work / "key.pem")
-    ca.cert_pem.write_to_path(str(tls[0]))
-    leaf.private_key_and_cert_chain_pem.write_to_path(str(tls[1]))
-    leaf.private_key_pem.write_to_path(str(tls[2]))
+    tls = throwaway_certificates(work)
     bodies = templates()
     templates_file = work / "templates.txt"
     templates_file.write_text("\n".join(bodies) + "\n")

@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx
 import psycopg
-import trustme
 
+from bench.tls import throwaway_certificates
 from metastore.localpg import LocalPostgres, free_port, provision
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -216,12 +216,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="metastore-soak-"))
-    ca = trustme.CA()
-    leaf = ca.issue_cert("localhost", "127.0.0.1")
-    tls = (work / "ca.pem", work / "cert.pem", work / "key.pem")
-    ca.cert_pem.write_to_path(str(tls[0]))
-    leaf.private_key_and_cert_chain_pem.write_to_path(str(tls[1]))
-    leaf.private_key_pem.write_to_path(str(tls[2]))
+    tls = throwaway_certificates(work)
     results = [run(mode, args.minutes * 60, args.clients, work, tls) for mode in ("sync", "async")]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
