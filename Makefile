@@ -35,6 +35,9 @@ e2e: $(PY) ## end to end with a real Trino 476 from Maven Central (cached in ~/.
 	$(PY) -m tests.e2e.trino_server reap; \
 	exit $$status
 
+trino-budget: $(PY) ## emit() time of Trino 476's own OpenLineage client, retry included: healthy, locked and frozen database, sync and async (20 emits per case; ARGS="--env KEY=VALUE ...")
+	$(PY) -m tests.trino_client.budget --emits 20 $(ARGS) bench/results/trino-budget.json
+
 bench: $(PY) ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk)
 	$(PY) -m bench.run
 
@@ -68,4 +71,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv system-deps dev test e2e bench bench-smoke scale soak helm-check lint format schema settings clean-dev
+.PHONY: help venv system-deps dev test e2e trino-budget bench bench-smoke scale soak helm-check lint format schema settings clean-dev
