@@ -50,7 +50,7 @@ from typing import Any
 
 import httpx
 import psycopg
-import trustme
+from bench.tls import throwaway_certificates
 from prometheus_client.parser import text_string_to_metric_families
 
 from metastore.localpg import LocalPostgres
@@ -349,12 +349,7 @@ def run(
     base = Path(tempfile.mkdtemp(prefix="metastore-trino-budget-")) if work is None else work
     base.mkdir(parents=True, exist_ok=True)
 
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    tls = TLSFiles(base / "ca.pem", base / "cert.pem", base / "key.pem")
-    ca.cert_pem.write_to_path(str(tls.ca))
-    cert.private_key_and_cert_chain_pem.write_to_path(str(tls.cert))
-    cert.private_key_pem.write_to_path(str(tls.key))
+    tls = TLSFiles(*throwaway_certificates(base))
     truststore = make_truststore(java_home, tls.ca, base)
 
     cases: list[Case] = []
