@@ -28,12 +28,22 @@ def http_status(sqlstate: str | None) -> int:
 class ApiError(Exception):
     """An error answered to the client as {"error": {...}} with an HTTP status."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, counted: bool = False) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        counted: bool = False,
+        retry_after: int | None = None,
+        close: bool = False,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
         self.counted = counted  # already in the events metric
+        self.retry_after = retry_after  # seconds, for a Retry-After header
+        self.close = close  # the connection cannot be reused (e.g. a body left unread)
 
     @classmethod
     def from_sqlstate(cls, sqlstate: str | None, message: str, counted: bool = False) -> ApiError:
