@@ -189,11 +189,8 @@ class Ingest:
         self._writers = [asyncio.create_task(self._writer()) for _ in range(self.config.writers)]
 
     def stuck_for(self) -> float:
-        """Seconds the writers have stored nothing while events wait (0 when not stuck)."""
-        if not len(self.queue):
-            self._last_progress = time.monotonic()
-            return 0.0
-        return time.monotonic() - self._last_progress
+        """Seconds the writers have stored nothing while events wait (0 when none wait)."""
+        return min(time.monotonic() - self._last_progress, self.queue.oldest_age())
 
     async def enqueue(self, body: bytes, request_id: str, source: Source, wait_s: float = 0) -> bool:
         """Accept the event for the writers (durably first, with a spool). False: no room."""
@@ -204,6 +201,10 @@ class Ingest:
             try:
                 item.ticket = await self.spool.append(body, request_id, source[0], source[1])
             except SpoolFull:
+                metrics.REFUSED.labels("spool_full").inc()
+                return False
+            except OSError as exc:  # disk full, volume gone: refuse, as when full
+                log.error("the spool cannot take the event: %s", exc)
                 metrics.REFUSED.labels("spool_full").inc()
                 return False
             item.body = None  # it waits on disk
