@@ -105,7 +105,9 @@ class Pool:
                 raise ApiError(503, "no database connection is available; retry later") from None
             except psycopg.Error as exc:
                 status = http_status(exc.sqlstate)
-                if status >= 500:
+                if exc.sqlstate == "42501":
+                    log.error("the service's database role may not run %s: grant it the app role (%s)", query, exc)
+                elif status >= 500:
                     log.warning("database call %s failed: %s %s", query, exc.sqlstate, str(exc).strip())
                     raise ApiError(
                         status, "the database could not complete the request; retry later", exc.sqlstate
