@@ -9,6 +9,7 @@ from sanic.response import HTTPResponse, empty
 from metastore import config as settings
 from metastore import logs, tracing
 from metastore.app import create_app
+from metastore.cli import run
 from metastore.tlsctx import ReloadingContext
 
 
@@ -23,14 +24,7 @@ def main() -> int:
     async def noop(request: Request) -> HTTPResponse:
         return empty(status=204)
 
-    app.run(
-        host=config.host,
-        port=config.port,
-        ssl=tls.context if tls else None,
-        single_process=True,
-        access_log=False,
-        motd=False,
-    )
+    run(app, config, tls)
     return 0
 
 

@@ -981,6 +981,25 @@ $_$;
 
 COMMENT ON FUNCTION metastore.validate_event(p_payload jsonb) IS 'Checks that p_payload is an OpenLineage event this store accepts and returns what it says (event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. Error codes: 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22001 a member too long.';
 
+CREATE FUNCTION metastore.write_probe() RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '200ms'
+    AS $$
+BEGIN
+    -- The mode every insert takes; conflicts only with SHARE and stronger locks. ONLY: one lock
+    -- per parent, not one per daily partition (a lock on a partition's parent conflicts too).
+    LOCK TABLE ONLY metastore.events, metastore.datasets, ONLY metastore.event_datasets, metastore.dataset_symlinks,
+        metastore.rejected_events
+        IN ROW EXCLUSIVE MODE;
+    RETURN true;
+EXCEPTION WHEN lock_not_available THEN
+    RETURN false;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.write_probe() IS 'true when the tables ingest writes can be locked for writing within 200 ms (nothing holds a lock against writers), false otherwise. The service''s async writers use it to tell an event that cannot be stored from a database that cannot store anything right now.';
+
 CREATE TABLE metastore.event_datasets (
     event_id bigint NOT NULL,
     dataset_id bigint NOT NULL,
@@ -1338,6 +1357,9 @@ GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_reader;
 REVOKE ALL ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.validate_event(p_payload jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.write_probe() FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.write_probe() TO metastore_app;
 
 GRANT SELECT ON TABLE metastore.dataset_events_view TO metastore_app;
 GRANT SELECT ON TABLE metastore.dataset_events_view TO metastore_reader;

@@ -10,7 +10,8 @@ BEGIN
                                 'metastore.ingest_events(bytea[], text, text)',
                                 'metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
-                                'metastore.create_partitions(date, integer)'] LOOP
+                                'metastore.create_partitions(date, integer)',
+                                'metastore.write_probe()'] LOOP
         ASSERT pg_catalog.has_function_privilege('metastore_app', v_fn, 'EXECUTE'), v_fn;
         ASSERT NOT pg_catalog.has_function_privilege('public', v_fn, 'EXECUTE'), v_fn;
     END LOOP;

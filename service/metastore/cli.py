@@ -7,9 +7,15 @@ import json
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from metastore import config as settings
 from metastore import logs, migrations
+
+if TYPE_CHECKING:
+    from sanic import Sanic
+
+    from metastore.tlsctx import ReloadingContext
 
 log = logging.getLogger("metastore")
 
@@ -37,19 +43,35 @@ def serve() -> int:
         tls = ReloadingContext(config.tls_cert, config.tls_key)
     else:
         log.warning("TLS is off (METASTORE_TLS=off): serving plain HTTP")
-    app = create_app(config, tls)
     try:
-        app.run(
-            host=config.host,
-            port=config.port,
-            ssl=tls.context if tls else None,
-            single_process=True,  # one process per pod; scale out with replicas
-            access_log=False,
-            motd=False,
-        )
+        run(create_app(config, tls), config, tls)
     finally:
         tracing.shutdown()
     return 0
+
+
+def run(app: Sanic[Any, Any], config: settings.Config, tls: ReloadingContext | None) -> None:
+    """Serve until SIGTERM: one process (scale out with replicas), connections bounded."""
+    from sanic import Sanic
+
+    from metastore.limits import ConnectionLimits, GuardedProtocol
+
+    GuardedProtocol.limits = ConnectionLimits(config.max_connections, config.request_deadline_s)
+    app.prepare(
+        host=config.host,
+        port=config.port,
+        ssl=tls.context if tls else None,
+        single_process=True,
+        protocol=GuardedProtocol,
+        access_log=False,
+        motd=False,
+    )
+    # A client that opens TLS connections and never finishes the handshake is cut off after
+    # seconds, not asyncio's default minute.
+    app.state.server_info[0].settings["asyncio_server_kwargs"] = (
+        {"ssl_handshake_timeout": min(config.request_deadline_s, 10)} if tls else {}
+    )
+    Sanic.serve_single(primary=app)
 
 
 def db(args: argparse.Namespace) -> int:

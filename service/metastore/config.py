@@ -28,36 +28,76 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("METASTORE_TLS_KEY", None, "PEM private key for HTTPS."),
     Setting("METASTORE_TLS", "on", "`off` serves plain HTTP (behind a TLS-terminating mesh, or locally)."),
     Setting("METASTORE_MAX_BODY_BYTES", "16777216", "Largest request body accepted, also after gzip inflation."),
-    Setting("METASTORE_DB_TIMEOUT_MS", "3000", "Deadline of each database statement (below Trino's 5 s timeout)."),
-    Setting("METASTORE_DB_CONNECT_TIMEOUT_S", "2", "Deadline to open a database connection (libpq minimum is 2)."),
-    Setting("METASTORE_POOL_MIN", "2", "Connections kept open."),
-    Setting("METASTORE_POOL_MAX", "10", "Most connections opened."),
-    Setting("METASTORE_POOL_TIMEOUT_S", "1", "Longest wait for a free connection before answering 503."),
-    Setting("METASTORE_TLS_RELOAD_S", "30", "How often to look for a renewed certificate or key file (0: never)."),
     Setting(
-        "METASTORE_INGEST_MODE", "sync", "`sync`: 201 once committed. `async`: 202 once queued in memory (see README)."
+        "METASTORE_INGEST_TIMEOUT_MS",
+        "1500",
+        "Budget of a POST's database work, waiting for a connection included. Twice this plus Trino's 1 s "
+        "pause before its one retry stays under Trino's 5 s timeout.",
     ),
-    Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events held in memory."),
-    Setting("METASTORE_ASYNC_QUEUE_BYTES", "268435456", "Async mode: most bytes of events held in memory."),
+    Setting("METASTORE_READ_TIMEOUT_MS", "1000", "Budget of a read request's database work (own pool)."),
+    Setting(
+        "METASTORE_DB_TIMEOUT_MS",
+        "10000",
+        "Deadline of each statement of the async writers (not on Trino's clock).",
+    ),
+    Setting("METASTORE_DB_CONNECT_TIMEOUT_S", "2", "Deadline to open a database connection (libpq minimum is 2)."),
+    Setting("METASTORE_POOL_MIN", "2", "Ingest pool: connections kept open."),
+    Setting("METASTORE_POOL_MAX", "8", "Ingest pool: most connections opened."),
+    Setting("METASTORE_READ_POOL_MAX", "3", "Read pool (datasets API and view): most connections opened."),
+    Setting("METASTORE_TLS_RELOAD_S", "30", "How often to look for a renewed certificate or key file (0: never)."),
+    Setting("METASTORE_INGEST_MODE", "sync", "`sync`: 201 once committed. `async`: 202 once queued (see README)."),
+    Setting(
+        "METASTORE_SPOOL_DIR",
+        None,
+        "Directory of the durable spool: accepted events are fsynced here before a 202 (async mode, and sync mode "
+        "when the database misses the ingest budget) and replayed at start. Unset: no spool.",
+    ),
+    Setting("METASTORE_SPOOL_MAX_BYTES", "1073741824", "Most bytes the spool holds on disk; beyond, 503."),
+    Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events accepted and not yet stored."),
+    Setting(
+        "METASTORE_ASYNC_QUEUE_BYTES",
+        "67108864",
+        "Async mode without a spool: most bytes of events held in memory (with a spool they wait on disk).",
+    ),
     Setting(
         "METASTORE_ASYNC_QUEUE_FULL",
         "sync",
         "Async mode, queue full: `sync` (store it now), `wait`, or `reject` (503).",
     ),
     Setting("METASTORE_ASYNC_QUEUE_WAIT_MS", "200", "Async mode with `wait`: how long to wait for room before a 503."),
-    Setting("METASTORE_ASYNC_BATCH_SIZE", "200", "Async mode: most events one writer stores in one transaction."),
-    Setting("METASTORE_ASYNC_WRITERS", "2", "Async mode: writers storing batches concurrently."),
+    Setting("METASTORE_ASYNC_BATCH_SIZE", "200", "Most events one writer stores in one transaction."),
+    Setting("METASTORE_ASYNC_BATCH_BYTES", "4194304", "Most bytes of events one writer stores in one transaction."),
+    Setting("METASTORE_ASYNC_WRITERS", "2", "Writers storing queued events concurrently."),
+    Setting(
+        "METASTORE_WRITER_STUCK_S",
+        "60",
+        "A writer that has stored nothing for this long while events wait makes /readyz fail.",
+    ),
+    Setting("METASTORE_MAX_CONNECTIONS", "1000", "Most client connections open at once; beyond, 503 and close."),
+    Setting(
+        "METASTORE_MAX_INFLIGHT_BYTES",
+        "67108864",
+        "Most request bytes being received or inflated at once, all requests together; beyond, 503 with Retry-After.",
+    ),
+    Setting(
+        "METASTORE_REQUEST_DEADLINE_S",
+        "10",
+        "Longest time to receive a request's headers, then its body (in total, not per byte).",
+    ),
     Setting(
         "METASTORE_SHUTDOWN_GRACE_S",
         "20",
         "On SIGTERM: time to finish requests and drain the queue (below Kubernetes' 30 s).",
     ),
-    Setting("METASTORE_READY_TIMEOUT_MS", "800", "Bound of the readiness probe's database canary."),
+    Setting("METASTORE_READY_TIMEOUT_MS", "800", "Bound of the readiness probe's database canary (own connection)."),
     Setting("METASTORE_LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR."),
     Setting(
         "METASTORE_LOG_FILE",
         None,
         "Also write JSON logs to this file, e.g. `/stackable/log/metastore/metastore.py.json`.",
+    ),
+    Setting(
+        "METASTORE_ACCESS_LOG", "off", "`on`: a log line per request (method, route, status, duration, request id)."
     ),
 )
 
@@ -70,23 +110,33 @@ class Config:
     tls_cert: Path | None
     tls_key: Path | None
     max_body_bytes: int
+    ingest_timeout_ms: int
+    read_timeout_ms: int
     db_timeout_ms: int
     db_connect_timeout_s: int
     pool_min: int
     pool_max: int
-    pool_timeout_s: float
+    read_pool_max: int
     log_level: str
     log_file: Path | None
     tls_reload_s: int
     ingest_mode: str
+    spool_dir: Path | None
+    spool_max_bytes: int
     queue_size: int
     queue_bytes: int
     queue_full: str
     queue_wait_ms: int
     batch_size: int
+    batch_bytes: int
     writers: int
+    writer_stuck_s: int
+    max_connections: int
+    max_inflight_bytes: int
+    request_deadline_s: int
     shutdown_grace_s: int
     ready_timeout_ms: int
+    access_log: bool
 
     @property
     def tls(self) -> bool:
@@ -149,31 +199,56 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     log_file = _get(env, "METASTORE_LOG_FILE")
     if log_file and not Path(log_file).parent.is_dir():
         raise ConfigError(f"METASTORE_LOG_FILE={log_file}: its directory does not exist")
-    db_timeout_ms = _int(env, "METASTORE_DB_TIMEOUT_MS", 10, 600_000)
+    spool_dir = _get(env, "METASTORE_SPOOL_DIR")
+    if spool_dir:
+        try:
+            Path(spool_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"METASTORE_SPOOL_DIR={spool_dir}: cannot create it ({exc.strerror})") from None
+        if not os.access(spool_dir, os.W_OK | os.X_OK):
+            raise ConfigError(f"METASTORE_SPOOL_DIR={spool_dir} is not a writable directory")
+    ingest_timeout_ms = _int(env, "METASTORE_INGEST_TIMEOUT_MS", 50, 60_000)
+    max_body_bytes = _int(env, "METASTORE_MAX_BODY_BYTES", 1024, 1 << 30)
+    max_inflight_bytes = _int(env, "METASTORE_MAX_INFLIGHT_BYTES", 1 << 16, 1 << 40)
+    if max_inflight_bytes < max_body_bytes:
+        raise ConfigError(
+            f"METASTORE_MAX_INFLIGHT_BYTES={max_inflight_bytes} is below METASTORE_MAX_BODY_BYTES={max_body_bytes}: "
+            "the largest accepted body could never be received"
+        )
     return Config(
         database_url=database_url,
         host=_get(env, "METASTORE_HOST"),
         port=_int(env, "METASTORE_PORT", 0, 65535),
         tls_cert=tls_cert,
         tls_key=tls_key,
-        max_body_bytes=_int(env, "METASTORE_MAX_BODY_BYTES", 1024, 1 << 30),
-        db_timeout_ms=db_timeout_ms,
+        max_body_bytes=max_body_bytes,
+        ingest_timeout_ms=ingest_timeout_ms,
+        read_timeout_ms=_int(env, "METASTORE_READ_TIMEOUT_MS", 50, 600_000),
+        db_timeout_ms=_int(env, "METASTORE_DB_TIMEOUT_MS", 10, 600_000),
         db_connect_timeout_s=_int(env, "METASTORE_DB_CONNECT_TIMEOUT_S", 2, 600),
         pool_min=pool_min,
         pool_max=pool_max,
-        pool_timeout_s=_int(env, "METASTORE_POOL_TIMEOUT_S", 1, 600),
+        read_pool_max=_int(env, "METASTORE_READ_POOL_MAX", 1, 1000),
         log_level=log_level,
         log_file=Path(log_file) if log_file else None,
         tls_reload_s=_int(env, "METASTORE_TLS_RELOAD_S", 0, 86_400),
         ingest_mode=_choice(env, "METASTORE_INGEST_MODE", ("sync", "async")),
+        spool_dir=Path(spool_dir) if spool_dir else None,
+        spool_max_bytes=_int(env, "METASTORE_SPOOL_MAX_BYTES", 1 << 20, 1 << 50),
         queue_size=_int(env, "METASTORE_ASYNC_QUEUE_SIZE", 1, 10_000_000),
         queue_bytes=_int(env, "METASTORE_ASYNC_QUEUE_BYTES", 1024, 1 << 40),
         queue_full=_choice(env, "METASTORE_ASYNC_QUEUE_FULL", ("sync", "wait", "reject")),
         queue_wait_ms=_int(env, "METASTORE_ASYNC_QUEUE_WAIT_MS", 0, 60_000),
         batch_size=_int(env, "METASTORE_ASYNC_BATCH_SIZE", 1, 10_000),
+        batch_bytes=_int(env, "METASTORE_ASYNC_BATCH_BYTES", 1024, 1 << 30),
         writers=_int(env, "METASTORE_ASYNC_WRITERS", 1, 64),
+        writer_stuck_s=_int(env, "METASTORE_WRITER_STUCK_S", 1, 86_400),
+        max_connections=_int(env, "METASTORE_MAX_CONNECTIONS", 1, 1_000_000),
+        max_inflight_bytes=max_inflight_bytes,
+        request_deadline_s=_int(env, "METASTORE_REQUEST_DEADLINE_S", 1, 3600),
         shutdown_grace_s=_int(env, "METASTORE_SHUTDOWN_GRACE_S", 1, 3600),
         ready_timeout_ms=_int(env, "METASTORE_READY_TIMEOUT_MS", 50, 60_000),
+        access_log=_choice(env, "METASTORE_ACCESS_LOG", ("on", "off")) == "on",
     )
 
 

@@ -1,5 +1,9 @@
-"""The connection pool and the one way the service calls the database: a named query,
-parameters, and a deadline that holds even when PostgreSQL does not answer at all."""
+"""Connection pools and the one way the service calls the database: a named query,
+parameters, and a deadline that holds even when PostgreSQL does not answer at all.
+
+Each kind of work has its own pool and budget, so that one kind can never starve another:
+`ingest` (POSTs, on Trino's clock), `read` (the datasets API and view), `writer` (the async
+writers, not on anyone's clock) and `health` (the readiness canary, one connection)."""
 
 from __future__ import annotations
 
@@ -18,16 +22,20 @@ from metastore.errors import ApiError, http_status
 log = logging.getLogger("metastore.db")
 
 
-class Database:
-    def __init__(self, config: Config) -> None:
-        self.timeout_s = config.db_timeout_ms / 1000
+class Pool:
+    def __init__(
+        self, config: Config, name: str, min_size: int, max_size: int, statement_timeout_ms: int, deadline_s: float
+    ) -> None:
+        self.name = name
+        # The whole call (waiting for a connection included) answers within this.
+        self.deadline_s = deadline_s
         self.pool: AsyncConnectionPool = AsyncConnectionPool(
             config.database_url,
-            min_size=config.pool_min,
-            max_size=config.pool_max,
-            timeout=config.pool_timeout_s,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=deadline_s,
             open=False,
-            name="metastore",
+            name=f"metastore-{name}",
             # An empty query before each use: a connection PostgreSQL dropped (restart,
             # failover) is replaced instead of failing a request.
             check=AsyncConnectionPool.check_connection,
@@ -35,14 +43,15 @@ class Database:
             kwargs={
                 "autocommit": True,  # each call is one function call, committed when it returns
                 "connect_timeout": config.db_connect_timeout_s,
-                "application_name": "metastore",
-                "options": f"-c statement_timeout={config.db_timeout_ms}",
+                "application_name": f"metastore-{name}",
+                # The server's own backstop of the deadline; idle transactions cannot hold locks.
+                "options": f"-c statement_timeout={statement_timeout_ms} -c idle_in_transaction_session_timeout=10000",
                 # Notice a peer that vanished (dropped packets) within seconds, not hours.
                 "keepalives": 1,
                 "keepalives_idle": 5,
                 "keepalives_interval": 2,
                 "keepalives_count": 3,
-                "tcp_user_timeout": max(config.db_timeout_ms, 2000),
+                "tcp_user_timeout": max(statement_timeout_ms, 2000),
             },
         )
         self._orphans: set[asyncio.Task[Any]] = set()
@@ -56,13 +65,12 @@ class Database:
             task.cancel()
         await self.pool.close(timeout=5)
 
-    def record_pool_stats(self) -> None:
+    def record_stats(self) -> None:
         stats = self.pool.get_stats()
         size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
-        metrics.POOL.labels("open").set(size)
-        metrics.POOL.labels("idle").set(idle)
-        metrics.POOL.labels("busy").set(size - idle)
-        metrics.POOL.labels("waiting").set(stats.get("requests_waiting", 0))
+        metrics.POOL.labels(self.name, "idle").set(idle)
+        metrics.POOL.labels(self.name, "busy").set(size - idle)
+        metrics.POOL_WAITING.labels(self.name).set(stats.get("requests_waiting", 0))
 
     async def _run(self, query: str, params: dict[str, Any], fetch_all: bool) -> list[tuple[Any, ...]]:
         async with self.pool.connection() as conn:
@@ -75,7 +83,7 @@ class Database:
     ) -> list[tuple[Any, ...]]:
         """Run a named query; raise ApiError (4xx for the client's mistakes, 503 when the
         database is unavailable or misses the deadline)."""
-        deadline = self.timeout_s + 0.5 if deadline_s is None else deadline_s
+        deadline = self.deadline_s if deadline_s is None else deadline_s
         started = time.perf_counter()
         task = asyncio.create_task(self._run(query, params, fetch_all))
         result = "error"
@@ -97,7 +105,9 @@ class Database:
                 raise ApiError(503, "no database connection is available; retry later") from None
             except psycopg.Error as exc:
                 status = http_status(exc.sqlstate)
-                if status >= 500:
+                if exc.sqlstate == "42501":
+                    log.error("the service's database role may not run %s: grant it the app role (%s)", query, exc)
+                elif status >= 500:
                     log.warning("database call %s failed: %s %s", query, exc.sqlstate, str(exc).strip())
                     raise ApiError(
                         status, "the database could not complete the request; retry later", exc.sqlstate
@@ -116,6 +126,32 @@ class Database:
         if not rows:
             raise ApiError(500, f"{query} returned no row")
         return rows[0]
+
+
+class Database:
+    def __init__(self, config: Config, writers: int) -> None:
+        ingest_ms, read_ms = config.ingest_timeout_ms, config.read_timeout_ms
+        self.ingest = Pool(config, "ingest", config.pool_min, config.pool_max, ingest_ms, ingest_ms / 1000)
+        self.read = Pool(config, "read", 0, config.read_pool_max, read_ms, read_ms / 1000)
+        self.health = Pool(config, "health", 1, 1, config.ready_timeout_ms, config.ready_timeout_ms / 1000)
+        self.writer = (
+            Pool(config, "writer", 0, writers, config.db_timeout_ms, config.db_timeout_ms / 1000 + 0.5)
+            if writers
+            else None
+        )
+        self.pools = [p for p in (self.ingest, self.read, self.health, self.writer) if p is not None]
+
+    async def open(self) -> None:
+        for pool in self.pools:
+            await pool.open()
+
+    async def close(self) -> None:
+        for pool in self.pools:
+            await pool.close()
+
+    def record_pool_stats(self) -> None:
+        for pool in self.pools:
+            pool.record_stats()
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 # Exact codes first, then by SQLSTATE class (the first two characters).
 _EXACT = {
     "P0002": 404,  # no_data_found: the thing asked for does not exist
-    "42501": 403,  # insufficient_privilege
+    # insufficient_privilege: never the client's doing (there is no authentication), always the
+    # service role's missing grant: a server-side misconfiguration, not a rejected event.
+    "42501": 503,
 }
 _CLASS = {
     "22": 400,  # data_exception: the client's input
@@ -28,12 +30,22 @@ def http_status(sqlstate: str | None) -> int:
 class ApiError(Exception):
     """An error answered to the client as {"error": {...}} with an HTTP status."""
 
-    def __init__(self, status: int, message: str, code: str | None = None, counted: bool = False) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        code: str | None = None,
+        counted: bool = False,
+        retry_after: int | None = None,
+        close: bool = False,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
         self.counted = counted  # already in the events metric
+        self.retry_after = retry_after  # seconds, for a Retry-After header
+        self.close = close  # the connection cannot be reused (e.g. a body left unread)
 
     @classmethod
     def from_sqlstate(cls, sqlstate: str | None, message: str, counted: bool = False) -> ApiError:

@@ -1,9 +1,17 @@
-"""Storing events: synchronously, or (async mode) through a bounded in-memory queue that
-writers drain into PostgreSQL in batches.
+"""Storing events: at once (sync), or through a queue that writers drain into PostgreSQL in
+batches (async mode; and sync mode's overflow when the database misses the ingest budget and a
+spool is configured).
 
-What async mode can lose: events it answered 202 for and had not yet committed when the
-process died without a graceful shutdown (SIGKILL, OOM kill, node loss), at most the
-queue's bounds. On SIGTERM the queue is drained before the process exits.
+Queued events wait in memory, or, with a spool, on disk (fsynced before the 202; only a
+reference stays in memory). What can be lost: without a spool, what was queued when the process
+died without a graceful shutdown (SIGKILL, OOM kill, node loss), at most the queue's bounds;
+with a spool, nothing acknowledged unless the spool's volume is lost.
+
+Writers always progress: a batch that fails as a whole (deadline missed, server error) is split
+in two and each half stored on its own; a single event that keeps failing while the database
+is otherwise writable is recorded in metastore.rejected_events with the reason (outcome
+`unstorable`) instead of being retried forever; when nothing can be written at all (a lock, a
+frozen or absent database) writers back off and retry, and /readyz reports them stuck.
 """
 
 from __future__ import annotations
@@ -12,18 +20,23 @@ import asyncio
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from metastore import metrics
 from metastore.config import Config
-from metastore.db import Database
+from metastore.db import Database, Pool
 from metastore.errors import ApiError
+from metastore.spool import Record, Spool, SpoolFull, Ticket
 
 log = logging.getLogger("metastore.ingest")
 
-# Where an event comes from; only "unauthenticated" exists until authentication does.
-SOURCE_KIND = "unauthenticated"
+# (source_kind, source_principal): how the sender is known.
+Source = tuple[str, str | None]
+UNAUTHENTICATED: Source = ("unauthenticated", None)
+
+# Failures that say the database cannot write at all now, not that one event is to blame.
+_ENVIRONMENT = ("08", "53", "55", "57P", "40")
 
 
 @dataclass(frozen=True)
@@ -35,77 +48,102 @@ class Stored:
     event_type: str | None
 
 
-def _record(result: Stored) -> None:
+def record(result: Stored) -> None:
     if result.status == "rejected":
         metrics.count_event("rejected", result.error_code, result.event_type)
     else:
         metrics.count_event(result.status, None, result.event_type)
 
 
-async def store_now(db: Database, body: bytes) -> Stored:
-    row = await db.one("ingest_event", {"body": body, "source_kind": SOURCE_KIND, "source_principal": None})
+async def store_now(pool: Pool, body: bytes, source: Source) -> Stored:
+    row = await pool.one("ingest_event", {"body": body, "source_kind": source[0], "source_principal": source[1]})
     result = Stored(*row)
-    _record(result)
+    record(result)
     return result
 
 
-@dataclass(frozen=True)
-class _Item:
-    body: bytes
+@dataclass
+class Item:
     request_id: str
+    source: Source
+    size: int
+    body: bytes | None = None  # in memory (no spool), else read back from the spool
+    ticket: Ticket | None = None
+    enqueued_at: float = field(default_factory=time.monotonic)
+    strikes: int = 0
+    first_strike: float = 0.0
+    stored: bool = False
+
+
+class QueueFull(Exception):
+    pass
 
 
 class EventQueue:
-    """FIFO bounded by count and by bytes."""
+    """FIFO bounded by count, and by bytes held in memory."""
 
     def __init__(self, max_items: int, max_bytes: int) -> None:
         self.max_items, self.max_bytes = max_items, max_bytes
-        self._items: deque[_Item] = deque()
-        self._bytes = 0
-        self._in_flight = 0
+        self._items: deque[Item] = deque()
+        self._bytes = 0  # of bodies held in memory
+        self._in_flight: dict[int, Item] = {}
         self._closed = False
         self._changed = asyncio.Condition()
 
     def __len__(self) -> int:
-        return len(self._items) + self._in_flight
+        return len(self._items) + len(self._in_flight)
 
-    def _fits(self, size: int) -> bool:
+    def oldest_age(self) -> float:
+        times = [i.enqueued_at for i in self._in_flight.values()]
+        if self._items:
+            times.append(self._items[0].enqueued_at)
+        return time.monotonic() - min(times) if times else 0.0
+
+    def _fits(self, item: Item) -> bool:
+        if len(self) >= self.max_items:
+            return False
         # One oversized event still fits an empty queue, or it could never be queued.
-        return len(self._items) < self.max_items and (not self._items or self._bytes + size <= self.max_bytes)
+        return item.body is None or not self._bytes or self._bytes + item.size <= self.max_bytes
 
     def _gauges(self) -> None:
         metrics.QUEUE_DEPTH.set(len(self))
         metrics.QUEUE_BYTES.set(self._bytes)
 
-    async def put(self, item: _Item, wait_s: float) -> bool:
+    async def put(self, item: Item, wait_s: float = 0, force: bool = False) -> bool:
         async with self._changed:
-            if not self._fits(len(item.body)):
+            if not force and not self._fits(item):
                 if wait_s <= 0:
                     return False
                 try:
-                    await asyncio.wait_for(self._changed.wait_for(lambda: self._fits(len(item.body))), wait_s)
+                    await asyncio.wait_for(self._changed.wait_for(lambda: self._fits(item)), wait_s)
                 except TimeoutError:
                     return False
             self._items.append(item)
-            self._bytes += len(item.body)
+            self._bytes += item.size if item.body is not None else 0
             self._gauges()
             self._changed.notify_all()
             return True
 
-    async def take(self, n: int) -> list[_Item]:
-        """Up to n items; waits for one; [] once closed and empty."""
+    async def take(self, max_items: int, max_bytes: int) -> list[Item]:
+        """Up to max_items and max_bytes (at least one item); waits for one; [] once closed and empty."""
         async with self._changed:
             await self._changed.wait_for(lambda: bool(self._items) or self._closed)
-            batch = [self._items.popleft() for _ in range(min(n, len(self._items)))]
-            self._bytes -= sum(len(i.body) for i in batch)
-            self._in_flight += len(batch)
+            batch: list[Item] = []
+            size = 0
+            while self._items and len(batch) < max_items and (not batch or size + self._items[0].size <= max_bytes):
+                item = self._items.popleft()
+                size += item.size
+                batch.append(item)
+                self._in_flight[id(item)] = item
+                self._bytes -= item.size if item.body is not None else 0
             self._gauges()
             self._changed.notify_all()
             return batch
 
-    async def done(self, n: int) -> None:
+    async def done(self, items: list[Item]) -> None:
         async with self._changed:
-            self._in_flight -= n
+            for item in items:
+                self._in_flight.pop(id(item), None)
             self._gauges()
             self._changed.notify_all()
 
@@ -115,66 +153,218 @@ class EventQueue:
             self._changed.notify_all()
 
 
-class AsyncIngest:
+class _Blame(Exception):
+    """A single event failed alone while the database was writable."""
+
+    def __init__(self, item: Item, error: ApiError) -> None:
+        super().__init__(error.message)
+        self.item, self.error = item, error
+
+
+class _Blocked(Exception):
+    """Nothing could be written: retry later, nobody's fault."""
+
+
+class Ingest:
+    """The queue, its writers and (optionally) the spool."""
+
     def __init__(self, db: Database, config: Config) -> None:
-        self.db, self.config = db, config
+        assert db.writer is not None
+        self.db, self.writer_pool, self.config = db, db.writer, config
+        self.spool = Spool(config.spool_dir, config.spool_max_bytes) if config.spool_dir else None
         self.queue = EventQueue(config.queue_size, config.queue_bytes)
         self._writers: list[asyncio.Task[None]] = []
         self._give_up_at: float | None = None
+        self._last_progress = time.monotonic()
+        self._commits = 0  # successful writer calls: evidence that the database is writable
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        if self.spool:
+            loop = asyncio.get_running_loop()
+            records: list[Record] = await loop.run_in_executor(None, self.spool.recover)
+            for r in records:
+                item = Item(r.request_id, (r.source_kind, r.source_principal), r.ticket.length, ticket=r.ticket)
+                await self.queue.put(item, force=True)  # on disk already: the bound is the spool's
         # Plain tasks, not app.add_task: Sanic cancels its own tasks at shutdown, before we drain.
-        self._writers = [asyncio.create_task(self._writer(i)) for i in range(self.config.writers)]
+        self._writers = [asyncio.create_task(self._writer()) for _ in range(self.config.writers)]
 
-    async def submit(self, body: bytes, request_id: str) -> Stored | None:
-        """Queue the event (None), or store it at once when the queue is full and configured so."""
+    def stuck_for(self) -> float:
+        """Seconds the writers have stored nothing while events wait (0 when none wait)."""
+        return min(time.monotonic() - self._last_progress, self.queue.oldest_age())
+
+    async def enqueue(self, body: bytes, request_id: str, source: Source, wait_s: float = 0) -> bool:
+        """Accept the event for the writers (durably first, with a spool). False: no room."""
+        item = Item(request_id, source, len(body), body=body)
+        if self.spool:
+            if len(self.queue) >= self.queue.max_items:
+                return False
+            try:
+                item.ticket = await self.spool.append(body, request_id, source[0], source[1])
+            except SpoolFull:
+                metrics.REFUSED.labels("spool_full").inc()
+                return False
+            except OSError as exc:  # disk full, volume gone: refuse, as when full
+                log.error("the spool cannot take the event: %s", exc)
+                metrics.REFUSED.labels("spool_full").inc()
+                return False
+            item.body = None  # it waits on disk
+            await self.queue.put(item, force=True)
+            metrics.ACCEPTED.labels("spool").inc()
+            return True
+        if await self.queue.put(item, wait_s):
+            metrics.ACCEPTED.labels("memory").inc()
+            return True
+        return False
+
+    async def submit(self, body: bytes, request_id: str, source: Source) -> Stored | None:
+        """Async mode: queue the event (None), or store it at once when the queue is full and configured so."""
         wait_s = self.config.queue_wait_ms / 1000 if self.config.queue_full == "wait" else 0
-        if await self.queue.put(_Item(body, request_id), wait_s):
+        if await self.enqueue(body, request_id, source, wait_s):
             return None
         if self.config.queue_full == "sync":
             metrics.QUEUE_FULL.labels("sync").inc()
-            return await store_now(self.db, body)
+            return await store_now(self.db.ingest, body, source)
         metrics.QUEUE_FULL.labels("rejected").inc()
         raise ApiError(503, "the ingest queue is full; retry later")
 
-    async def _writer(self, number: int) -> None:
+    async def _writer(self) -> None:
         while True:
-            batch = await self.queue.take(self.config.batch_size)
+            batch = await self.queue.take(self.config.batch_size, self.config.batch_bytes)
             if not batch:
                 return
             try:
                 await self._store(batch)
             finally:
-                await self.queue.done(len(batch))
+                await self.queue.done(batch)
 
-    async def _store(self, batch: list[_Item]) -> None:
-        params: dict[str, Any] = {
-            "bodies": [i.body for i in batch],
-            "source_kind": SOURCE_KIND,
-            "source_principal": None,
-        }
+    async def _bodies(self, items: list[Item]) -> list[bytes]:
+        if self.spool is None:
+            return [i.body or b"" for i in items]
+        spool = self.spool
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, lambda: [_body(spool, i) for i in items])
+
+    async def _store(self, batch: list[Item]) -> None:
+        """Store the batch, whatever it takes: split, set aside what cannot be stored, or retry."""
+        pending = batch
         delay = 0.1
-        while True:
+        while pending:
             try:
-                rows = await self.db.call("ingest_events", params, fetch_all=True)
-                break
-            except ApiError as exc:
-                if exc.status < 500 or (self._give_up_at is not None and time.monotonic() > self._give_up_at):
-                    # Not retriable, or shutdown's time is up: these accepted events are lost.
-                    metrics.QUEUE_LOST.inc(len(batch))
-                    log.error("async writer dropped %d accepted events: %s", len(batch), exc.message)
+                await self._store_some(pending)
+                pending = []
+            except _Blame as blame:
+                pending = [i for i in pending if i is not blame.item and not i.stored]
+                await self._strike(blame.item, blame.error)
+            except _Blocked as exc:
+                pending = [i for i in pending if not i.stored]
+                if self._give_up_at is not None and time.monotonic() > self._give_up_at:
+                    self._lose(len(pending), str(exc))
                     return
                 metrics.WRITER_RETRIES.inc()
-                log.warning("async writer will retry %d events in %.1f s: %s", len(batch), delay, exc.message)
+                log.warning("writer will retry %d events in %.1f s: %s", len(pending), delay, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
-        for item, row in zip(batch, rows, strict=True):
+                continue
+            delay = 0.1
+
+    async def _store_some(self, items: list[Item]) -> None:
+        """Stores items (grouped by source); raises _Blame for one event to blame, _Blocked otherwise."""
+        groups: dict[Source, list[Item]] = {}
+        for item in items:
+            if not item.stored:
+                groups.setdefault(item.source, []).append(item)
+        for source, group in groups.items():
+            await self._store_group(source, group)
+
+    async def _store_group(self, source: Source, items: list[Item]) -> None:
+        bodies = await self._bodies(items)
+        params: dict[str, Any] = {"bodies": bodies, "source_kind": source[0], "source_principal": source[1]}
+        try:
+            rows = await self.writer_pool.call("ingest_events", params, fetch_all=True)
+        except ApiError as exc:
+            if _environmental(exc) or not await self._writable():
+                raise _Blocked(exc.message) from None
+            if len(items) == 1:
+                raise _Blame(items[0], exc) from None
+            # Deadline missed or a server error, with the database writable: halve and try each half.
+            metrics.WRITER_SPLITS.inc()
+            half = len(items) // 2
+            await self._store_group(source, items[:half])
+            await self._store_group(source, items[half:])
+            return
+        self._committed(items)
+        for item, row in zip(items, rows, strict=True):
             result = Stored(*row)
-            _record(result)
+            record(result)
             if result.status == "rejected":
                 log.warning(
-                    "async event rejected (request %s): %s %s", item.request_id, result.error_code, result.error_message
+                    "queued event rejected (request %s): %s %s",
+                    item.request_id,
+                    result.error_code,
+                    result.error_message,
                 )
+
+    async def _writable(self) -> bool:
+        """Can events be written right now (no lock held against writers, database answering)?"""
+        try:
+            (ok,) = await self.writer_pool.one("write_probe", {}, deadline_s=2.0)
+        except ApiError:
+            return False
+        return bool(ok)
+
+    def _committed(self, items: list[Item]) -> None:
+        for item in items:
+            item.stored = True
+        if self.spool:
+            self.spool.release([i.ticket for i in items if i.ticket is not None])
+        self._commits += 1
+        self._last_progress = time.monotonic()
+
+    async def _strike(self, item: Item, error: ApiError) -> None:
+        # Three failures alone, at least twice the writers' deadline apart end to end, while the
+        # database was writable: this event is the problem. Keep its diagnosis, not the retries.
+        now = time.monotonic()
+        if item.strikes == 0:
+            item.first_strike = now
+        item.strikes += 1
+        span = now - item.first_strike
+        if item.strikes < 3 or span < 2 * self.writer_pool.deadline_s:
+            log.warning(
+                "event of request %s failed alone (%d): %s %s", item.request_id, item.strikes, error.code, error.message
+            )
+            await asyncio.sleep(min(1.0 * item.strikes, 5.0))
+            await self.queue.put(_requeue(item), force=True)
+            return
+        body = (await self._bodies([item]))[0]
+        reason = (
+            f"accepted, then not storable after {item.strikes} attempts: {error.code or ''} {error.message}".strip()
+        )
+        try:
+            await self.writer_pool.call(
+                "reject_event",
+                {
+                    "body": body,
+                    "sqlstate": error.code or "XX000",
+                    "reason": reason,
+                    "source_kind": item.source[0],
+                    "source_principal": item.source[1],
+                },
+            )
+        except ApiError as exc:
+            log.error("could not record unstorable event of request %s: %s", item.request_id, exc.message)
+            await self.queue.put(_requeue(item), force=True)
+            return
+        self._committed([item])
+        metrics.count_event("unstorable", error.code or "XX000", None)
+        log.error("event of request %s set aside in rejected_events: %s", item.request_id, reason)
+
+    def _lose(self, count: int, why: str) -> None:
+        # Without a spool, accepted events that shutdown could not store are gone: counted and logged.
+        if self.spool:
+            log.warning("shutdown: %d accepted events stay in the spool for the next start", count)
+            return
+        metrics.QUEUE_LOST.inc(count)
+        log.error("shutdown: %d accepted events could not be stored in time and are lost: %s", count, why)
 
     async def drain(self, timeout_s: float) -> None:
         """Store everything queued, for at most timeout_s; then stop the writers."""
@@ -184,11 +374,33 @@ class AsyncIngest:
         not_done: set[asyncio.Task[None]] = set()
         if self._writers:
             _, not_done = await asyncio.wait(self._writers, timeout=max(timeout_s, 0.1))
+        # Writers that gave up counted their own; what is left is queued or in a stuck writer's hands.
         left = len(self.queue)
         for task in not_done:
             task.cancel()
         if left:
-            metrics.QUEUE_LOST.inc(left)
-            log.error("shutdown: %d accepted events could not be stored in time and are lost", left)
+            self._lose(left, "shutdown ran out of time")
         else:
-            log.info("shutdown: async queue drained (%d events)", pending)
+            log.info("shutdown: queue drained (%d events)", pending)
+        if self.spool:
+            self.spool.close()
+
+
+def _body(spool: Spool, item: Item) -> bytes:
+    if item.body is not None:
+        return item.body
+    assert item.ticket is not None
+    return spool.read(item.ticket)
+
+
+def _requeue(item: Item) -> Item:
+    # A fresh identity: the failed one is still counted in flight until its batch is done.
+    copy = Item(item.request_id, item.source, item.size, item.body, item.ticket, item.enqueued_at)
+    copy.strikes, copy.first_strike = item.strikes, item.first_strike
+    return copy
+
+
+def _environmental(exc: ApiError) -> bool:
+    if exc.code is None:
+        return True  # no SQLSTATE: the pool or the connection failed
+    return exc.code.startswith(_ENVIRONMENT) or exc.status < 500

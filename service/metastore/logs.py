@@ -34,6 +34,9 @@ class JsonFormatter(logging.Formatter):
             "name": record.name,
             "message": record.getMessage(),
         }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update({k: v for k, v in fields.items() if k not in entry})
         rid = request_id.get()
         if rid:
             entry["request_id"] = rid

@@ -2,18 +2,29 @@
 
 The service runs one process per pod (scale out with replicas), so the default registry
 is exact; prometheus-client's multiprocess mode would be needed only with several workers.
+Every label takes its values from a fixed set, whatever clients send: a scrape stays small.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram, Info
+
+from metastore import __version__
 
 EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 
 EVENTS = Counter(
     "metastore_events_total",
-    "OpenLineage events by outcome: received, stored, duplicate, rejected (reason: SQLSTATE).",
+    "OpenLineage events by final outcome (each event counted once): stored, duplicate, rejected "
+    "(reason: SQLSTATE or HTTP status), unstorable (accepted, then refused by the database alone: "
+    "kept in rejected_events).",
     ["outcome", "reason", "event_type"],
+)
+ACCEPTED = Counter(
+    "metastore_events_accepted_total",
+    "Events answered 202 before they were stored, by where they waited: memory or spool.",
+    ["into"],
 )
 REQUESTS = Histogram(
     "metastore_http_request_duration_seconds",
@@ -27,19 +38,44 @@ DB_CALLS = Histogram(
     ["query", "result"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
-QUEUE_DEPTH = Gauge("metastore_async_queue_events", "Async mode: events accepted and not yet stored.")
-QUEUE_BYTES = Gauge("metastore_async_queue_bytes", "Async mode: bytes of events accepted and not yet stored.")
+QUEUE_DEPTH = Gauge("metastore_async_queue_events", "Events accepted and not yet stored.")
+QUEUE_BYTES = Gauge("metastore_async_queue_bytes", "Bytes of accepted events held in memory, not yet stored.")
+QUEUE_AGE = Gauge(
+    "metastore_async_queue_oldest_age_seconds", "How long the oldest event accepted and not yet stored has waited."
+)
 QUEUE_FULL = Counter(
     "metastore_async_queue_full_total",
-    "Async mode: events that found the queue full, by what was done (sync, waited, rejected).",
+    "Async mode: events that found the queue full, by what was done (sync, rejected).",
     ["action"],
 )
 QUEUE_LOST = Counter(
-    "metastore_async_events_lost_total", "Async mode: accepted events not stored when shutdown ran out of time."
+    "metastore_async_events_lost_total",
+    "Accepted events not stored when shutdown ran out of time and no spool keeps them.",
 )
-WRITER_RETRIES = Counter("metastore_async_writer_retries_total", "Async mode: batches retried after a database error.")
-POOL = Gauge("metastore_db_pool_connections", "Database pool connections by state.", ["state"])
+WRITER_RETRIES = Counter("metastore_async_writer_retries_total", "Writer batches retried after a database error.")
+WRITER_SPLITS = Counter("metastore_async_writer_splits_total", "Writer batches split in two after failing as a whole.")
+SPOOL_BYTES = Gauge("metastore_spool_bytes", "Bytes of spool segment files on disk.")
+SPOOL_SYNC = Histogram(
+    "metastore_spool_fsync_duration_seconds",
+    "Time to write and fsync a group of spooled events.",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+)
+POOL = Gauge(
+    "metastore_db_pool_connections", "Open database connections by pool and state (idle, busy).", ["pool", "state"]
+)
+POOL_WAITING = Gauge("metastore_db_pool_waiting_requests", "Requests waiting for a connection, by pool.", ["pool"])
+CONNECTIONS = Gauge("metastore_http_connections", "Client connections open.")
+REFUSED = Counter(
+    "metastore_http_refused_total",
+    "Requests or connections refused to stay within bounds, by reason (connections, inflight_bytes, "
+    "request_deadline, spool_full).",
+    ["reason"],
+)
+INFLIGHT = Gauge("metastore_http_inflight_bytes", "Request bytes being received or inflated now.")
 READY = Gauge("metastore_ready", "1 when the last readiness check passed, else 0.")
+SCHEMA_VERSION = Gauge("metastore_schema_version", "Schema version the last readiness check read from the database.")
+BUILD = Info("metastore_build", "The running release.")
+BUILD.info({"version": __version__})
 TLS_RELOADS = Counter("metastore_tls_reloads_total", "Certificate reloads by result.", ["result"])
 
 
@@ -48,6 +84,10 @@ def event_type_label(event_type: str | None) -> str:
     if event_type is None:
         return "none"
     return event_type if event_type in EVENT_TYPES else "other"
+
+
+def method_label(method: str) -> str:
+    return method if method in METHODS else "other"
 
 
 def count_event(outcome: str, error_code: str | None, event_type: str | None) -> None:

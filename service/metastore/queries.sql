@@ -28,3 +28,10 @@ SELECT metastore.create_partitions();
 
 -- name: schema_version
 SELECT metastore.schema_version();
+
+-- name: reject_event
+SELECT metastore.reject_event(%(body)b::bytea, %(sqlstate)s::text, %(reason)s::text,
+                              %(source_kind)s::text, %(source_principal)s::text);
+
+-- name: write_probe
+SELECT metastore.write_probe();

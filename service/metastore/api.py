@@ -1,0 +1,139 @@
+"""The API: lineage in (POST, on Trino's clock), datasets out (reads, on their own pool)."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import logging
+from typing import Any
+
+from sanic import Request, Sanic
+from sanic.request import RequestParameters
+from sanic.response import HTTPResponse, json, raw
+
+from metastore.errors import ApiError
+from metastore.ingest import UNAUTHENTICATED, Source, Stored, store_now
+from metastore.limits import Reservation, inflate, receive_body
+from metastore.state import Service, error_body
+
+log = logging.getLogger("metastore")
+
+JSON = "application/json"
+
+
+def json_text(text: str, status: int = 200) -> HTTPResponse:
+    # Passed through as PostgreSQL rendered it: Python does not re-parse results.
+    return raw(text.encode(), status=status, content_type=JSON)
+
+
+def _param(args: RequestParameters, name: str) -> str | None:
+    values: list[str] = args.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise ApiError(400, f"query parameter {name!r} is given more than once")
+    return values[0]
+
+
+def _int_param(args: RequestParameters, name: str, default: int) -> int:
+    value = _param(args, name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
+
+
+def source_of(request: Request) -> Source:
+    """How the sender is known. Nothing authenticates senders yet."""
+    return UNAUTHENTICATED
+
+
+def routes(app: Sanic[Any, Any], svc: Service) -> None:
+    config, db, ingest = svc.config, svc.db, svc.ingest
+
+    async def body_of(request: Request, reservation: Reservation) -> bytes:
+        body = await receive_body(request, reservation, config.max_body_bytes, config.request_deadline_s)
+        encoding = request.headers.get("content-encoding", "")
+        return await inflate(body, encoding, config.max_body_bytes, reservation)
+
+    async def accept(request: Request, body: bytes, source: Source) -> Stored | None:
+        """Store the event, or queue it (None: answered 202)."""
+        if ingest is not None and config.ingest_mode == "async":
+            return await ingest.submit(body, str(request.id), source)
+        try:
+            return await store_now(db.ingest, body, source)
+        except ApiError as exc:
+            # The database missed the budget or is away: with a spool the event waits on disk for
+            # the writers, and Trino gets its answer now instead of a 503 and a retry.
+            if exc.status < 500 or ingest is None or ingest.spool is None:
+                raise
+            if not await ingest.enqueue(body, str(request.id), source):
+                raise
+            log.warning("the database missed the ingest budget (%s): event spooled for the writers", exc.code)
+            return None
+
+    @app.post("/api/v1/lineage", stream=True)
+    async def post_lineage(request: Request) -> HTTPResponse:
+        # Authorization, if sent, is ignored: the store has no authentication.
+        reservation = Reservation(svc.budget)
+        try:
+            body = await body_of(request, reservation)
+            result = await accept(request, body, source_of(request))
+        finally:
+            reservation.release()
+        if result is None:
+            return json({"status": "accepted"}, status=202)
+        if result.status == "rejected":
+            # The reason, never the body: events can be large and hold SQL text.
+            log.info("event rejected: %s %s", result.error_code, result.error_message)
+            raise ApiError.from_sqlstate(result.error_code, result.error_message or "event rejected", counted=True)
+        return json(
+            {"status": result.status, "event_id": result.event_id}, status=201 if result.status == "stored" else 200
+        )
+
+    @app.post("/api/v1/lineage/batch", stream=True)
+    async def post_lineage_batch(request: Request) -> HTTPResponse:
+        reservation = Reservation(svc.budget)
+        try:
+            body = await body_of(request, reservation)
+            kind, principal = source_of(request)
+            status, result = await db.ingest.one(
+                "ingest_batch", {"body": body, "source_kind": kind, "source_principal": principal}
+            )
+        finally:
+            reservation.release()
+        if status == "failure":
+            # Nothing accepted: a client error, in the error shape every 4xx has, with the per-event reasons.
+            failure = jsonlib.loads(result)
+            failure.update(error_body(400, "no event of the batch was accepted; see failed_events", None, request))
+            return json(failure, status=400)
+        return json_text(result)
+
+    @app.get("/api/v1/datasets")
+    async def list_datasets(request: Request) -> HTTPResponse:
+        args = request.args
+        (page,) = await db.read.one(
+            "list_datasets",
+            {
+                "limit": _int_param(args, "limit", 100),
+                "cursor": _param(args, "cursor"),
+                "namespace": _param(args, "namespace"),
+                "scheme": _param(args, "scheme"),
+                "kind": _param(args, "kind"),
+                "q": _param(args, "q"),
+            },
+        )
+        return json_text(page)
+
+    @app.get("/api/v1/datasets/<dataset_id:int>")
+    async def get_dataset(request: Request, dataset_id: int) -> HTTPResponse:
+        (dataset,) = await db.read.one(
+            "get_dataset", {"id": dataset_id, "events_limit": _int_param(request.args, "events_limit", 50)}
+        )
+        return json_text(dataset)
+
+    @app.get("/api/v1/datasets/summary")
+    async def dataset_summary(request: Request) -> HTTPResponse:
+        (summary,) = await db.read.one("dataset_summary", {})
+        return json_text(summary)

@@ -1,0 +1,196 @@
+"""Bounded resources: connections, request bytes in flight, and time to receive a request.
+
+Whatever clients do, the service's memory stays a function of its settings (README, "Memory"):
+at most METASTORE_MAX_CONNECTIONS connections (one more is answered 503 and closed), at most
+METASTORE_MAX_INFLIGHT_BYTES of request bodies being received or inflated at once (a request that
+would pass it is answered 503 with Retry-After at once, before its body is read), and a request's
+headers, then its body, must each arrive within METASTORE_REQUEST_DEADLINE_S in total (Sanic's own
+timers restart on every byte, which a slow sender exploits). Inflation runs off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import zlib
+from typing import Any, ClassVar
+
+from sanic import Request
+from sanic.exceptions import RequestTimeout
+from sanic.http.constants import Stage
+from sanic.server.protocols.http_protocol import HttpProtocol
+
+from metastore import metrics
+from metastore.errors import ApiError
+
+_INFLATE_STEP = 1 << 20  # inflate at most this much at a time, reserving as it grows
+
+
+class ByteBudget:
+    """Bytes shared by all requests; taken from the event loop and from inflation threads."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> bool:
+        with self._lock:
+            if self.used + n > self.limit:
+                return False
+            self.used += n
+        metrics.INFLIGHT.set(self.used)
+        return True
+
+    def give(self, n: int) -> None:
+        with self._lock:
+            self.used -= n
+        metrics.INFLIGHT.set(self.used)
+
+
+class Reservation:
+    """What one request holds of the budget; released when the request is done."""
+
+    def __init__(self, budget: ByteBudget) -> None:
+        self.budget, self.held = budget, 0
+
+    def take(self, n: int) -> None:
+        if not self.budget.take(n):
+            metrics.REFUSED.labels("inflight_bytes").inc()
+            raise ApiError(
+                503, "the service is receiving as much as it may at once; retry in a second", retry_after=1, close=True
+            )
+        self.held += n
+
+    def release(self) -> None:
+        self.budget.give(self.held)
+        self.held = 0
+
+
+async def receive_body(request: Request, reservation: Reservation, max_bytes: int, deadline_s: float) -> bytes:
+    """The whole body of a streamed request, within the size limit, the deadline and the budget."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit():
+        if int(length) > max_bytes:
+            raise ApiError(413, f"the body is larger than {max_bytes} bytes", close=True)
+        reservation.take(int(length))  # refuse a flood before reading any of it
+    chunks: list[bytes] = []
+    received = 0
+
+    async def read_all() -> None:
+        nonlocal received
+        while True:
+            chunk = await request.stream.read()  # type: ignore[union-attr]
+            if chunk is None:
+                return
+            received += len(chunk)
+            if received > max_bytes:
+                raise ApiError(413, f"the body is larger than {max_bytes} bytes", close=True)
+            if not length.isdigit():
+                reservation.take(len(chunk))
+            chunks.append(chunk)
+
+    try:
+        await asyncio.wait_for(read_all(), deadline_s)
+    except TimeoutError:
+        metrics.REFUSED.labels("request_deadline").inc()
+        raise ApiError(408, f"the request body did not arrive within {deadline_s:g} s", close=True) from None
+    return b"".join(chunks)
+
+
+def _inflate(body: bytes, encoding: str, limit: int, reservation: Reservation) -> bytes:
+    inflater = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)  # 47: gzip or zlib header
+    out: list[bytes] = []
+    total, data = 0, body
+    try:
+        while True:
+            chunk = inflater.decompress(data, _INFLATE_STEP)
+            data = inflater.unconsumed_tail
+            if chunk:
+                total += len(chunk)
+                if total > limit:
+                    raise ApiError(413, f"the body inflates to more than {limit} bytes")
+                reservation.take(len(chunk))
+                out.append(chunk)
+            if inflater.eof:
+                break
+            if not data and not chunk:
+                raise ApiError(400, f"the {encoding} body is truncated")
+    except zlib.error as exc:
+        raise ApiError(400, f"the body is not valid {encoding}: {exc}") from None
+    if inflater.unused_data:
+        # A second gzip member or trailing bytes: what would be stored is not what was sent.
+        raise ApiError(400, f"the {encoding} body has data after its end (several members, or trailing bytes)")
+    return b"".join(out)
+
+
+async def inflate(body: bytes, encoding: str, limit: int, reservation: Reservation) -> bytes:
+    """Undo Content-Encoding in a thread, refusing anything that inflates past the body limit."""
+    encoding = encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "x-gzip", "deflate"):
+        raise ApiError(415, f"Content-Encoding {encoding!r} is not supported; send gzip or none")
+    return await asyncio.get_running_loop().run_in_executor(None, _inflate, body, encoding, limit, reservation)
+
+
+_REFUSAL_BODY = (
+    b'{"error": {"status": 503, "message": "the service has as many connections as it may; retry in a second"}}'
+)
+_REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+    b"Connection: close\r\nContent-Length: " + str(len(_REFUSAL_BODY)).encode() + b"\r\n\r\n" + _REFUSAL_BODY
+)
+
+
+class ConnectionLimits:
+    def __init__(self, max_connections: int, header_deadline_s: float) -> None:
+        self.max_connections, self.header_deadline_s = max_connections, header_deadline_s
+        self.open = 0
+
+
+class GuardedProtocol(HttpProtocol):
+    """Sanic's HTTP protocol with a connection cap and a total deadline for a request's headers."""
+
+    __slots__ = ("_counted", "_headers_since")
+    limits: ClassVar[ConnectionLimits] = ConnectionLimits(1000, 10)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._counted = False
+        self._headers_since: float | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        limits = self.limits
+        if limits.open >= limits.max_connections:
+            metrics.REFUSED.labels("connections").inc()
+            transport.write(_REFUSAL)
+            transport.close()
+            return
+        limits.open += 1
+        self._counted = True
+        metrics.CONNECTIONS.set(limits.open)
+        super().connection_made(transport)  # type: ignore[no-untyped-call]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._counted:
+            return
+        self._counted = False
+        self.limits.open -= 1
+        metrics.CONNECTIONS.set(self.limits.open)
+        super().connection_lost(exc)  # type: ignore[no-untyped-call]
+
+    def check_timeouts(self) -> None:
+        http = self._http
+        if self._task and http is not None and http.stage is Stage.REQUEST:
+            now = time.monotonic()
+            if self._headers_since is None:
+                self._headers_since = now
+            elif now - self._headers_since > self.limits.header_deadline_s:
+                metrics.REFUSED.labels("request_deadline").inc()
+                http.exception = RequestTimeout("Request Timeout")
+                self._task.cancel()
+                return
+        else:
+            self._headers_since = None
+        super().check_timeouts()  # type: ignore[no-untyped-call]

@@ -1,0 +1,54 @@
+"""The datasets view: static files served by the service itself."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from sanic import Request, Sanic
+from sanic.response import HTTPResponse, raw, redirect
+
+from metastore.errors import ApiError
+
+_FILES = (
+    ("index.html", "text/html; charset=utf-8"),
+    ("app.js", "text/javascript; charset=utf-8"),
+    ("style.css", "text/css; charset=utf-8"),
+)
+_HEADERS = {
+    # Everything comes from this server: no CDN, no inline script, nothing fetched elsewhere.
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+def routes(app: Sanic[Any, Any]) -> None:
+    files = {name: (resources.files("metastore").joinpath("ui", name).read_bytes(), kind) for name, kind in _FILES}
+    openapi = resources.files("metastore").joinpath("openapi.json").read_bytes()
+
+    @app.get("/")
+    async def root(request: Request) -> HTTPResponse:
+        return redirect("/ui/")
+
+    @app.get("/ui", strict_slashes=True)
+    async def ui_root(request: Request) -> HTTPResponse:
+        return redirect("/ui/")
+
+    @app.get("/ui/", strict_slashes=True)
+    async def ui_index(request: Request) -> HTTPResponse:
+        body, kind = files["index.html"]
+        return raw(body, content_type=kind, headers=_HEADERS)
+
+    @app.get("/ui/<name:str>")
+    async def ui_asset(request: Request, name: str) -> HTTPResponse:
+        if name not in files:
+            raise ApiError(404, f"no such file: {name}")
+        body, kind = files[name]
+        return raw(body, content_type=kind, headers=_HEADERS)
+
+    @app.get("/api/v1/openapi.json")
+    async def openapi_document(request: Request) -> HTTPResponse:
+        return raw(openapi, content_type="application/json")
