@@ -16,10 +16,13 @@ ingest mode with a client kept warm between cases, as in a running Trino. Faults
     frozen   every PostgreSQL process is SIGSTOPped (SIGCONT afterwards)
 
 During a fault case the modes' servers are emitted to at the same time (one fault for both; --serial
-runs them one after the other). After each case the fault is lifted, the server drained (async queue
-empty) and the events stored in metastore.events counted as the owner, by runId.
+runs them one after the other); each mode's emits follow one another, or --concurrency N at a time
+from N threads sharing the one client, as concurrent queries of one Trino do (HttpClient's pool
+allows 5 connections per route; more wait for one, up to the connection-request timeout of 5 s).
+After each case the fault is lifted, the server drained (async queue empty) and the events stored
+in metastore.events counted as the owner, by runId.
 
-    python -m tests.trino_client.budget [--emits N] [--out PATH] [--env [MODE:]KEY=VALUE ...]
+    python -m tests.trino_client.budget [--emits N] [--concurrency N] [--env [MODE:]KEY=VALUE ...] [OUT]
 
 --env values may contain {dir}, replaced by a fresh directory of that server's own (e.g.
 METASTORE_SPOOL_DIR={dir}). Writes a JSON result (default bench/results/trino-budget.json), prints a table.
@@ -159,9 +162,10 @@ class Client:
             raise RuntimeError(f"the client exited ({self.process.wait()}); see {self._stderr.name}")
         return line
 
-    def emit(self, n: int) -> list[Emit]:
+    def emit(self, n: int, threads: int = 1) -> list[Emit]:
+        """n emits, from threads threads at once sharing the one client (as concurrent Trino queries)."""
         assert self.process.stdin is not None
-        self.process.stdin.write(f"emit {n}\n")
+        self.process.stdin.write(f"emit {n} {threads}\n" if threads > 1 else f"emit {n}\n")
         self.process.stdin.flush()
         emits: list[Emit] = []
         while True:
@@ -337,6 +341,7 @@ def run(
     faults: Sequence[str] = FAULTS,
     env: dict[str, dict[str, str]] | None = None,
     serial: bool = False,
+    concurrency: int = 1,
     events: Path = EVENTS,
     work: Path | None = None,
     progress: Callable[[str], None] = lambda s: print(s, file=sys.stderr, flush=True),
@@ -377,7 +382,7 @@ def run(
                 progress(f"trino-budget: {kind} x {n} emits, {'+'.join(t.mode for t in group)}")
                 before = {t.mode: scrape(t.server) for t in group}
                 with fault(kind, db), ThreadPoolExecutor(len(group)) as pool:
-                    futures = {t.mode: pool.submit(t.client.emit, n) for t in group}
+                    futures = {t.mode: pool.submit(t.client.emit, n, concurrency) for t in group}
                     results = {mode: future.result() for mode, future in futures.items()}
                 for t in group:
                     case = Case(t.mode, kind, results[t.mode])
@@ -407,6 +412,7 @@ def run(
         "emits_per_case": emits,
         "warmup": warmup,
         "modes_concurrent": not serial and len(modes) > 1,
+        "concurrency": concurrency,
         "env": env,
         "cases": [c.summary() for c in cases],
         "samples_ms": {f"{c.mode}/{c.fault}": [round(e.ms, 1) for e in c.emits] for c in cases},
@@ -437,6 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated: none,locked,frozen")
     parser.add_argument("--env", action="append", default=[], help="[MODE:]KEY=VALUE for the server, repeatable")
     parser.add_argument("--serial", action="store_true", help="one mode at a time (default: modes concurrently)")
+    parser.add_argument("--concurrency", type=int, default=1, help="emits at once per mode, one client (default 1)")
     parser.add_argument("--events", type=Path, default=EVENTS, help="event files or folder (default: Trino fixtures)")
     parser.add_argument("--keep", type=Path, default=None, help="keep logs and certificates in this folder")
     parser.add_argument("out", nargs="?", type=Path, default=RESULTS, help=f"result JSON (default {RESULTS})")
@@ -449,6 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         faults=[f for f in args.faults.split(",") if f],
         env=parse_env(args.env),
         serial=args.serial,
+        concurrency=args.concurrency,
         events=args.events.resolve(),
         work=args.keep.resolve() if args.keep else None,
     )

@@ -21,8 +21,13 @@ import java.time.ZonedDateTime;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
 
 /**
@@ -43,7 +48,8 @@ import java.util.stream.Stream;
  * {"seq":..,"run_id":..,"event_type":..,"ms":..,"ok":..,"status":..,"error":..}.
  *
  * Without --count, commands are read from stdin, one per line: "emit N" emits N events in a row and
- * then prints {"done":N}; "quit" (or end of input) exits. A first line {"ready":true} says the client
+ * then prints {"done":N}; "emit N T" emits them from T threads at once through the one client (as
+ * concurrent Trino queries do); "quit" (or end of input) exits. A first line {"ready":true} says the client
  * is built. This lets a runner keep one warm client (pooled connection, as in a running Trino) and
  * time emits while it applies and lifts faults.
  */
@@ -86,7 +92,7 @@ public final class EmitBench
         PrintStream out = new PrintStream(System.out, true, StandardCharsets.UTF_8);
         Emitter emitter = new Emitter(client, events, out);
         if (count != null) {
-            emitter.emit(count);
+            emitter.emit(count, 1);
         }
         else {
             out.println("{\"ready\":true}");
@@ -97,9 +103,10 @@ public final class EmitBench
                 if (words[0].equals("quit")) {
                     break;
                 }
-                if (words[0].equals("emit") && words.length == 2) {
+                if (words[0].equals("emit") && (words.length == 2 || words.length == 3)) {
                     int n = Integer.parseInt(words[1]);
-                    emitter.emit(n);
+                    int threads = words.length == 3 ? Integer.parseInt(words[2]) : 1;
+                    emitter.emit(n, threads);
                     out.println("{\"done\":" + n + "}");
                 }
                 else if (!words[0].isEmpty()) {
@@ -115,7 +122,7 @@ public final class EmitBench
         private final OpenLineageClient client;
         private final List<OpenLineage.RunEvent> events;
         private final PrintStream out;
-        private long seq;
+        private final AtomicLong seq = new AtomicLong();
 
         Emitter(OpenLineageClient client, List<OpenLineage.RunEvent> events, PrintStream out)
         {
@@ -124,38 +131,55 @@ public final class EmitBench
             this.out = out;
         }
 
-        void emit(int n)
+        void emit(int n, int threads)
+                throws InterruptedException
         {
+            if (threads <= 1) {
+                for (int i = 0; i < n; i++) {
+                    emitOne();
+                }
+                return;
+            }
+            ExecutorService pool = Executors.newFixedThreadPool(threads);
             for (int i = 0; i < n; i++) {
-                OpenLineage.RunEvent template = events.get((int) (seq % events.size()));
-                OpenLineage.RunEvent event = fresh(template);
-                String error = null;
-                Integer status = null;
-                long start = System.nanoTime();
-                try {
-                    client.emit(event);
-                }
-                catch (HttpTransportResponseException e) {
-                    status = e.getStatusCode();
-                    error = e.getClass().getSimpleName() + ": " + e.getMessage();
-                }
-                catch (RuntimeException e) {
-                    // Trino's EventListenerManager catches every Throwable and logs it.
-                    Throwable cause = e.getCause() != null ? e.getCause() : e;
-                    error = e.getClass().getSimpleName() + ": " + cause.getClass().getName() + ": " + cause.getMessage();
-                }
-                double ms = (System.nanoTime() - start) / 1e6;
-                StringBuilder line = new StringBuilder(256);
-                line.append("{\"seq\":").append(seq)
-                        .append(",\"run_id\":").append(quote(event.getRun().getRunId().toString()))
-                        .append(",\"event_type\":").append(quote(String.valueOf(event.getEventType())))
-                        .append(",\"ms\":").append(String.format(java.util.Locale.ROOT, "%.3f", ms))
-                        .append(",\"ok\":").append(error == null)
-                        .append(",\"status\":").append(status == null ? "null" : status.toString())
-                        .append(",\"error\":").append(error == null ? "null" : quote(truncate(error, 300)))
-                        .append('}');
+                pool.submit(this::emitOne);
+            }
+            pool.shutdown();
+            pool.awaitTermination(1, TimeUnit.HOURS);
+        }
+
+        private void emitOne()
+        {
+            long mine = seq.getAndIncrement();
+            OpenLineage.RunEvent template = events.get((int) (mine % events.size()));
+            OpenLineage.RunEvent event = fresh(template);
+            String error = null;
+            Integer status = null;
+            long start = System.nanoTime();
+            try {
+                client.emit(event);
+            }
+            catch (HttpTransportResponseException e) {
+                status = e.getStatusCode();
+                error = e.getClass().getSimpleName() + ": " + e.getMessage();
+            }
+            catch (RuntimeException e) {
+                // Trino's EventListenerManager catches every Throwable and logs it.
+                Throwable cause = e.getCause() != null ? e.getCause() : e;
+                error = e.getClass().getSimpleName() + ": " + cause.getClass().getName() + ": " + cause.getMessage();
+            }
+            double ms = (System.nanoTime() - start) / 1e6;
+            StringBuilder line = new StringBuilder(256);
+            line.append("{\"seq\":").append(mine)
+                    .append(",\"run_id\":").append(quote(event.getRun().getRunId().toString()))
+                    .append(",\"event_type\":").append(quote(String.valueOf(event.getEventType())))
+                    .append(",\"ms\":").append(String.format(Locale.ROOT, "%.3f", ms))
+                    .append(",\"ok\":").append(error == null)
+                    .append(",\"status\":").append(status == null ? "null" : status.toString())
+                    .append(",\"error\":").append(error == null ? "null" : quote(truncate(error, 300)))
+                    .append('}');
+            synchronized (out) {
                 out.println(line);
-                seq++;
             }
         }
     }
