@@ -86,7 +86,7 @@ def create_group_roles(server: LocalPostgres, dbname: str) -> tuple[str, str]:
     roles = migrations.default_group_roles(dbname)
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         for role in roles:
-            if not conn.execute("SELECT FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
                 conn.execute(f"CREATE ROLE {role} NOLOGIN")
     return roles
 

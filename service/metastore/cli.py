@@ -59,7 +59,10 @@ def db(args: argparse.Namespace) -> int:
         app_role = args.app_role or os.environ.get("METASTORE_APP_ROLE") or None
         reader_role = args.reader_role or os.environ.get("METASTORE_READER_ROLE") or None
         try:
-            for name, setting in ((app_role, "--app-role/METASTORE_APP_ROLE"), (reader_role, "--reader-role/METASTORE_READER_ROLE")):
+            for name, setting in (
+                (app_role, "--app-role/METASTORE_APP_ROLE"),
+                (reader_role, "--reader-role/METASTORE_READER_ROLE"),
+            ):
                 if name is not None:
                     migrations.check_role_name(name, setting)
         except ValueError as exc:

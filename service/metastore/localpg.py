@@ -149,12 +149,12 @@ def provision(server: LocalPostgres, dbname: str, service: str = "metastore_serv
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute(PROVISION)
         for role in (app, reader):
-            if not conn.execute("SELECT FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
                 conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
-        if not conn.execute("SELECT FROM pg_roles WHERE rolname = %s", (service,)).fetchone():
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (service,)).fetchone():
             conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(service)))
         conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(app), sql.Identifier(service)))
-        if not conn.execute("SELECT FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
             # CREATE DATABASE takes no parameters: the name goes in as a quoted identifier.
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER metastore_owner").format(sql.Identifier(dbname)))
     migrations.deploy(server.dsn_for("metastore_owner", dbname))
