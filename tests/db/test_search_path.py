@@ -42,7 +42,9 @@ SHADOWS = [
     "CREATE TABLE public.shadow_calls (name text)",
     "GRANT INSERT, SELECT ON public.shadow_calls TO PUBLIC",
     # The one of the report: a better match for format('%s[%s]', text, bigint) than pg_catalog's.
-    _shadow_function("format(f text, a text, b bigint)", "text", "pg_catalog.format(f, a, b)", "format(text,text,bigint)"),
+    _shadow_function(
+        "format(f text, a text, b bigint)", "text", "pg_catalog.format(f, a, b)", "format(text,text,bigint)"
+    ),
     _shadow_function("format(f text, a text)", "text", "pg_catalog.format(f, a)", "format(text,text)"),
     _shadow_function("format(f text, a text, b text)", "text", "pg_catalog.format(f, a, b)", "format(text,text,text)"),
     _shadow_function("format(f text)", "text", "pg_catalog.format(f)", "format(text)"),
@@ -53,9 +55,7 @@ SHADOWS = [
     _shadow_function("strpos(a text, b text)", "integer", "pg_catalog.strpos(a, b)", "strpos"),
     _shadow_function("sha256(a bytea)", "bytea", "pg_catalog.sha256(a)", "sha256"),
     _shadow_function("to_regclass(a text)", "regclass", "pg_catalog.to_regclass(a)", "to_regclass"),
-    _shadow_function(
-        "set_config(a text, b text, c boolean)", "text", "pg_catalog.set_config(a, b, c)", "set_config"
-    ),
+    _shadow_function("set_config(a text, b text, c boolean)", "text", "pg_catalog.set_config(a, b, c)", "set_config"),
     # Aggregates: count(*), max(bigint).
     _shadow_function("shadow_count(s bigint)", "bigint", "s + 1", "count(*)"),
     "CREATE AGGREGATE public.count(*) (SFUNC = public.shadow_count, STYPE = bigint, INITCOND = '0')",
@@ -69,9 +69,7 @@ SHADOWS = [
     "CREATE OPERATOR public.> (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.shadow_gt)",
     _shadow_function("shadow_arrow(a jsonb, b text)", "jsonb", "a OPERATOR(pg_catalog.->) b", "-> jsonb"),
     "CREATE OPERATOR public.-> (LEFTARG = jsonb, RIGHTARG = text, FUNCTION = public.shadow_arrow)",
-    _shadow_function(
-        "shadow_path(a jsonb, b text)", "text", "a OPERATOR(pg_catalog.#>>) ARRAY[b]", "#>> jsonb text"
-    ),
+    _shadow_function("shadow_path(a jsonb, b text)", "text", "a OPERATOR(pg_catalog.#>>) ARRAY[b]", "#>> jsonb text"),
     "CREATE OPERATOR public.#>> (LEFTARG = jsonb, RIGHTARG = text, FUNCTION = public.shadow_path)",
 ]
 
