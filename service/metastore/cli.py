@@ -68,7 +68,12 @@ def db(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise settings.ConfigError(str(exc)) from None
         migrations.deploy(dsn, args.to, app_role=app_role, reader_role=reader_role)
-        return 0
+        # Every deploy ends with verify: grants and privileges that drifted (a stray GRANT, a
+        # database that lets every role connect) fail the deploy, and so the Helm upgrade.
+        failures = migrations.verify(dsn)
+        for failure in failures:
+            log.error("verify failed after the deploy: %s", failure)
+        return 1 if failures else 0
     if args.db_command == "revert":
         migrations.revert(dsn, args.to)
         return 0
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     db_parser = commands.add_parser("db", help="database migrations (METASTORE_ADMIN_DATABASE_URL: the owner role)")
     db_parser.add_argument("--database-url", help="connection string of the owner role")
     db_commands = db_parser.add_subparsers(dest="db_command", required=True)
-    deploy = db_commands.add_parser("deploy", help="apply pending changes, then re-apply db/functions")
+    deploy = db_commands.add_parser("deploy", help="apply pending changes, re-apply db/functions, then verify")
     deploy.add_argument("--to", type=int, default=None, help="stop at this change (default: the latest)")
     deploy.add_argument(
         "--app-role",

@@ -202,3 +202,13 @@ def test_default_group_roles_are_valid_names(dbname: str, roles: tuple[str, str]
     assert migrations.default_group_roles(dbname) == roles
     for role in roles:
         migrations.check_role_name(role, "test")
+
+
+def test_the_deploy_command_fails_when_verify_does(two: tuple[Installation, Installation]) -> None:
+    a, _ = two
+    dba(a.server, f"GRANT CONNECT ON DATABASE {a.db} TO PUBLIC")
+    assert deploy_cli(a.dsn(a.owner)).returncode == 0  # the deploy itself revokes it again
+    with psycopg.connect(a.dsn(a.owner), autocommit=True) as owner:
+        owner.execute(f"GRANT SELECT ON metastore.rejected_events TO {a.reader}")  # type: ignore[arg-type]
+    done = deploy_cli(a.dsn(a.owner))
+    assert done.returncode == 1 and "V0001" in done.stdout and "verify failed" in done.stdout
