@@ -6,9 +6,11 @@ DO $verify$
 DECLARE
     v_app    text;
     v_reader text;
+    v_chosen boolean;
     v_stray  text;
 BEGIN
-    SELECT r.app_role, r.reader_role INTO STRICT v_app, v_reader FROM metastore.group_roles AS r WHERE r.chosen;
+    SELECT r.app_role, r.reader_role, r.chosen INTO STRICT v_app, v_reader, v_chosen FROM metastore.group_roles AS r;
+    ASSERT v_chosen, 'the group roles of this new installation are not set yet: run metastore db deploy again';
     ASSERT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_roles AS r
              WHERE r.rolname IN (v_app, v_reader) AND NOT r.rolcanlogin AND NOT r.rolsuper) = 2,
         pg_catalog.format('the group roles %s and %s must exist and be NOLOGIN', v_app, v_reader);
