@@ -152,6 +152,10 @@ def _unprivileged_user() -> str:
     return "embedded_postgres"
 
 
+# What a DBA does (docs/operations.md, Roles), as a superuser: login roles for the owner and the
+# service, the installation's group roles, and membership. metastore_app and metastore_reader are
+# made too: change 1 of db/deploy grants to them before the deploy moves everything to the
+# installation's own roles (the owner has no CREATEROLE to make them itself).
 PROVISION = """
 DO $$BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_owner') THEN
@@ -160,23 +164,30 @@ DO $$BEGIN
     CREATE ROLE metastore_app NOLOGIN; END IF;
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_reader') THEN
     CREATE ROLE metastore_reader NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_service') THEN
-    CREATE ROLE metastore_service LOGIN IN ROLE metastore_app; END IF;
 END$$
 """
 
 
-def provision(server: LocalPostgres, dbname: str) -> None:
-    """What a DBA does once (README, Roles), then the deploy: an owner that deploys, the group
-    roles, a login role for the service, and a database owned by the owner."""
+def provision(server: LocalPostgres, dbname: str, service: str = "metastore_service") -> tuple[str, str]:
+    """What a DBA does once (docs/operations.md, Roles), then the deploy: an owner that deploys,
+    the installation's group roles (<dbname>_app, <dbname>_reader), a login role for the service
+    in the first, and a database owned by the owner. Returns the group roles."""
     import psycopg
     from psycopg import sql
 
     from metastore import migrations
 
+    app, reader = migrations.default_group_roles(dbname)
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute(PROVISION)
-        if not conn.execute("SELECT FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+        for role in (app, reader):
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (service,)).fetchone():
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(service)))
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(app), sql.Identifier(service)))
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
             # CREATE DATABASE takes no parameters: the name goes in as a quoted identifier.
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER metastore_owner").format(sql.Identifier(dbname)))
     migrations.deploy(server.dsn_for("metastore_owner", dbname))
+    return app, reader
