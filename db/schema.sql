@@ -150,6 +150,7 @@ DECLARE
     v_high  bigint;
     v_done  bigint := 0;
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_batch_size must be a positive number';
     END IF;
@@ -162,7 +163,7 @@ BEGIN
 
     -- 1. Extract every stored event, a batch per transaction; live tables are untouched.
     LOOP
-        SELECT max(b.id) INTO v_high
+        SELECT pg_catalog.max(b.id) INTO v_high
           FROM (SELECT e.id FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT p_batch_size) AS b;
         EXIT WHEN v_high IS NULL;
         INSERT INTO pg_temp.backfill_seen SELECT e.id FROM metastore.events AS e WHERE e.id > v_last AND e.id <= v_high;
@@ -175,6 +176,7 @@ BEGIN
         v_last := v_high;
         RAISE NOTICE 'backfill: read events up to id %', v_last;
         COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     END LOOP;
 
     -- 2. Hold off new events while the rest is read and the result swapped in. The lock reaches
@@ -189,10 +191,10 @@ BEGIN
     -- 3. Datasets keep their ids; what no event mentions any more goes last.
     INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT m.namespace, m.name,
-           CASE WHEN bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           min(m.event_time), max(m.event_time),
-           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
-           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
+           CASE WHEN pg_catalog.bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+           pg_catalog.min(m.event_time), pg_catalog.max(m.event_time),
+           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
+           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
       FROM pg_temp.backfill_mentions AS m
      GROUP BY m.namespace, m.name
     ON CONFLICT (namespace, name) DO UPDATE
@@ -240,6 +242,7 @@ COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds da
 
 CREATE FUNCTION metastore.check_event(p_payload jsonb) RETURNS metastore.checked_event
     LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_result metastore.checked_event;
@@ -394,13 +397,19 @@ CREATE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
     AS $$
     -- A member set to JSON null counts as absent.
     SELECT CASE
-        WHEN jsonb_typeof(p_payload -> 'run') = 'object'
-         AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'run'
-        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
-         AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'job'
-        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
-         AND coalesce(jsonb_typeof(p_payload -> 'job'), 'null') = 'null'
-         AND jsonb_typeof(p_payload -> 'dataset') = 'object' THEN 'dataset'
+        WHEN pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text) OPERATOR(pg_catalog.=) 'object'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'run'::text
+        WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'job'::text
+        WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'dataset'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'dataset'::text
     END
 $$;
 
@@ -408,6 +417,7 @@ COMMENT ON FUNCTION metastore.event_kind(p_payload jsonb) IS 'OpenLineage event 
 
 CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metastore.dataset_mention
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     -- Two names of 1000 bytes each keep a (namespace, name) index entry under
@@ -581,6 +591,28 @@ $_$;
 
 COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time). Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
 
+CREATE FUNCTION metastore.group_role(p_kind text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_role text;
+BEGIN
+    IF p_kind IS NULL OR p_kind NOT IN ('app', 'reader') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('kind must be app or reader, not %s', p_kind);
+    END IF;
+    -- Before change 3 (deploy --to 1 or 2) the roles were the cluster-wide ones change 1 made.
+    IF to_regclass('metastore.group_roles') IS NULL THEN
+        RETURN 'metastore_' || p_kind;
+    END IF;
+    SELECT CASE p_kind WHEN 'app' THEN r.app_role ELSE r.reader_role END INTO STRICT v_role
+      FROM metastore.group_roles AS r;
+    RETURN v_role;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.group_role(p_kind text) IS 'The name of this installation''s group role of the given kind (app or reader), as recorded in metastore.group_roles. Error codes: 22023 unknown kind.';
+
 CREATE FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT result jsonb) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -740,6 +772,7 @@ COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text
 
 CREATE FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_text text;
@@ -833,6 +866,7 @@ COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_na
 
 CREATE FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     -- New datasets first, as placeholders that the events' own upserts complete in this
     -- transaction (least/greatest of the times, kind, counts): only events that are new can
@@ -925,6 +959,102 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks.';
+
+CREATE FUNCTION metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_old_app    text;
+    v_old_reader text;
+    v_app        text;
+    v_reader     text;
+    v_role       text;
+    v_from       text;
+    v_to         text;
+    v_kind       text;
+    v_object     text;
+    v_priv       text;
+    v_moved      integer := 0;
+BEGIN
+    SELECT r.app_role, r.reader_role INTO STRICT v_old_app, v_old_reader FROM metastore.group_roles AS r FOR UPDATE;
+    v_app := coalesce(p_app, v_old_app);
+    v_reader := coalesce(p_reader, v_old_reader);
+    IF v_app = v_reader THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('the app and reader roles must differ, not both %s', v_app);
+    END IF;
+
+    FOREACH v_role IN ARRAY ARRAY[v_app, v_reader] LOOP
+        -- Names that need no quoting anywhere (SQL, libpq options, YAML) and are no reserved role.
+        IF v_role !~ '^[a-z_][a-z0-9_]{0,62}$' OR v_role LIKE 'pg\_%' OR v_role = 'public' THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = format('group role name %s is not valid: 1 to 63 lower-case ASCII letters, digits and _, '
+                                 'not starting with a digit or pg_', quote_literal(v_role));
+        END IF;
+        IF NOT EXISTS (SELECT FROM pg_roles AS r WHERE r.rolname = v_role) THEN
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+            EXCEPTION WHEN insufficient_privilege THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = '42501',
+                    MESSAGE = format('group role %I does not exist and %I may not create it', v_role, current_user),
+                    HINT = format('A DBA creates it first: CREATE ROLE %I NOLOGIN;', v_role);
+            END;
+        ELSIF EXISTS (SELECT FROM pg_roles AS r
+                       WHERE r.rolname = v_role AND (r.rolcanlogin OR r.rolsuper OR r.rolbypassrls)) THEN
+            -- A login role here would be the owner, a service or a person: each installation's
+            -- privileges go to its own NOLOGIN groups, and logins are made members of them.
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = format('%I is a login, superuser or BYPASSRLS role; a group role must be NOLOGIN', v_role);
+        END IF;
+    END LOOP;
+
+    -- Every privilege the old roles hold in this schema and on this database goes to the new ones.
+    FOR v_from, v_to IN
+        SELECT t.f, t.t FROM (VALUES (v_old_app, v_app), (v_old_reader, v_reader)) AS t (f, t)
+         WHERE t.f <> t.t AND to_regrole(t.f) IS NOT NULL
+    LOOP
+        FOR v_kind, v_object, v_priv IN
+            SELECT 'SCHEMA', quote_ident(n.nspname), a.privilege_type
+              FROM pg_namespace AS n CROSS JOIN LATERAL aclexplode(n.nspacl) AS a
+             WHERE n.nspname = 'metastore' AND a.grantee = to_regrole(v_from)
+            UNION ALL
+            SELECT CASE WHEN c.relkind = 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass::text, a.privilege_type
+              FROM pg_class AS c CROSS JOIN LATERAL aclexplode(c.relacl) AS a
+             WHERE c.relnamespace = 'metastore'::regnamespace AND a.grantee = to_regrole(v_from)
+            UNION ALL
+            SELECT 'ROUTINE', p.oid::regprocedure::text, a.privilege_type
+              FROM pg_proc AS p CROSS JOIN LATERAL aclexplode(p.proacl) AS a
+             WHERE p.pronamespace = 'metastore'::regnamespace AND a.grantee = to_regrole(v_from)
+            UNION ALL
+            SELECT 'DATABASE', quote_ident(d.datname), a.privilege_type
+              FROM pg_database AS d CROSS JOIN LATERAL aclexplode(d.datacl) AS a
+             WHERE d.datname = current_database() AND a.grantee = to_regrole(v_from)
+        LOOP
+            EXECUTE format('GRANT %s ON %s %s TO %I', v_priv, v_kind, v_object, v_to);
+            EXECUTE format('REVOKE %s ON %s %s FROM %I', v_priv, v_kind, v_object, v_from);
+            v_moved := v_moved + 1;
+        END LOOP;
+    END LOOP;
+    UPDATE metastore.group_roles SET app_role = v_app, reader_role = v_reader, chosen = true;
+
+    -- Any role of the cluster may connect to a new database (PUBLIC's default): only this
+    -- installation's roles may (the database owner and superusers always can).
+    EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM PUBLIC', current_database());
+    EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I, %I', current_database(), v_app, v_reader);
+    IF has_database_privilege('public', current_database(), 'CONNECT') THEN
+        RAISE WARNING USING
+            MESSAGE = format('every role may still connect to database %I', current_database()),
+            HINT = format('%I does not own the database; its owner runs: REVOKE CONNECT ON DATABASE %I FROM PUBLIC;',
+                          current_user, current_database());
+    END IF;
+    RETURN jsonb_build_object('app_role', v_app, 'reader_role', v_reader, 'privileges_moved', v_moved);
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.use_group_roles(p_app text, p_reader text) IS 'Makes p_app and p_reader (null: keep the recorded one) this installation''s group roles: creates them NOLOGIN when missing (needs CREATEROLE), moves every privilege the previous ones held in schema metastore and on the database to them, records them in metastore.group_roles, and lets only them (besides the owner) connect to the database. Returns {"app_role", "reader_role", "privileges_moved"}. Error codes: 22023 a name that is not valid, equal names, or an existing role that can log in; 42501 a missing role the caller may not create.';
 
 CREATE FUNCTION metastore.validate_event(p_payload jsonb) RETURNS metastore.valid_event
     LANGUAGE plpgsql STABLE
@@ -1194,6 +1324,17 @@ ALTER TABLE metastore.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE metastore.group_roles (
+    singleton boolean DEFAULT true NOT NULL,
+    app_role text NOT NULL,
+    reader_role text NOT NULL,
+    chosen boolean NOT NULL,
+    CONSTRAINT group_roles_check CHECK ((app_role <> reader_role)),
+    CONSTRAINT group_roles_singleton_check CHECK (singleton)
+);
+
+COMMENT ON TABLE metastore.group_roles IS 'This installation''s two NOLOGIN group roles (one row): app_role (ingest and read) and reader_role (read only). Function grants go to them; set by `metastore db deploy --app-role/--reader-role`. chosen is false until a deploy has set them on a new installation (it then derives them from the database''s name).';
+
 CREATE TABLE metastore.rejected_events (
     id bigint NOT NULL,
     payload jsonb NOT NULL,
@@ -1253,6 +1394,9 @@ ALTER TABLE ONLY metastore.events
 
 ALTER TABLE ONLY metastore.events_default
     ADD CONSTRAINT events_default_pkey PRIMARY KEY (id, event_time);
+
+ALTER TABLE ONLY metastore.group_roles
+    ADD CONSTRAINT group_roles_pkey PRIMARY KEY (singleton);
 
 ALTER TABLE ONLY metastore.rejected_events
     ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
@@ -1333,6 +1477,8 @@ REVOKE ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_reader;
 
+REVOKE ALL ON FUNCTION metastore.group_role(p_kind text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) TO metastore_app;
 
@@ -1355,6 +1501,8 @@ GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.use_group_roles(p_app text, p_reader text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.validate_event(p_payload jsonb) FROM PUBLIC;
 

@@ -1,6 +1,4 @@
 -- Reads one string member of an event, with the checks every caller needs.
--- No SET clause: called from the SECURITY DEFINER functions, whose pinned search_path it
--- inherits; without one, PostgreSQL can inline or call it without a configuration switch.
 CREATE OR REPLACE FUNCTION metastore.json_text(
     p_value     jsonb,
     p_path      text,
@@ -8,6 +6,7 @@ CREATE OR REPLACE FUNCTION metastore.json_text(
     p_required  boolean DEFAULT true
 ) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_text text;

@@ -52,4 +52,10 @@ COMMENT ON FUNCTION metastore.ingest_event(bytea, text, text) IS
     'those of metastore.validate_event.';
 
 REVOKE ALL ON FUNCTION metastore.ingest_event(bytea, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) TO metastore_app;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) TO %I',
+                              metastore.group_role('app'));
+END
+$grant$;

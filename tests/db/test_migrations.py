@@ -13,13 +13,14 @@ import psycopg
 import pytest
 
 from metastore import migrations
-from tests.conftest import Database, create_database, drop_database
+from tests.conftest import APP_ROLE, Database, create_database, create_group_roles, drop_database
 from tests.schema_dump import SCHEMA_FILE, dump
 
 
 @pytest.fixture
 def empty_db(pg_server: Any) -> Any:
     db = create_database(pg_server, template="template0")
+    create_group_roles(pg_server, db.name)
     yield db
     drop_database(db)
 
@@ -75,7 +76,7 @@ def test_functions_are_reapplied_even_when_no_change_is_pending(database: Databa
 
 def test_verify_catches_a_grant_that_lets_the_service_rewrite_history(database: Database) -> None:
     with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
-        conn.execute("GRANT UPDATE ON metastore.events TO metastore_app")
+        conn.execute(f"GRANT UPDATE ON metastore.events TO {APP_ROLE}")
     failures = migrations.verify(database.owner_dsn)
     assert len(failures) == 1 and "V0001" in failures[0]
 

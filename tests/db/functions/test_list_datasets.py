@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import ingest
+from tests.conftest import READER_ROLE, ingest
 
 
 def page(
@@ -119,7 +119,7 @@ def test_the_reader_role_may_list_but_not_ingest(database: Any, pg_server: Any) 
     with psycopg.connect(pg_server.dsn, autocommit=True) as su:
         su.execute(
             "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'cockpit') THEN "
-            "CREATE ROLE cockpit LOGIN IN ROLE metastore_reader; END IF; END$$"
+            f"CREATE ROLE cockpit LOGIN IN ROLE {READER_ROLE}; END IF; END$$"
         )
     with psycopg.connect(pg_server.dsn_for("cockpit", database.name), autocommit=True) as reader:
         assert page(reader)["datasets"] == []
