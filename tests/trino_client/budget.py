@@ -363,23 +363,41 @@ def run(
     targets: list[Target] = []
     try:
         db = provision(pg, "metastore")
-        for mode in modes:
+        progress(f"trino-budget: {time.time() - started:5.1f} s: PostgreSQL provisioned")
+
+        def start(mode: str) -> Target:
             server_env = {"METASTORE_INGEST_MODE": mode, **env.get("*", {}), **env.get(mode, {})}
             for key, value in server_env.items():
                 if "{dir}" in value:
                     server_env[key] = value.replace("{dir}", tempfile.mkdtemp(prefix=f"{mode}-", dir=base))
             server = start_server(db.service_dsn, tls, base / f"server-{mode}.log", **server_env)
-            client = Client(java_home, jar, server.url, truststore, events, base / f"client-{mode}.log")
-            targets.append(Target(mode, server, client))
+            try:
+                client = Client(java_home, jar, server.url, truststore, events, base / f"client-{mode}.log")
+            except BaseException:
+                server.stop()
+                raise
+            target = Target(mode, server, client)
+            targets.append(target)
+            # The first emits of a JVM load classes and open TLS: a running Trino is past that.
             warm = client.emit(warmup) if warmup else []
             if not all(e.ok for e in warm):
                 raise RuntimeError(f"{mode}: warm-up emits failed (the harness, not a fault): {warm}")
+            return target
+
+        with ThreadPoolExecutor(len(modes)) as pool:
+            for future in [pool.submit(start, mode) for mode in modes]:
+                future.result()
+        targets.sort(key=lambda t: list(modes).index(t.mode))
+        progress(f"trino-budget: {time.time() - started:5.1f} s: servers and clients ready")
 
         groups = [[t] for t in targets] if serial else [targets]
         for kind in faults:
             n = none_emits if kind == "none" and none_emits is not None else emits
             for group in groups:
-                progress(f"trino-budget: {kind} x {n} emits, {'+'.join(t.mode for t in group)}")
+                progress(
+                    f"trino-budget: {time.time() - started:5.1f} s: {kind} x {n} emits, "
+                    f"{'+'.join(t.mode for t in group)}"
+                )
                 before = {t.mode: scrape(t.server) for t in group}
                 with fault(kind, db), ThreadPoolExecutor(len(group)) as pool:
                     futures = {t.mode: pool.submit(t.client.emit, n, concurrency) for t in group}
@@ -391,11 +409,17 @@ def run(
                     case.drain_s = time.monotonic() - drained
                     case.server_statuses = _delta(before[t.mode], scrape(t.server))
                     cases.append(case)
+        progress(f"trino-budget: {time.time() - started:5.1f} s: cases done")
     finally:
-        for t in targets:
+
+        def stop(t: Target) -> None:
             t.client.close()
             t.server.stop()
+
+        with ThreadPoolExecutor(max(1, len(targets))) as pool:
+            list(pool.map(stop, targets))
         pg.cleanup()
+        progress(f"trino-budget: {time.time() - started:5.1f} s: stopped")
     if own_work:
         # Logs are kept only in a work folder given by the caller.
         shutil.rmtree(base, ignore_errors=True)
