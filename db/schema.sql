@@ -1058,6 +1058,7 @@ COMMENT ON FUNCTION metastore.use_group_roles(p_app text, p_reader text) IS 'Mak
 
 CREATE FUNCTION metastore.validate_event(p_payload jsonb) RETURNS metastore.valid_event
     LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
     AS $_$
 DECLARE

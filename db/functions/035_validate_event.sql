@@ -3,6 +3,7 @@
 -- events would otherwise overflow PostgreSQL's per-backend subtransaction cache).
 CREATE OR REPLACE FUNCTION metastore.validate_event(p_payload jsonb) RETURNS metastore.valid_event
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'  -- an eventTime without a zone is UTC
 AS $fn$
 DECLARE

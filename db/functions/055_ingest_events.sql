@@ -60,4 +60,9 @@ COMMENT ON FUNCTION metastore.ingest_events(bytea[], text, text) IS
     'per body, in order, as metastore.ingest_event gives it. Used by the service''s asynchronous writer.';
 
 REVOKE ALL ON FUNCTION metastore.ingest_events(bytea[], text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.ingest_events(bytea[], text, text) TO metastore_app;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.ingest_events(bytea[], text, text) TO %I', metastore.group_role('app'));
+END
+$grant$;

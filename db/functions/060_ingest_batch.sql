@@ -72,4 +72,9 @@ COMMENT ON FUNCTION metastore.ingest_batch(bytea, text, text) IS
     '22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array.';
 
 REVOKE ALL ON FUNCTION metastore.ingest_batch(bytea, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.ingest_batch(bytea, text, text) TO metastore_app;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.ingest_batch(bytea, text, text) TO %I', metastore.group_role('app'));
+END
+$grant$;

@@ -70,5 +70,11 @@ COMMENT ON FUNCTION metastore.list_datasets(integer, text, text, text, text, tex
     'Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
 
 REVOKE ALL ON FUNCTION metastore.list_datasets(integer, text, text, text, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.list_datasets(integer, text, text, text, text, text)
-    TO metastore_app, metastore_reader;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION metastore.list_datasets(integer, text, text, text, text, text) TO %I, %I',
+        metastore.group_role('app'), metastore.group_role('reader'));
+END
+$grant$;

@@ -121,7 +121,12 @@ COMMENT ON FUNCTION metastore.create_partitions(date, integer) IS
     'another transaction (e.g. a backfill), try again later.';
 
 REVOKE ALL ON FUNCTION metastore.create_partitions(date, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.create_partitions(date, integer) TO metastore_app;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.create_partitions(date, integer) TO %I', metastore.group_role('app'));
+END
+$grant$;
 
 -- On every deploy: the daily partitions from yesterday to 14 days ahead (UTC), so that a fresh
 -- deploy stores events in their days at once. A no-op when they exist; the service calls it too,
