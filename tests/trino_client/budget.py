@@ -80,7 +80,8 @@ class BudgetSetupError(RuntimeError):
 
 
 def find_java() -> Path:
-    """JAVA_HOME if it is a JDK 17+, else the newest JDK 17+ under /usr/lib/jvm (keytool is needed too)."""
+    """JAVA_HOME if it is a JDK 17+, else the newest JDK 17+ under /usr/lib/jvm (with javac for the build
+    and keytool for the trust store)."""
     candidates: list[Path] = []
     if os.environ.get("JAVA_HOME"):
         candidates.append(Path(os.environ["JAVA_HOME"]))
@@ -90,14 +91,23 @@ def find_java() -> Path:
         candidates += [p for _, p in sorted(found, reverse=True)]
     for home in dict.fromkeys(candidates):
         version = java_version(home)
-        if version and version >= MIN_JAVA:
+        if version and version >= MIN_JAVA and (home / "bin" / "javac").is_file():
             return home
-    raise BudgetSetupError(f"no JDK 17+ found (JAVA_HOME, /usr/lib/jvm); tried {[str(c) for c in candidates]}")
+    raise BudgetSetupError(
+        f"no JDK 17+ with javac found (JAVA_HOME, /usr/lib/jvm); tried {[str(c) for c in candidates]}; "
+        "install openjdk-17-jdk-headless (scripts/system-deps.sh does)"
+    )
 
 
-def build_jar() -> Path:
+def build_jar(java_home: Path) -> Path:
     """The client harness jar, built by Maven once and cached (tests/trino_client/build.sh)."""
-    proc = subprocess.run(["bash", str(HERE / "build.sh")], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["bash", str(HERE / "build.sh")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "JAVA_HOME": str(java_home)},
+    )
     if proc.returncode != 0:
         raise BudgetSetupError(f"tests/trino_client/build.sh exited {proc.returncode}:\n{proc.stderr.strip()}")
     return Path(proc.stdout.strip().splitlines()[-1])
@@ -349,7 +359,7 @@ def run(
     """Every (mode, fault) case; returns the JSON result (see summary())."""
     env = env or {}
     java_home = find_java()
-    jar = build_jar()
+    jar = build_jar(java_home)
     own_work = work is None
     base = Path(tempfile.mkdtemp(prefix="metastore-trino-budget-")) if work is None else work
     base.mkdir(parents=True, exist_ok=True)
