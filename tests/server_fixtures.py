@@ -51,6 +51,8 @@ class Server:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         verify = ssl.create_default_context(cafile=str(self.ca)) if self.url.startswith("https") else False
+        # A client of this API posts JSON (the service refuses other media types with 415).
+        kwargs["headers"] = {"Content-Type": "application/json", **kwargs.get("headers", {})}
         return httpx.Client(base_url=self.url, verify=verify, timeout=10, **kwargs)
 
     def log_lines(self) -> list[str]:

@@ -17,11 +17,11 @@ from sanic.http import Http
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw, redirect
 
-from metastore import logs, metrics
+from metastore import dbtls, httpguard, logs, metrics, provenance
 from metastore.config import Config
 from metastore.db import Database
 from metastore.errors import ApiError
-from metastore.ingest import SOURCE_KIND, AsyncIngest, store_now
+from metastore.ingest import AsyncIngest, store_now
 from metastore.migrations import latest_version
 from metastore.tlsctx import ReloadingContext
 
@@ -47,6 +47,8 @@ def _inflate(body: bytes, encoding: str, limit: int) -> bytes:
         raise ApiError(413, f"the body inflates to more than {limit} bytes")
     if not inflater.eof:
         raise ApiError(400, f"the {encoding} body is truncated")
+    if inflater.unused_data:  # issue 13: a second gzip member or trailing bytes would be dropped silently
+        raise ApiError(400, f"bytes follow the end of the {encoding} data (one member, nothing after it)")
     return out
 
 
@@ -84,7 +86,8 @@ def _int_param(args: RequestParameters, name: str, default: int) -> int:
 
 
 def create_app(config: Config, tls: ReloadingContext | None = None, name: str = "metastore") -> App:
-    app: App = Sanic(name, configure_logging=False)
+    app: App = Sanic(name, configure_logging=False, request_class=httpguard.Request)  # issue 13: strict heads
+    httpguard.install(app, config)  # issue 13: media type, query NULs, security headers
     app.config.REQUEST_MAX_SIZE = config.max_body_bytes
     app.config.FALLBACK_ERROR_FORMAT = "json"
     app.config.KEEP_ALIVE_TIMEOUT = 75  # longer than typical client pools keep idle connections
@@ -95,6 +98,7 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
     db = Database(config)
     ingest = AsyncIngest(db, config) if config.ingest_mode == "async" else None
     expected_version = latest_version()
+    database_tls = dbtls.status(dbtls.sslmode(config.database_url))  # issue 13: verify-full or unverified
     state: dict[str, Any] = {"draining": False, "stop_started": None}
     background: set[asyncio.Task[None]] = set()
 
@@ -172,12 +176,12 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         body = body_of(request)
         metrics.EVENTS.labels("received", "", "").inc()
         if ingest:
-            queued = await ingest.submit(body, str(request.id))
+            queued = await ingest.submit(body, str(request.id), provenance.source_of(request))
             if queued is None:
                 return json({"status": "accepted"}, status=202)
             result = queued
         else:
-            result = await store_now(db, body)
+            result = await store_now(db, body, provenance.source_of(request))
         if result.status == "rejected":
             # The reason, never the body: events can be large and hold SQL text.
             log.info("event rejected: %s %s", result.error_code, result.error_message)
@@ -188,8 +192,9 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
 
     @app.post("/api/v1/lineage/batch")
     async def post_lineage_batch(request: Request) -> HTTPResponse:
+        source_kind, source_principal = provenance.source_of(request)
         status, result = await db.one(
-            "ingest_batch", {"body": body_of(request), "source_kind": SOURCE_KIND, "source_principal": None}
+            "ingest_batch", {"body": body_of(request), "source_kind": source_kind, "source_principal": source_principal}
         )
         if status == "failure":
             # Nothing accepted: a client error, in the error shape every 4xx has, with the per-event reasons.
@@ -236,9 +241,7 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         )
     }
     ui_headers = {
-        # Everything comes from this server: no CDN, no inline script, nothing fetched elsewhere.
-        "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
-        "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'",
+        "Content-Security-Policy": httpguard.ui_csp(config),  # issue 13: with frame-ancestors
         "X-Content-Type-Options": "nosniff",
         "Referrer-Policy": "no-referrer",
         "Cache-Control": "no-cache",
@@ -293,7 +296,12 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
                 f"this release needs {expected_version}: run metastore db deploy",
                 "schema_version": version,
             }
-        return True, {"status": "ready", "schema_version": version, "ingest_mode": config.ingest_mode}
+        return True, {
+            "status": "ready",
+            "schema_version": version,
+            "ingest_mode": config.ingest_mode,
+            "database_tls": database_tls,  # issue 13
+        }
 
     @app.get("/metrics")
     async def metrics_endpoint(request: Request) -> HTTPResponse:

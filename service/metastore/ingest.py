@@ -22,8 +22,9 @@ from metastore.errors import ApiError
 
 log = logging.getLogger("metastore.ingest")
 
-# Where an event comes from; only "unauthenticated" exists until authentication does.
-SOURCE_KIND = "unauthenticated"
+# Where an event comes from: (source_kind, source_principal), from metastore.provenance.
+Source = tuple[str, str | None]
+UNAUTHENTICATED: Source = ("unauthenticated", None)
 
 
 @dataclass(frozen=True)
@@ -42,8 +43,8 @@ def _record(result: Stored) -> None:
         metrics.count_event(result.status, None, result.event_type)
 
 
-async def store_now(db: Database, body: bytes) -> Stored:
-    row = await db.one("ingest_event", {"body": body, "source_kind": SOURCE_KIND, "source_principal": None})
+async def store_now(db: Database, body: bytes, source: Source = UNAUTHENTICATED) -> Stored:
+    row = await db.one("ingest_event", {"body": body, "source_kind": source[0], "source_principal": source[1]})
     result = Stored(*row)
     _record(result)
     return result
@@ -53,6 +54,7 @@ async def store_now(db: Database, body: bytes) -> Stored:
 class _Item:
     body: bytes
     request_id: str
+    source: Source = UNAUTHENTICATED
 
 
 class EventQueue:
@@ -126,14 +128,14 @@ class AsyncIngest:
         # Plain tasks, not app.add_task: Sanic cancels its own tasks at shutdown, before we drain.
         self._writers = [asyncio.create_task(self._writer(i)) for i in range(self.config.writers)]
 
-    async def submit(self, body: bytes, request_id: str) -> Stored | None:
+    async def submit(self, body: bytes, request_id: str, source: Source = UNAUTHENTICATED) -> Stored | None:
         """Queue the event (None), or store it at once when the queue is full and configured so."""
         wait_s = self.config.queue_wait_ms / 1000 if self.config.queue_full == "wait" else 0
-        if await self.queue.put(_Item(body, request_id), wait_s):
+        if await self.queue.put(_Item(body, request_id, source), wait_s):
             return None
         if self.config.queue_full == "sync":
             metrics.QUEUE_FULL.labels("sync").inc()
-            return await store_now(self.db, body)
+            return await store_now(self.db, body, source)
         metrics.QUEUE_FULL.labels("rejected").inc()
         raise ApiError(503, "the ingest queue is full; retry later")
 
@@ -143,15 +145,20 @@ class AsyncIngest:
             if not batch:
                 return
             try:
-                await self._store(batch)
+                # One source per call of ingest_events: store runs of items from the same sender.
+                start = 0
+                for end in range(1, len(batch) + 1):
+                    if end == len(batch) or batch[end].source != batch[start].source:
+                        await self._store(batch[start:end])
+                        start = end
             finally:
                 await self.queue.done(len(batch))
 
     async def _store(self, batch: list[_Item]) -> None:
         params: dict[str, Any] = {
             "bodies": [i.body for i in batch],
-            "source_kind": SOURCE_KIND,
-            "source_principal": None,
+            "source_kind": batch[0].source[0],
+            "source_principal": batch[0].source[1],
         }
         delay = 0.1
         while True:

@@ -52,3 +52,20 @@ def event_type_label(event_type: str | None) -> str:
 
 def count_event(outcome: str, error_code: str | None, event_type: str | None) -> None:
     EVENTS.labels(outcome, error_code or "", event_type_label(event_type)).inc()
+
+
+# Issue 13 (trust boundaries).
+TLS_CERT_EXPIRY = Gauge(
+    "metastore_tls_certificate_expiry_timestamp_seconds", "Expiry (notAfter) of the served TLS certificate, Unix time."
+)
+DATABASE_TLS = Gauge(
+    "metastore_database_tls_verified",
+    "1 when the database connection verifies the server's certificate and name (sslmode=verify-full), else 0; "
+    "sslmode is the effective mode.",
+    ["sslmode"],
+)
+HTTP_REFUSED = Counter(
+    "metastore_http_refused_total",
+    "Requests refused before reaching a route: bad_header_name, te_and_cl, media_type, nul_in_query.",
+    ["reason"],
+)
