@@ -600,7 +600,7 @@ BEGIN
     v_text := convert_from(p_body, 'UTF8');
     v_batch := v_text::jsonb;
     -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
-    IF NOT metastore.json_has_unique_keys(v_text) THEN
+    IF NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
         RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
     END IF;
     IF jsonb_typeof(v_batch) <> 'array' THEN
@@ -664,7 +664,7 @@ BEGIN
         v_text := convert_from(p_body, 'UTF8');
         v_payload := v_text::jsonb;
         -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
-        IF NOT metastore.json_has_unique_keys(v_text) THEN
+        IF NOT metastore.json_has_unique_keys(v_text, v_payload) THEN
             RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
         END IF;
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
@@ -713,7 +713,7 @@ BEGIN
             v_text := convert_from(p_bodies[v_i], 'UTF8');
             v_payloads[v_i] := v_text::jsonb;
             -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
-            IF NOT metastore.json_has_unique_keys(v_text) THEN
+            IF NOT metastore.json_has_unique_keys(v_text, v_payloads[v_i]) THEN
                 v_payloads[v_i] := NULL;
                 RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
             END IF;
@@ -757,7 +757,7 @@ $$;
 
 COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) IS 'Ingests several separately received events (each UTF-8 JSON bytes) in one transaction: one result row per body, in order, as metastore.ingest_event gives it. Used by the service''s asynchronous writer.';
 
-CREATE FUNCTION metastore.json_has_unique_keys(p_json text) RETURNS boolean
+CREATE FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) RETURNS boolean
     LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -778,13 +778,13 @@ BEGIN
     -- its side. json_strip_nulls is the one function of 15 that re-emits json keeping duplicates;
     -- it drops null members, so both sides drop them.
     v_json := pg_catalog.json_strip_nulls(p_json::json)::text;
-    v_jsonb := pg_catalog.jsonb_strip_nulls(p_json::jsonb)::text;
+    v_jsonb := pg_catalog.jsonb_strip_nulls(p_parsed)::text;
     RETURN pg_catalog.octet_length(v_json) - pg_catalog.octet_length(pg_catalog.replace(v_json, ':', ''))
          = pg_catalog.octet_length(v_jsonb) - pg_catalog.octet_length(pg_catalog.replace(v_jsonb, ':', ''));
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.json_has_unique_keys(p_json text) IS 'True when the JSON text has no object with a duplicate key at any depth (jsonb would keep the last one silently). The text must be valid JSON. Used by the ingest functions before the cast to jsonb; a duplicate is refused with SQLSTATE 22030 (duplicate_json_object_key_value).';
+COMMENT ON FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) IS 'True when the JSON text p_json has no object with a duplicate key at any depth (jsonb keeps the last one silently); p_parsed is p_json::jsonb, which the caller has already made. Used by the ingest functions, which refuse a duplicate with SQLSTATE 22030 (duplicate_json_object_key_value).';
 
 CREATE FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -1371,7 +1371,7 @@ GRANT ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p
 REVOKE ALL ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) TO metastore_app;
 
-REVOKE ALL ON FUNCTION metastore.json_has_unique_keys(p_json text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) FROM PUBLIC;
 

@@ -12,8 +12,11 @@
 --   linear passes (a recursive walk over json re-reads every subtree at each level: quadratic in
 --   the nesting depth). Not seen on 15: a duplicate whose dropped values are all null, e.g.
 --   {"a": null, "a": 1}, since both sides drop null members.
--- Measured with the largest fixture (220 kB): see docs/operations.md, "Strict parsing".
-CREATE OR REPLACE FUNCTION metastore.json_has_unique_keys(p_json text) RETURNS boolean
+-- Cost, added to ingest_event (measured on a loaded 2-core machine, see docs/operations.md, "What
+-- the service refuses"): a 22 kB Trino event +0.5 ms on 18, +1 ms on 15; a 220 kB event +2 ms on
+-- 18, +8 to 17 ms on 15 (where the whole call took 7 to 11 ms without it). p_parsed spares 15 a
+-- second parse of the text into jsonb.
+CREATE OR REPLACE FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) RETURNS boolean
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
@@ -34,15 +37,15 @@ BEGIN
     -- its side. json_strip_nulls is the one function of 15 that re-emits json keeping duplicates;
     -- it drops null members, so both sides drop them.
     v_json := pg_catalog.json_strip_nulls(p_json::json)::text;
-    v_jsonb := pg_catalog.jsonb_strip_nulls(p_json::jsonb)::text;
+    v_jsonb := pg_catalog.jsonb_strip_nulls(p_parsed)::text;
     RETURN pg_catalog.octet_length(v_json) - pg_catalog.octet_length(pg_catalog.replace(v_json, ':', ''))
          = pg_catalog.octet_length(v_jsonb) - pg_catalog.octet_length(pg_catalog.replace(v_jsonb, ':', ''));
 END
 $fn$;
 
-COMMENT ON FUNCTION metastore.json_has_unique_keys(text) IS
-    'True when the JSON text has no object with a duplicate key at any depth (jsonb would keep the last '
-    'one silently). The text must be valid JSON. Used by the ingest functions before the cast to jsonb; '
-    'a duplicate is refused with SQLSTATE 22030 (duplicate_json_object_key_value).';
+COMMENT ON FUNCTION metastore.json_has_unique_keys(text, jsonb) IS
+    'True when the JSON text p_json has no object with a duplicate key at any depth (jsonb keeps the last '
+    'one silently); p_parsed is p_json::jsonb, which the caller has already made. Used by the ingest '
+    'functions, which refuse a duplicate with SQLSTATE 22030 (duplicate_json_object_key_value).';
 
-REVOKE ALL ON FUNCTION metastore.json_has_unique_keys(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.json_has_unique_keys(text, jsonb) FROM PUBLIC;

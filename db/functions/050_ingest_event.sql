@@ -21,7 +21,7 @@ BEGIN
         v_text := convert_from(p_body, 'UTF8');
         v_payload := v_text::jsonb;
         -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
-        IF NOT metastore.json_has_unique_keys(v_text) THEN
+        IF NOT metastore.json_has_unique_keys(v_text, v_payload) THEN
             RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
         END IF;
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN

@@ -20,7 +20,7 @@ BEGIN
             v_text := convert_from(p_bodies[v_i], 'UTF8');
             v_payloads[v_i] := v_text::jsonb;
             -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
-            IF NOT metastore.json_has_unique_keys(v_text) THEN
+            IF NOT metastore.json_has_unique_keys(v_text, v_payloads[v_i]) THEN
                 v_payloads[v_i] := NULL;
                 RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
             END IF;

@@ -23,7 +23,7 @@ BEGIN
     v_text := convert_from(p_body, 'UTF8');
     v_batch := v_text::jsonb;
     -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
-    IF NOT metastore.json_has_unique_keys(v_text) THEN
+    IF NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
         RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
     END IF;
     IF jsonb_typeof(v_batch) <> 'array' THEN

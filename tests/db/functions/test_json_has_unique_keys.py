@@ -38,32 +38,40 @@ DUPLICATED = [
 
 @pytest.mark.parametrize("text", UNIQUE)
 def test_unique(owner: psycopg.Connection[Any], text: str) -> None:
-    assert owner.execute("SELECT metastore.json_has_unique_keys(%s)", (text,)).fetchone() == (True,)
+    assert owner.execute(
+        "SELECT metastore.json_has_unique_keys(%(t)s::text, %(t)s::text::jsonb)", {"t": text}
+    ).fetchone() == (True,)
 
 
 @pytest.mark.parametrize("text", DUPLICATED)
 def test_duplicated(owner: psycopg.Connection[Any], text: str) -> None:
-    assert owner.execute("SELECT metastore.json_has_unique_keys(%s)", (text,)).fetchone() == (False,)
+    assert owner.execute(
+        "SELECT metastore.json_has_unique_keys(%(t)s::text, %(t)s::text::jsonb)", {"t": text}
+    ).fetchone() == (False,)
 
 
 def test_a_dropped_null_is_only_seen_from_16(owner: psycopg.Connection[Any]) -> None:
     """The documented gap of the PostgreSQL 15 implementation."""
     version = owner.execute("SELECT current_setting('server_version_num')::int").fetchone()
     assert version is not None
-    unique = owner.execute('SELECT metastore.json_has_unique_keys(\'{"a": null, "a": 1}\')').fetchone()
+    unique = owner.execute(
+        "SELECT metastore.json_has_unique_keys(%(t)s::text, %(t)s::text::jsonb)", {"t": '{"a": null, "a": 1}'}
+    ).fetchone()
     assert unique == ((version[0] < 160000),)
 
 
 def test_every_fixture_has_unique_keys(owner: psycopg.Connection[Any]) -> None:
     for path in fixture_files():
         text = path.read_text("utf-8")
-        (unique,) = owner.execute("SELECT metastore.json_has_unique_keys(%s)", (text,)).fetchone() or (None,)
+        (unique,) = owner.execute(
+            "SELECT metastore.json_has_unique_keys(%(t)s::text, %(t)s::text::jsonb)", {"t": text}
+        ).fetchone() or (None,)
         assert unique is True, path.relative_to(FIXTURES)
 
 
 def test_the_app_role_cannot_call_it_directly(service: psycopg.Connection[Any]) -> None:
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        service.execute("SELECT metastore.json_has_unique_keys('{}')")
+        service.execute("SELECT metastore.json_has_unique_keys('{}', '{}')")
 
 
 def test_ingest_refuses_and_keeps_nothing(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
