@@ -12,10 +12,9 @@
 --   linear passes (a recursive walk over json re-reads every subtree at each level: quadratic in
 --   the nesting depth). Not seen on 15: a duplicate whose dropped values are all null, e.g.
 --   {"a": null, "a": 1}, since both sides drop null members.
--- Cost, added to ingest_event (measured on a loaded 2-core machine, see docs/operations.md, "What
--- the service refuses"): a 22 kB Trino event +0.5 ms on 18, +1 ms on 15; a 220 kB event +2 ms on
--- 18, +8 to 17 ms on 15 (where the whole call took 7 to 11 ms without it). p_parsed spares 15 a
--- second parse of the text into jsonb.
+-- Cost, added to ingest_event (python -m bench.unique_keys; numbers in docs/operations.md, "What
+-- the service refuses"): a 22 kB Trino event +0.5 ms on 18, +1 to 2 ms on 15; a 220 kB event
+-- +2 ms on 18, +8 to 17 ms on 15. p_parsed spares 15 a second parse of the text into jsonb.
 CREATE OR REPLACE FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) RETURNS boolean
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
