@@ -30,6 +30,14 @@ BASE = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x"}
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_POOL_MIN": "5", "METASTORE_POOL_MAX": "2"}, "METASTORE_POOL_MAX"),
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_LOG_LEVEL": "loud"}, "METASTORE_LOG_LEVEL"),
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_MAX_BODY_BYTES": "10"}, "METASTORE_MAX_BODY_BYTES"),
+        # Issue 13.
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_TLS_CLIENT_CA": "/etc/hosts"}, "METASTORE_TLS_CLIENT_CA"),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_DATABASE_TLS": "strict"}, "METASTORE_DATABASE_TLS"),
+        (
+            {**BASE, "METASTORE_TLS": "off", "METASTORE_TLS_EXPIRY_WARNING_DAYS": "-1"},
+            "METASTORE_TLS_EXPIRY_WARNING_DAYS",
+        ),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_FRAME_ANCESTORS": "*; x"}, "METASTORE_FRAME_ANCESTORS"),
     ],
 )
 def test_bad_settings_are_named(env: dict[str, str], names: str) -> None:
