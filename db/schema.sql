@@ -626,9 +626,15 @@ DECLARE
     v_stored    integer := 0;
     v_dups      integer := 0;
     v_failed    jsonb := '[]';
+    v_text      text;
 BEGIN
-    -- Whole-body errors (not UTF-8, not JSON) propagate with their SQLSTATE.
-    v_batch := convert_from(p_body, 'UTF8')::jsonb;
+    -- Whole-body errors (not UTF-8, not JSON, a duplicate key) propagate with their SQLSTATE.
+    v_text := convert_from(p_body, 'UTF8');
+    v_batch := v_text::jsonb;
+    -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
+    IF NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
+        RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
+    END IF;
     IF jsonb_typeof(v_batch) <> 'array' THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023',
@@ -684,9 +690,15 @@ DECLARE
     v_payload   jsonb;
     v_checked   metastore.checked_event;
     v_duplicate boolean;
+    v_text      text;
 BEGIN
     BEGIN
-        v_payload := convert_from(p_body, 'UTF8')::jsonb;
+        v_text := convert_from(p_body, 'UTF8');
+        v_payload := v_text::jsonb;
+        -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
+        IF NOT metastore.json_has_unique_keys(v_text, v_payload) THEN
+            RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
+        END IF;
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
         -- Not JSON PostgreSQL can hold: refused, and nothing to keep.
         GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
@@ -713,7 +725,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.validate_event.';
+COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22030 a duplicate key; 54001 nested too deep; and those of metastore.validate_event.';
 
 CREATE FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text) RETURNS TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -724,12 +736,19 @@ DECLARE
     v_payloads jsonb[] := '{}';
     v_checked  metastore.checked_event[] := '{}';
     v_i        integer;
+    v_text     text;
 BEGIN
     -- 1. Read and check every body; nothing is written yet.
     FOR v_i IN 1 .. v_count LOOP
         v_payloads[v_i] := NULL;
         BEGIN
-            v_payloads[v_i] := convert_from(p_bodies[v_i], 'UTF8')::jsonb;
+            v_text := convert_from(p_bodies[v_i], 'UTF8');
+            v_payloads[v_i] := v_text::jsonb;
+            -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
+            IF NOT metastore.json_has_unique_keys(v_text, v_payloads[v_i]) THEN
+                v_payloads[v_i] := NULL;
+                RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
+            END IF;
         EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
             GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
             v_checked[v_i] := ROW(NULL, error_code, error_message)::metastore.checked_event;
@@ -769,6 +788,35 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) IS 'Ingests several separately received events (each UTF-8 JSON bytes) in one transaction: one result row per body, in order, as metastore.ingest_event gives it. Used by the service''s asynchronous writer.';
+
+CREATE FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) RETURNS boolean
+    LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_unique boolean;
+    v_json   text;
+    v_jsonb  text;
+BEGIN
+    IF pg_catalog.strpos(p_json, '{') = 0 THEN
+        RETURN true;  -- no object at all
+    END IF;
+    IF pg_catalog.current_setting('server_version_num')::integer >= 160000 THEN
+        EXECUTE 'SELECT $1 IS JSON WITH UNIQUE KEYS' INTO v_unique USING p_json;
+        RETURN v_unique;
+    END IF;
+    -- Both sides re-emit the text with the same escaping (so a \u003a escape is a colon on both);
+    -- every member adds one colon outside strings, and the members jsonb dropped are missing from
+    -- its side. json_strip_nulls is the one function of 15 that re-emits json keeping duplicates;
+    -- it drops null members, so both sides drop them.
+    v_json := pg_catalog.json_strip_nulls(p_json::json)::text;
+    v_jsonb := pg_catalog.jsonb_strip_nulls(p_parsed)::text;
+    RETURN pg_catalog.octet_length(v_json) - pg_catalog.octet_length(pg_catalog.replace(v_json, ':', ''))
+         = pg_catalog.octet_length(v_jsonb) - pg_catalog.octet_length(pg_catalog.replace(v_jsonb, ':', ''));
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) IS 'True when the JSON text p_json has no object with a duplicate key at any depth (jsonb keeps the last one silently); p_parsed is p_json::jsonb, which the caller has already made. Used by the ingest functions, which refuse a duplicate with SQLSTATE 22030 (duplicate_json_object_key_value).';
 
 CREATE FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -1488,6 +1536,8 @@ GRANT ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p
 
 REVOKE ALL ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) FROM PUBLIC;
 

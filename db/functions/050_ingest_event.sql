@@ -15,9 +15,15 @@ DECLARE
     v_payload   jsonb;
     v_checked   metastore.checked_event;
     v_duplicate boolean;
+    v_text      text;
 BEGIN
     BEGIN
-        v_payload := convert_from(p_body, 'UTF8')::jsonb;
+        v_text := convert_from(p_body, 'UTF8');
+        v_payload := v_text::jsonb;
+        -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
+        IF NOT metastore.json_has_unique_keys(v_text, v_payload) THEN
+            RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
+        END IF;
     EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
         -- Not JSON PostgreSQL can hold: refused, and nothing to keep.
         GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
@@ -48,7 +54,8 @@ COMMENT ON FUNCTION metastore.ingest_event(bytea, text, text) IS
     'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event '
     'was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says '
     'why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. '
-    'Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and '
+    'Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22030 a duplicate key; '
+    '54001 nested too deep; and '
     'those of metastore.validate_event.';
 
 REVOKE ALL ON FUNCTION metastore.ingest_event(bytea, text, text) FROM PUBLIC;

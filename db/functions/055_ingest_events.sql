@@ -11,12 +11,19 @@ DECLARE
     v_payloads jsonb[] := '{}';
     v_checked  metastore.checked_event[] := '{}';
     v_i        integer;
+    v_text     text;
 BEGIN
     -- 1. Read and check every body; nothing is written yet.
     FOR v_i IN 1 .. v_count LOOP
         v_payloads[v_i] := NULL;
         BEGIN
-            v_payloads[v_i] := convert_from(p_bodies[v_i], 'UTF8')::jsonb;
+            v_text := convert_from(p_bodies[v_i], 'UTF8');
+            v_payloads[v_i] := v_text::jsonb;
+            -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
+            IF NOT metastore.json_has_unique_keys(v_text, v_payloads[v_i]) THEN
+                v_payloads[v_i] := NULL;
+                RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
+            END IF;
         EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
             GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
             v_checked[v_i] := ROW(NULL, error_code, error_message)::metastore.checked_event;

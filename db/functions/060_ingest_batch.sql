@@ -17,9 +17,15 @@ DECLARE
     v_stored    integer := 0;
     v_dups      integer := 0;
     v_failed    jsonb := '[]';
+    v_text      text;
 BEGIN
-    -- Whole-body errors (not UTF-8, not JSON) propagate with their SQLSTATE.
-    v_batch := convert_from(p_body, 'UTF8')::jsonb;
+    -- Whole-body errors (not UTF-8, not JSON, a duplicate key) propagate with their SQLSTATE.
+    v_text := convert_from(p_body, 'UTF8');
+    v_batch := v_text::jsonb;
+    -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
+    IF NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
+        RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
+    END IF;
     IF jsonb_typeof(v_batch) <> 'array' THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023',

@@ -32,7 +32,9 @@ def _admin_dsn(args: argparse.Namespace) -> str:
 def serve() -> int:
     config = settings.load()
     logs.setup(config.log_level, config.log_file)
-    from metastore import tracing
+    from metastore import dbtls, tracing
+
+    dbtls.check(config)  # issue 13: warn, or refuse (METASTORE_DATABASE_TLS), unless sslmode=verify-full
 
     tracing.setup()  # before the app exists: the instrumentation patches Sanic
     from metastore.app import create_app
@@ -40,7 +42,8 @@ def serve() -> int:
 
     tls = None
     if config.tls_cert and config.tls_key:
-        tls = ReloadingContext(config.tls_cert, config.tls_key)
+        # issue 13: a bad pair raises ConfigError naming the settings (exit 2, no traceback)
+        tls = ReloadingContext(config.tls_cert, config.tls_key, config.tls_client_ca, config.tls_expiry_warning_days)
     else:
         log.warning("TLS is off (METASTORE_TLS=off): serving plain HTTP")
     try:
