@@ -28,3 +28,10 @@ SELECT metastore.create_partitions();
 
 -- name: schema_version
 SELECT metastore.schema_version();
+
+-- name: read_events
+SELECT event, cursor, more
+  FROM metastore.read_events(%(limit)s::integer, %(cursor)s::text, %(event_time_from)s::text,
+                             %(event_time_to)s::text, %(received_from)s::text, %(received_to)s::text,
+                             %(job_namespace)s::text, %(job_name)s::text, %(dataset_namespace)s::text,
+                             %(dataset_name)s::text, %(event_type)s::text);
