@@ -855,6 +855,89 @@ $$;
 
 COMMENT ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) IS 'Creates the missing datasets the given events mention and locks them all, in (namespace, name) order, so that batches and single events cannot deadlock. Call it only with events about to be stored.';
 
+CREATE FUNCTION metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) RETURNS TABLE(event text, cursor text, more boolean)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+DECLARE
+    v_after   text[];
+    v_xact    xid8 := '0';
+    v_id      bigint := 0;
+    v_et_from timestamptz;
+    v_et_to   timestamptz;
+    v_rc_from timestamptz;
+    v_rc_to   timestamptz;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    IF p_cursor IS NOT NULL THEN
+        BEGIN
+            v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
+                                    '^([0-9]{1,20}):([0-9]{1,19})$');
+            v_xact := v_after[1]::xid8;
+            v_id := v_after[2]::bigint;
+        EXCEPTION WHEN data_exception THEN
+            v_after := NULL;
+        END;
+        IF v_after IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = 'cursor is not valid: pass the cursor of an event or the next_cursor of a page unchanged';
+        END IF;
+    END IF;
+    -- Bad times raise 22007/22008 (400) naming the value.
+    v_et_from := p_event_time_from::timestamptz;
+    v_et_to := p_event_time_to::timestamptz;
+    v_rc_from := p_received_from::timestamptz;
+    v_rc_to := p_received_to::timestamptz;
+
+    RETURN QUERY
+    WITH page AS (
+        SELECT e.xact_id, e.id, e.payload, e.received_at, e.source_kind, e.source_principal
+          FROM metastore.events AS e
+         WHERE (e.xact_id, e.id) > (v_xact, v_id)
+           -- The horizon of this statement's own snapshot (see above): below it, all is final.
+           AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
+           AND (v_et_from IS NULL OR e.event_time >= v_et_from)
+           AND (v_et_to IS NULL OR e.event_time < v_et_to)
+           AND (v_rc_from IS NULL OR e.received_at >= v_rc_from)
+           AND (v_rc_to IS NULL OR e.received_at < v_rc_to)
+           AND (p_job_namespace IS NULL OR e.job_namespace = p_job_namespace)
+           AND (p_job_name IS NULL OR e.job_name = p_job_name)
+           AND (p_event_type IS NULL OR e.event_type = upper(p_event_type))
+           AND (p_dataset_namespace IS NULL AND p_dataset_name IS NULL
+                OR EXISTS (SELECT FROM metastore.event_datasets AS l
+                             JOIN metastore.datasets AS d ON d.id = l.dataset_id
+                            WHERE l.event_id = e.id AND l.event_time = e.event_time
+                              AND (p_dataset_namespace IS NULL OR d.namespace = p_dataset_namespace)
+                              AND (p_dataset_name IS NULL OR d.name = p_dataset_name)))
+         ORDER BY e.xact_id, e.id
+         LIMIT p_limit + 1
+    ), numbered AS (
+        SELECT p.*, row_number() OVER (ORDER BY p.xact_id, p.id) AS n, count(*) OVER () AS total FROM page AS p
+    )
+    -- The payload as stored, rendered by PostgreSQL; the envelope around it is this store's.
+    SELECT jsonb_build_object(
+               'id', n.id,
+               'cursor', translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'),
+                                   E'+/\n', '-_'),
+               'received_at', n.received_at,
+               'source_kind', n.source_kind,
+               'source_principal', n.source_principal,
+               'event', n.payload)::text,
+           translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'), E'+/\n', '-_'),
+           n.total > p_limit
+      FROM numbered AS n
+     WHERE n.n <= p_limit
+     ORDER BY n.n;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one.';
+
 CREATE FUNCTION metastore.schema_version() RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1011,6 +1094,7 @@ CREATE TABLE metastore.events (
     received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
     source_principal text,
+    xact_id xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
     CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
     CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
@@ -1036,6 +1120,8 @@ COMMENT ON COLUMN metastore.events.received_at IS 'When this store committed the
 COMMENT ON COLUMN metastore.events.source_kind IS 'How the sender is known: unauthenticated (no authentication, the only kind today), inferred (derived from network facts such as a client certificate or address), authenticated (a verified principal). Reserved for when authentication exists.';
 
 COMMENT ON COLUMN metastore.events.source_principal IS 'Who sent the event when known (e.g. a user or service account); null when unauthenticated.';
+
+COMMENT ON COLUMN metastore.events.xact_id IS 'Id of the transaction that stored the event (pg_current_xact_id(); 0 for events stored before the feed existed). With id, the order of metastore.read_events: a page returns only rows whose transaction is below the reader''s snapshot xmin, all finished, so a cursor never skips a row that commits later. Kept when create_partitions moves a row out of the default partition.';
 
 CREATE VIEW metastore.dataset_events_view AS
  SELECT dataset_id,
@@ -1159,6 +1245,7 @@ CREATE TABLE metastore.events_default (
     received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
     source_principal text,
+    xact_id xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
     CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
     CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
@@ -1261,6 +1348,10 @@ CREATE INDEX events_run_id_idx ON ONLY metastore.events USING btree (run_id) WHE
 
 CREATE INDEX events_default_run_id_idx ON metastore.events_default USING btree (run_id) WHERE (run_id IS NOT NULL);
 
+CREATE INDEX events_feed_idx ON ONLY metastore.events USING btree (xact_id, id);
+
+CREATE INDEX events_default_xact_id_id_idx ON metastore.events_default USING btree (xact_id, id);
+
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
 
 ALTER INDEX metastore.event_datasets_dataset_idx ATTACH PARTITION metastore.event_datasets_default_dataset_id_event_time_event_id_idx;
@@ -1276,6 +1367,8 @@ ALTER INDEX metastore.events_payload_sha256_key ATTACH PARTITION metastore.event
 ALTER INDEX metastore.events_pkey ATTACH PARTITION metastore.events_default_pkey;
 
 ALTER INDEX metastore.events_run_id_idx ATTACH PARTITION metastore.events_default_run_id_idx;
+
+ALTER INDEX metastore.events_feed_idx ATTACH PARTITION metastore.events_default_xact_id_id_idx;
 
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE ON metastore.events FOR EACH ROW EXECUTE FUNCTION metastore.forbid_change();
 
@@ -1330,6 +1423,10 @@ GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;

@@ -20,6 +20,7 @@ def test_every_named_query_parses_and_is_used() -> None:
         "dataset_summary",
         "create_partitions",
         "schema_version",
+        "read_events",
     }
     assert all(q.lstrip().upper().startswith(("SELECT", "--")) for q in queries.values())
 

@@ -16,7 +16,8 @@ BEGIN
     END LOOP;
     FOREACH v_fn IN ARRAY ARRAY['metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
-                                'metastore.dataset_summary(integer)'] LOOP
+                                'metastore.dataset_summary(integer)',
+                                'metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)'] LOOP
         ASSERT pg_catalog.has_function_privilege('metastore_reader', v_fn, 'EXECUTE'), v_fn;
         ASSERT pg_catalog.has_function_privilege('metastore_app', v_fn, 'EXECUTE'), v_fn;
     END LOOP;

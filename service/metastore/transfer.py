@@ -118,7 +118,12 @@ def read_feed(
             got = 0
             try:
                 with session.get(
-                    url, params=params, headers={"Accept": "application/x-ndjson"}, stream=True, verify=verify, timeout=30
+                    url,
+                    params=params,
+                    headers={"Accept": "application/x-ndjson"},
+                    stream=True,
+                    verify=verify,
+                    timeout=30,
                 ) as response:
                     if response.status_code != 200:
                         raise TransferError(f"GET {url}: {response.status_code} {response.text[:500]}")
@@ -243,7 +248,7 @@ def _transport(args: argparse.Namespace) -> Any:
     nulls and empty objects in lists, and the replayed event would no longer be the stored one."""
     from openlineage.client.transport.http import HttpCompression, HttpConfig, HttpTransport
 
-    class RawHttpTransport(HttpTransport):  # type: ignore[misc]
+    class RawHttpTransport(HttpTransport):
         def emit_text(self, text: str) -> Any:
             body, headers = self._prepare_request(text)
             response = self.session.post(
@@ -326,8 +331,10 @@ def replay(args: argparse.Namespace) -> dict[str, Any]:
 def _open_out(path: str, compress: bool) -> IO[bytes]:
     if path == "-":
         out: IO[bytes] = sys.stdout.buffer
-        return gzip.GzipFile(fileobj=out, mode="wb", mtime=0) if compress else out
-    return gzip.open(path, "wb", compresslevel=6) if compress else open(path, "wb")  # noqa: SIM115
+        return gzip.GzipFile(fileobj=out, mode="wb", mtime=0) if compress else out  # type: ignore[return-value]
+    if compress:
+        return gzip.open(path, "wb", compresslevel=6)  # type: ignore[return-value]
+    return open(path, "wb")
 
 
 def export(args: argparse.Namespace) -> dict[str, Any]:
@@ -360,9 +367,11 @@ def export(args: argparse.Namespace) -> dict[str, Any]:
 
 def _lines_of(path: str) -> Iterator[str]:
     with contextlib.ExitStack() as stack:
-        raw: IO[bytes] = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))  # noqa: SIM115
+        raw: IO[bytes] = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
         head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
-        stream: IO[bytes] = stack.enter_context(gzip.GzipFile(fileobj=raw)) if head == b"\x1f\x8b" else raw
+        stream: IO[bytes] = raw
+        if head == b"\x1f\x8b":
+            stream = stack.enter_context(gzip.GzipFile(fileobj=raw))  # type: ignore[arg-type]
         for line in stream:
             text = line.decode("utf-8").strip()
             if text:
@@ -447,7 +456,9 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ca", type=Path, help="CA certificate(s) that sign the store's certificate (PEM)")
     parser.add_argument("--insecure", action="store_true", help="do not verify the store's certificate")
     for name in FILTERS:
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, help=f"feed filter {name} (see GET /api/v1/events)")
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", dest=name, help=f"feed filter {name} (see GET /api/v1/events)"
+        )
     parser.add_argument("--since", help="received since: a duration back from now (30m, 6h, 7d) or a time")
     parser.add_argument("--limit", type=int, help="stop after this many events")
 

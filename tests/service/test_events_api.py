@@ -48,9 +48,7 @@ def lines(response: httpx.Response) -> list[dict[str, Any]]:
     return [json.loads(line) for line in response.text.splitlines()]
 
 
-def test_json_pages_and_the_ndjson_stream_give_the_events_as_stored(
-    client: httpx.Client, module_db: Database
-) -> None:
+def test_json_pages_and_the_ndjson_stream_give_the_events_as_stored(client: httpx.Client, module_db: Database) -> None:
     tag = uuid.uuid4().hex[:8]
     sent = [make_event(tag, i) for i in range(7)]
     ids = post_all(client, sent)
@@ -75,12 +73,17 @@ def test_json_pages_and_the_ndjson_stream_give_the_events_as_stored(
     assert lines(streamed) == got
     # Byte for byte the jsonb PostgreSQL stored, rendered by PostgreSQL.
     with psycopg.connect(module_db.owner_dsn) as conn:
-        stored = [r[0] for r in conn.execute("SELECT payload::text FROM metastore.events WHERE id = ANY(%s) ORDER BY id", (ids,))]
+        stored = [
+            r[0]
+            for r in conn.execute("SELECT payload::text FROM metastore.events WHERE id = ANY(%s) ORDER BY id", (ids,))
+        ]
     for line, payload in zip(streamed.text.splitlines(), stored, strict=True):
         assert f'"event": {payload}, ' in line
 
     # A stream resumes after a cursor and stops at its limit.
-    resumed = lines(client.get("/api/v1/events", params={**params, "cursor": got[1]["cursor"], "limit": 3}, headers=NDJSON))
+    resumed = lines(
+        client.get("/api/v1/events", params={**params, "cursor": got[1]["cursor"], "limit": 3}, headers=NDJSON)
+    )
     assert [e["id"] for e in resumed] == ids[2:5]
 
 
@@ -126,9 +129,7 @@ def test_bad_requests_are_4xx_with_the_sqlstate(
     assert error["status"] == status and error.get("code") == code
 
 
-def test_a_reader_streaming_under_8_posting_clients_gets_every_event_once(
-    server: Server, module_db: Database
-) -> None:
+def test_a_reader_streaming_under_8_posting_clients_gets_every_event_once(server: Server, module_db: Database) -> None:
     """8 clients post over TLS while a reader streams NDJSON from its cursor without pause; the union
     of the streams equals exactly the stored events (no skip, no repeat)."""
     writers, per_writer = 8, 60
@@ -182,5 +183,7 @@ def test_a_reader_streaming_under_8_posting_clients_gets_every_event_once(
     assert read_while_writing, "the reader must stream while the clients post"
     assert len(seen) == len(set(seen)), "an event was streamed twice"
     assert sorted(seen) == sorted(stored), f"{len(set(stored) - set(seen))} events were skipped"
-    print(f"\n{writers * per_writer} events posted by {writers} clients in {time.monotonic() - started:.1f} s; "
-          f"{len(seen)} streamed, none skipped or repeated")
+    print(
+        f"\n{writers * per_writer} events posted by {writers} clients in {time.monotonic() - started:.1f} s; "
+        f"{len(seen)} streamed, none skipped or repeated"
+    )

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from string import Template
 from typing import Any
 
 import psycopg
@@ -46,6 +47,17 @@ def cli(*args: str | Path, ca: Path) -> dict[str, Any]:
     return summary
 
 
+RAW_EVENT = Template(
+    '{"eventTime": "2024-07-0${day}T10:00:00.${frac}Z", "eventType": "COMPLETE", "producer": "p", '
+    '"run": {"runId": "${tag}", "facets": {"n": {"big": 123456789012345678901234567890, '
+    '"pi": 3.14159265358979323846264338327950288, "zero": 0.0, "none": null, "list": [{}, null, "é✓"]}}}, '
+    '"job": {"namespace": "replay-${ns}", "name": "job-${i}"}, '
+    '"inputs": [{"namespace": "trino://t:8080", "name": "cat.sch.in${t}", "facets": {"symlinks": '
+    '{"identifiers": [{"namespace": "hive://m", "name": "sch.in${t}", "type": "TABLE"}]}}}], '
+    '"outputs": [{"namespace": "s3://b", "name": "out/${tag}"}]}'
+)
+
+
 def seed(server: Server) -> int:
     """The shared fixtures, plus events a careless re-serialiser would change: nulls, long
     decimals, big integers, empty objects in lists, unicode."""
@@ -56,15 +68,7 @@ def seed(server: Server) -> int:
             stored += response.status_code == 201
         for i in range(40):
             tag = uuid.uuid4().hex[:6]
-            body = (
-                '{"eventTime": "2024-07-0%dT10:00:00.%06dZ", "eventType": "COMPLETE", "producer": "p", '
-                '"run": {"runId": "%s", "facets": {"n": {"big": 123456789012345678901234567890, '
-                '"pi": 3.14159265358979323846264338327950288, "zero": 0.0, "none": null, "list": [{}, null, "é✓"]}}}, '
-                '"job": {"namespace": "replay-%d", "name": "job-%d"}, '
-                '"inputs": [{"namespace": "trino://t:8080", "name": "cat.sch.in%d", "facets": {"symlinks": '
-                '{"identifiers": [{"namespace": "hive://m", "name": "sch.in%d", "type": "TABLE"}]}}}], '
-                '"outputs": [{"namespace": "s3://b", "name": "out/%s"}]}'
-            ) % (1 + i % 3, i, tag, i % 2, i, i % 5, i % 5, tag)
+            body = RAW_EVENT.substitute(day=1 + i % 3, frac=f"{i:06d}", tag=tag, ns=i % 2, i=i, t=i % 5)
             response = client.post("/api/v1/lineage", content=body, headers={"Content-Type": "application/json"})
             assert response.status_code == 201, response.text
             stored += 1

@@ -159,7 +159,7 @@ def test_a_naive_id_cursor_skips_an_event_that_commits_late_and_the_feed_does_no
         naive = [r[0] for r in owner.execute("SELECT id FROM metastore.events WHERE id > 0 ORDER BY id")]
         assert naive == [fast_id]
         naive_cursor = naive[-1]
-        events, cursor, more = page(service)
+        events, cursor, _ = page(service)
         assert events == [] and cursor is None  # fast_id waits: a transaction below it is still open
         slow.commit()
 
@@ -173,12 +173,16 @@ def test_rows_moved_out_of_the_default_partition_keep_their_place(
 ) -> None:
     far = (datetime.now(UTC) + timedelta(days=40)).strftime("%Y-%m-%dT12:00:00Z")
     ids = [ingest(service, event(i, when=far if i == 1 else None))[1] for i in range(3)]
-    before = owner.execute("SELECT id, xact_id::text, tableoid::regclass::text FROM metastore.events ORDER BY id").fetchall()
+    before = owner.execute(
+        "SELECT id, xact_id::text, tableoid::regclass::text FROM metastore.events ORDER BY id"
+    ).fetchall()
     assert before[1][2] == "metastore.events_default"
     _, cursor, _ = page(service, limit=2)
     day = (datetime.now(UTC) + timedelta(days=40)).date()
     owner.execute("SELECT metastore.create_partitions(%s, 45)", (day,))
-    after = owner.execute("SELECT id, xact_id::text, tableoid::regclass::text FROM metastore.events ORDER BY id").fetchall()
+    after = owner.execute(
+        "SELECT id, xact_id::text, tableoid::regclass::text FROM metastore.events ORDER BY id"
+    ).fetchall()
     assert after[1][2] == f"metastore.events_p{day:%Y%m%d}"
     assert [r[:2] for r in after] == [r[:2] for r in before]  # the xact_id moved with the row
     events, _, _ = page(service, 10, cursor)
@@ -263,3 +267,25 @@ def test_a_reader_paging_under_8_writers_sees_every_event_exactly_once(database:
         f"feed: {read_while_writing} read while writing, 0 skipped, 0 repeated; "
         f"a naive id cursor skipped {skipped_naively}"
     )
+
+
+def test_events_stored_before_the_feed_existed_come_first_in_the_feed(pg_server: Any) -> None:
+    """V0004 on a store that already has events: no rewrite, they read as transaction 0."""
+    from metastore import migrations
+    from tests.conftest import create_database, drop_database
+
+    db = create_database(pg_server, template="template0")
+    try:
+        migrations.deploy(db.owner_dsn, 1)
+        with psycopg.connect(db.owner_dsn, autocommit=True) as owner:
+            old = [ingest(owner, event(i))[1] for i in range(3)]
+        migrations.deploy(db.owner_dsn)
+        assert migrations.verify(db.owner_dsn) == []
+        with psycopg.connect(db.service_dsn, autocommit=True) as service:
+            new = ingest(service, event(9))[1]
+            assert [e["id"] for e in read_all(service, limit=2)] == [*old, new]
+        with psycopg.connect(db.owner_dsn) as owner:
+            rows = owner.execute("SELECT xact_id::text FROM metastore.events ORDER BY id").fetchall()
+        assert [r[0] for r in rows[:3]] == ["0", "0", "0"] and int(rows[3][0]) > 0
+    finally:
+        drop_database(db)
