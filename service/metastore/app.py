@@ -70,6 +70,8 @@ def _param(args: RequestParameters, name: str) -> str | None:
         return None
     if len(values) > 1:
         raise ApiError(400, f"query parameter {name!r} is given more than once")
+    if "\x00" in values[0]:  # PostgreSQL text cannot hold it: a 400, not a failed database call
+        raise ApiError(400, f"query parameter {name!r} holds a NUL character", "22P05")
     return values[0]
 
 
