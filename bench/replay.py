@@ -9,7 +9,10 @@ median 7 KB, and two empty targets), a service over TLS in front of each, then:
 - export: `metastore export` to a gzip file;
 - import: `metastore import` of that file into the first target (batches through the ingest);
 - replay: `metastore replay` into the second target, one event per POST through the
-  openlineage-python HTTP transport, as an OpenLineage endpoint receives them.
+  openlineage-python HTTP transport, as an OpenLineage endpoint receives them;
+- its floor, side by side: the same events posted one by one by a plain HTTP client (one
+  connection, as replay has) into a third target, read from the export file: what the receiving
+  store's ingest allows one sequential sender.
 
 Results: bench/results/replay.json.
 """
@@ -35,6 +38,7 @@ import requests
 
 from bench.run import templates
 from bench.tls import throwaway_certificates
+from metastore import transfer
 from metastore.localpg import LocalPostgres, free_port, provision
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,9 +132,27 @@ def stream_feed(url: str, ca: Path, pid: int) -> dict[str, Any]:
     }
 
 
+def post_floor(url: str, ca: Path, dump: Path) -> dict[str, Any]:
+    count = 0
+    started = time.monotonic()
+    with requests.Session() as session:
+        for line in transfer._lines_of(str(dump)):
+            response = session.post(
+                f"{url}/api/v1/lineage",
+                data=transfer.split_line(line).payload.encode(),
+                headers={"Content-Type": "application/json"},
+                verify=str(ca),
+                timeout=30,
+            )
+            response.raise_for_status()
+            count += 1
+    elapsed = time.monotonic() - started
+    return {"events": count, "seconds": round(elapsed, 2), "events_per_second": round(count / elapsed, 1)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--smoke", action="store_true", help="a few hundred events, results not written")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args()
@@ -144,7 +166,7 @@ def main() -> int:
     pg = LocalPostgres().start(durable=True)
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        for name in ("source", "imported", "replayed"):
+        for name in ("source", "imported", "replayed", "posted"):
             provision(pg, name)
         with psycopg.connect(pg.dsn_for("postgres", "source")) as conn:
             results["postgres"] = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
@@ -160,7 +182,7 @@ def main() -> int:
         print(f"seeded {events} events in {time.monotonic() - started:.1f} s", file=sys.stderr)
 
         urls = {}
-        for name in ("source", "imported", "replayed"):
+        for name in ("source", "imported", "replayed", "posted"):
             process, url = start(pg.dsn_for("metastore_service", name), tls, work)
             processes.append(process)
             urls[name] = url
@@ -176,7 +198,12 @@ def main() -> int:
         print("import", results["import"], file=sys.stderr)
         results["replay"] = cli("replay", "--from", urls["source"], "--ca", ca, "--to", urls["replayed"], "--to-ca", ca)
         print("replay", results["replay"], file=sys.stderr)
-        for name in ("imported", "replayed"):
+        results["post_floor"] = post_floor(urls["posted"], tls[0], dump)
+        results["replay"]["ratio_to_post_floor"] = round(
+            results["replay"]["events_per_second"] / results["post_floor"]["events_per_second"], 2
+        )
+        print("post floor", results["post_floor"], file=sys.stderr)
+        for name in ("imported", "replayed", "posted"):
             with psycopg.connect(pg.dsn_for("metastore_owner", name)) as conn:
                 stored = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
             if not stored or stored[0] != events:
