@@ -490,6 +490,91 @@ $$;
 
 COMMENT ON FUNCTION metastore.forbid_change() IS 'Trigger: keeps a table append-only (SQLSTATE 55000).';
 
+CREATE FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_sent IS NULL OR p_sent < 0 OR p_refused IS NULL OR p_refused < 0 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('sent and refused must be 0 or more, not %s and %s', p_sent, p_refused);
+    END IF;
+    UPDATE metastore.forward_targets AS t
+       SET cursor = coalesce(p_cursor, t.cursor),
+           sent = t.sent + p_sent,
+           refused = t.refused + p_refused,
+           last_error = coalesce(p_error, t.last_error),
+           last_error_at = CASE WHEN p_error IS NOT NULL THEN clock_timestamp() ELSE t.last_error_at END,
+           updated_at = clock_timestamp()
+     WHERE t.name = p_target AND t.lease_owner = p_owner AND t.lease_until >= clock_timestamp();
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) IS 'Records that target p_target answered the events up to feed cursor p_cursor (p_sent accepted, p_refused refused with a 4xx), and p_error when sending stopped on an error. Returns false when p_owner does not hold an unexpired lease (nothing is recorded). Error code: 22023 negative counts.';
+
+CREATE FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) RETURNS TABLE(claimed boolean, cursor text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_cursor text;
+BEGIN
+    IF p_target IS NULL OR p_target = '' OR p_owner IS NULL OR p_owner = ''
+       OR p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 3600 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('target and owner must be named and the lease from 1 to 3600 s, not %s, %s, %s',
+                             p_target, p_owner, p_lease_seconds);
+    END IF;
+    INSERT INTO metastore.forward_targets AS t (name) VALUES (p_target) ON CONFLICT (name) DO NOTHING;
+    UPDATE metastore.forward_targets AS t
+       SET lease_owner = p_owner,
+           lease_until = clock_timestamp() + make_interval(secs => p_lease_seconds)
+     WHERE t.name = p_target
+       AND (t.lease_owner IS NULL OR t.lease_owner = p_owner OR t.lease_until < clock_timestamp())
+    RETURNING t.cursor INTO v_cursor;
+    claimed := FOUND;
+    cursor := CASE WHEN claimed THEN v_cursor END;
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) IS 'Takes or renews the lease of p_owner on forwarding target p_target (made on first use) for p_lease_seconds; returns claimed (false while another owner holds an unexpired lease) and the feed cursor to send after. Error code: 22023 bad arguments.';
+
+CREATE FUNCTION metastore.forward_status() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_out  jsonb := '[]';
+    v_t    record;
+    v_next timestamptz;
+BEGIN
+    FOR v_t IN SELECT * FROM metastore.forward_targets ORDER BY name LOOP
+        -- The oldest event not yet acknowledged: the lag is how long it has waited.
+        SELECT (r.event::jsonb ->> 'received_at')::timestamptz INTO v_next
+          FROM metastore.read_events(1, v_t.cursor) AS r;
+        v_out := v_out || jsonb_build_object(
+            'target', v_t.name,
+            'sent', v_t.sent,
+            'refused', v_t.refused,
+            'cursor', v_t.cursor,
+            'updated_at', v_t.updated_at,
+            'lease_until', v_t.lease_until,
+            'last_error', v_t.last_error,
+            'last_error_at', v_t.last_error_at,
+            'oldest_pending_received_at', v_next,
+            'lag_seconds', CASE WHEN v_next IS NULL THEN 0
+                                ELSE round(extract(epoch FROM clock_timestamp() - v_next)::numeric, 3) END);
+    END LOOP;
+    RETURN jsonb_build_object('targets', v_out);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_status() IS 'Live forwarding, per target: events sent and refused, cursor, last error, and lag_seconds: how long the oldest event not yet acknowledged has waited since it was received (0 when the target is up to date).';
+
 CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1262,6 +1347,26 @@ ALTER TABLE metastore.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE metastore.forward_targets (
+    name text NOT NULL,
+    cursor text,
+    sent bigint DEFAULT 0 NOT NULL,
+    refused bigint DEFAULT 0 NOT NULL,
+    lease_owner text,
+    lease_until timestamp with time zone,
+    last_error text,
+    last_error_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT forward_targets_refused_check CHECK ((refused >= 0)),
+    CONSTRAINT forward_targets_sent_check CHECK ((sent >= 0))
+);
+
+COMMENT ON TABLE metastore.forward_targets IS 'Downstreams that receive every stored event (live forwarding), with the feed cursor of the last event each acknowledged and the lease of the forwarder sending to it. Written by metastore.forward_claim and forward_ack.';
+
+COMMENT ON COLUMN metastore.forward_targets.cursor IS 'metastore.read_events cursor of the last event the target answered; null: from the first event.';
+
+COMMENT ON COLUMN metastore.forward_targets.refused IS 'Events the target refused with a 4xx (skipped: they would never pass).';
+
 CREATE TABLE metastore.rejected_events (
     id bigint NOT NULL,
     payload jsonb NOT NULL,
@@ -1321,6 +1426,9 @@ ALTER TABLE ONLY metastore.events
 
 ALTER TABLE ONLY metastore.events_default
     ADD CONSTRAINT events_default_pkey PRIMARY KEY (id, event_time);
+
+ALTER TABLE ONLY metastore.forward_targets
+    ADD CONSTRAINT forward_targets_pkey PRIMARY KEY (name);
 
 ALTER TABLE ONLY metastore.rejected_events
     ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
@@ -1402,6 +1510,16 @@ REVOKE ALL ON FUNCTION metastore.event_kind(p_payload jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.forbid_change() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_status() FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_app;
+GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_app;

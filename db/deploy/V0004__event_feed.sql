@@ -23,3 +23,25 @@ COMMENT ON COLUMN metastore.events.xact_id IS
     'the feed existed). With id, the order of metastore.read_events: a page returns only rows whose '
     'transaction is below the reader''s snapshot xmin, all finished, so a cursor never skips a row '
     'that commits later. Kept when create_partitions moves a row out of the default partition.';
+
+-- Live forwarding: the events table is the outbox (durable, ordered by the feed), and each
+-- downstream keeps here the feed cursor of the last event it acknowledged. A forwarder (any
+-- replica of the service) holds a lease on a target while it sends; on a restart of either side
+-- it resumes after the cursor, so every event is delivered at least once, in the feed's order.
+CREATE TABLE metastore.forward_targets (
+    name          text PRIMARY KEY,
+    cursor        text,
+    sent          bigint      NOT NULL DEFAULT 0 CHECK (sent >= 0),
+    refused       bigint      NOT NULL DEFAULT 0 CHECK (refused >= 0),
+    lease_owner   text,
+    lease_until   timestamptz,
+    last_error    text,
+    last_error_at timestamptz,
+    updated_at    timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE metastore.forward_targets IS
+    'Downstreams that receive every stored event (live forwarding), with the feed cursor of the last event each '
+    'acknowledged and the lease of the forwarder sending to it. Written by metastore.forward_claim and forward_ack.';
+COMMENT ON COLUMN metastore.forward_targets.cursor IS
+    'metastore.read_events cursor of the last event the target answered; null: from the first event.';
+COMMENT ON COLUMN metastore.forward_targets.refused IS 'Events the target refused with a 4xx (skipped: they would never pass).';

@@ -1,6 +1,8 @@
 -- Verifies V0004: events carry the storing transaction's id, defaulted and indexed with id on
 -- every partition.
 SELECT id, xact_id FROM metastore.events WHERE false;
+SELECT name, cursor, sent, refused, lease_owner, lease_until, last_error, last_error_at, updated_at
+  FROM metastore.forward_targets WHERE false;
 
 DO $verify$
 BEGIN

@@ -10,7 +10,10 @@ BEGIN
                                 'metastore.ingest_events(bytea[], text, text)',
                                 'metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
-                                'metastore.create_partitions(date, integer)'] LOOP
+                                'metastore.create_partitions(date, integer)',
+                                'metastore.forward_claim(text, text, integer)',
+                                'metastore.forward_ack(text, text, text, integer, integer, text)',
+                                'metastore.forward_status()'] LOOP
         ASSERT pg_catalog.has_function_privilege('metastore_app', v_fn, 'EXECUTE'), v_fn;
         ASSERT NOT pg_catalog.has_function_privilege('public', v_fn, 'EXECUTE'), v_fn;
     END LOOP;
@@ -25,6 +28,9 @@ BEGIN
                                                  'EXECUTE');
     ASSERT NOT pg_catalog.has_function_privilege('metastore_reader', 'metastore.create_partitions(date, integer)',
                                                  'EXECUTE');
+    ASSERT NOT pg_catalog.has_function_privilege('metastore_reader', 'metastore.forward_ack(text, text, text, integer, integer, text)',
+                                                 'EXECUTE');
+    ASSERT pg_catalog.has_function_privilege('metastore_reader', 'metastore.forward_status()', 'EXECUTE');
     -- Internal: reached only through the functions above, or by the owner.
     FOREACH v_role IN ARRAY ARRAY['metastore_app', 'metastore_reader', 'public'] LOOP
         FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, metastore.valid_event, text, text)',

@@ -17,7 +17,7 @@ from sanic.http import Http
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw, redirect
 
-from metastore import feed, logs, metrics
+from metastore import feed, forward, logs, metrics
 from metastore.config import Config
 from metastore.db import Database
 from metastore.errors import ApiError
@@ -229,6 +229,7 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         return _json_text(summary)
 
     feed.register(app, db)  # GET /api/v1/events
+    forward.register(app, db)  # GET /api/v1/forwarding, and live forwarding when configured
 
     openapi_text = resources.files("metastore").joinpath("openapi.json").read_text("utf-8")
     ui_files = {

@@ -59,6 +59,12 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "Also write JSON logs to this file, e.g. `/stackable/log/metastore/metastore.py.json`.",
     ),
+    Setting(
+        "METASTORE_FORWARD_URL",
+        None,
+        "Forward every stored event to this OpenLineage HTTP endpoint (base URL), at least once, in order.",
+    ),
+    Setting("METASTORE_FORWARD_CA", None, "PEM CA bundle that signs the forwarding target's certificate."),
 )
 
 

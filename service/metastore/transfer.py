@@ -242,7 +242,9 @@ class Checkpoint:
         os.replace(tmp, self.path)  # whole or not at all, even if the process dies here
 
 
-def _transport(args: argparse.Namespace) -> Any:
+def make_transport(
+    url: str, endpoint: str = "api/v1/lineage", timeout: float = 10.0, verify: bool | str = True, gzip: bool = False
+) -> Any:
     """openlineage-python's HTTP transport (its retries, TLS, auth and compression settings),
     sending the stored text as it is: its emit() would pass events through Serde, which drops
     nulls and empty objects in lists, and the replayed event would no longer be the stored one."""
@@ -262,16 +264,21 @@ def _transport(args: argparse.Namespace) -> Any:
             return response
 
     config = HttpConfig(
-        url=args.to,
-        endpoint=args.endpoint,
-        timeout=args.timeout,
-        verify=args.to_insecure is False,
-        compression=HttpCompression.GZIP if args.gzip else None,
+        url=url,
+        endpoint=endpoint,
+        timeout=timeout,
+        verify=verify is not False,
+        compression=HttpCompression.GZIP if gzip else None,
     )
     transport = RawHttpTransport(config)
-    if args.to_ca and not args.to_insecure:
-        transport.verify = str(args.to_ca)
+    if isinstance(verify, str):
+        transport.verify = verify  # a CA bundle
     return transport
+
+
+def _transport(args: argparse.Namespace) -> Any:
+    verify: bool | str = False if args.to_insecure else (str(args.to_ca) if args.to_ca else True)
+    return make_transport(args.to, args.endpoint, args.timeout, verify, args.gzip)
 
 
 def replay(args: argparse.Namespace) -> dict[str, Any]:
