@@ -21,6 +21,10 @@ def test_every_named_query_parses_and_is_used() -> None:
         "create_partitions",
         "schema_version",
         "read_events",
+        "forward_claim",
+        "forward_page",
+        "forward_ack",
+        "forward_status",
     }
     assert all(q.lstrip().upper().startswith(("SELECT", "--")) for q in queries.values())
 
