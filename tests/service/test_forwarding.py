@@ -115,6 +115,16 @@ def test_forwarding_survives_restarts_of_the_receiver_and_of_the_sender(
         assert payloads(receiver_db) == payloads(source_db)
         # In order per run: the receiver stored each run's events in the order the source did.
         assert run_order(receiver_db, "id") == run_order(source_db, "xact_id, id")
+
+        # A forwarder that lost its progress (as after a crash before its cursor was saved) sends
+        # again: the receiver answers 200 duplicate, counted as sent, and stores nothing twice.
+        with psycopg.connect(source_db.owner_dsn, autocommit=True) as conn:
+            conn.execute("UPDATE metastore.forward_targets SET cursor = NULL, sent = 0")
+        with source.client() as client:
+            wait_for(lambda: client.get("/api/v1/forwarding").json()["targets"][0]["sent"] >= 90, what="the resend")
+            again = client.get("/api/v1/forwarding").json()["targets"][0]
+        assert again["refused"] == 0 and again["lag_seconds"] == 0
+        assert payloads(receiver_db) == payloads(source_db)
     finally:
         source.stop()
         receiver.stop()
