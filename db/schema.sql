@@ -500,6 +500,91 @@ $$;
 
 COMMENT ON FUNCTION metastore.forbid_change() IS 'Trigger: keeps a table append-only (SQLSTATE 55000).';
 
+CREATE FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_sent IS NULL OR p_sent < 0 OR p_refused IS NULL OR p_refused < 0 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('sent and refused must be 0 or more, not %s and %s', p_sent, p_refused);
+    END IF;
+    UPDATE metastore.forward_targets AS t
+       SET cursor = coalesce(p_cursor, t.cursor),
+           sent = t.sent + p_sent,
+           refused = t.refused + p_refused,
+           last_error = coalesce(p_error, t.last_error),
+           last_error_at = CASE WHEN p_error IS NOT NULL THEN clock_timestamp() ELSE t.last_error_at END,
+           updated_at = clock_timestamp()
+     WHERE t.name = p_target AND t.lease_owner = p_owner AND t.lease_until >= clock_timestamp();
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) IS 'Records that target p_target answered the events up to feed cursor p_cursor (p_sent accepted, p_refused refused with a 4xx), and p_error when sending stopped on an error. Returns false when p_owner does not hold an unexpired lease (nothing is recorded). Error code: 22023 negative counts.';
+
+CREATE FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) RETURNS TABLE(claimed boolean, cursor text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_cursor text;
+BEGIN
+    IF p_target IS NULL OR p_target = '' OR p_owner IS NULL OR p_owner = ''
+       OR p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 3600 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('target and owner must be named and the lease from 1 to 3600 s, not %s, %s, %s',
+                             p_target, p_owner, p_lease_seconds);
+    END IF;
+    INSERT INTO metastore.forward_targets AS t (name) VALUES (p_target) ON CONFLICT (name) DO NOTHING;
+    UPDATE metastore.forward_targets AS t
+       SET lease_owner = p_owner,
+           lease_until = clock_timestamp() + make_interval(secs => p_lease_seconds)
+     WHERE t.name = p_target
+       AND (t.lease_owner IS NULL OR t.lease_owner = p_owner OR t.lease_until < clock_timestamp())
+    RETURNING t.cursor INTO v_cursor;
+    claimed := FOUND;
+    cursor := CASE WHEN claimed THEN v_cursor END;
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) IS 'Takes or renews the lease of p_owner on forwarding target p_target (made on first use) for p_lease_seconds; returns claimed (false while another owner holds an unexpired lease) and the feed cursor to send after. Error code: 22023 bad arguments.';
+
+CREATE FUNCTION metastore.forward_status() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_out  jsonb := '[]';
+    v_t    record;
+    v_next timestamptz;
+BEGIN
+    FOR v_t IN SELECT * FROM metastore.forward_targets ORDER BY name LOOP
+        -- The oldest event not yet acknowledged: the lag is how long it has waited.
+        SELECT (r.event::jsonb ->> 'received_at')::timestamptz INTO v_next
+          FROM metastore.read_events(1, v_t.cursor) AS r;
+        v_out := v_out || jsonb_build_object(
+            'target', v_t.name,
+            'sent', v_t.sent,
+            'refused', v_t.refused,
+            'cursor', v_t.cursor,
+            'updated_at', v_t.updated_at,
+            'lease_until', v_t.lease_until,
+            'last_error', v_t.last_error,
+            'last_error_at', v_t.last_error_at,
+            'oldest_pending_received_at', v_next,
+            'lag_seconds', CASE WHEN v_next IS NULL THEN 0
+                                ELSE round(extract(epoch FROM clock_timestamp() - v_next)::numeric, 3) END);
+    END LOOP;
+    RETURN jsonb_build_object('targets', v_out);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_status() IS 'Live forwarding, per target: events sent and refused, cursor, last error, and lag_seconds: how long the oldest event not yet acknowledged has waited since it was received (0 when the target is up to date).';
+
 CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -937,6 +1022,89 @@ $$;
 
 COMMENT ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) IS 'Creates the missing datasets the given events mention and locks them all, in (namespace, name) order, so that batches and single events cannot deadlock. Call it only with events about to be stored.';
 
+CREATE FUNCTION metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) RETURNS TABLE(event text, cursor text, more boolean)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+DECLARE
+    v_after   text[];
+    v_xact    xid8 := '0';
+    v_id      bigint := 0;
+    v_et_from timestamptz;
+    v_et_to   timestamptz;
+    v_rc_from timestamptz;
+    v_rc_to   timestamptz;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    IF p_cursor IS NOT NULL THEN
+        BEGIN
+            v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
+                                    '^([0-9]{1,20}):([0-9]{1,19})$');
+            v_xact := v_after[1]::xid8;
+            v_id := v_after[2]::bigint;
+        EXCEPTION WHEN data_exception THEN
+            v_after := NULL;
+        END;
+        IF v_after IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = 'cursor is not valid: pass the cursor of an event or the next_cursor of a page unchanged';
+        END IF;
+    END IF;
+    -- Bad times raise 22007/22008 (400) naming the value.
+    v_et_from := p_event_time_from::timestamptz;
+    v_et_to := p_event_time_to::timestamptz;
+    v_rc_from := p_received_from::timestamptz;
+    v_rc_to := p_received_to::timestamptz;
+
+    RETURN QUERY
+    WITH page AS (
+        SELECT e.xact_id, e.id, e.payload, e.received_at, e.source_kind, e.source_principal
+          FROM metastore.events AS e
+         WHERE (e.xact_id, e.id) > (v_xact, v_id)
+           -- The horizon of this statement's own snapshot (see above): below it, all is final.
+           AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
+           AND (v_et_from IS NULL OR e.event_time >= v_et_from)
+           AND (v_et_to IS NULL OR e.event_time < v_et_to)
+           AND (v_rc_from IS NULL OR e.received_at >= v_rc_from)
+           AND (v_rc_to IS NULL OR e.received_at < v_rc_to)
+           AND (p_job_namespace IS NULL OR e.job_namespace = p_job_namespace)
+           AND (p_job_name IS NULL OR e.job_name = p_job_name)
+           AND (p_event_type IS NULL OR e.event_type = upper(p_event_type))
+           AND (p_dataset_namespace IS NULL AND p_dataset_name IS NULL
+                OR EXISTS (SELECT FROM metastore.event_datasets AS l
+                             JOIN metastore.datasets AS d ON d.id = l.dataset_id
+                            WHERE l.event_id = e.id AND l.event_time = e.event_time
+                              AND (p_dataset_namespace IS NULL OR d.namespace = p_dataset_namespace)
+                              AND (p_dataset_name IS NULL OR d.name = p_dataset_name)))
+         ORDER BY e.xact_id, e.id
+         LIMIT p_limit + 1
+    ), numbered AS (
+        SELECT p.*, row_number() OVER (ORDER BY p.xact_id, p.id) AS n, count(*) OVER () AS total FROM page AS p
+    )
+    -- The payload as stored, rendered by PostgreSQL; the envelope around it is this store's.
+    SELECT jsonb_build_object(
+               'id', n.id,
+               'cursor', translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'),
+                                   E'+/\n', '-_'),
+               'received_at', n.received_at,
+               'source_kind', n.source_kind,
+               'source_principal', n.source_principal,
+               'event', n.payload)::text,
+           translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'), E'+/\n', '-_'),
+           n.total > p_limit
+      FROM numbered AS n
+     WHERE n.n <= p_limit
+     ORDER BY n.n;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one.';
+
 CREATE FUNCTION metastore.schema_version() RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1209,6 +1377,7 @@ CREATE TABLE metastore.events (
     received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
     source_principal text,
+    xact_id xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
     CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
     CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
@@ -1234,6 +1403,8 @@ COMMENT ON COLUMN metastore.events.received_at IS 'When this store committed the
 COMMENT ON COLUMN metastore.events.source_kind IS 'How the sender is known: unauthenticated (no authentication, the only kind today), inferred (derived from network facts such as a client certificate or address), authenticated (a verified principal). Reserved for when authentication exists.';
 
 COMMENT ON COLUMN metastore.events.source_principal IS 'Who sent the event when known (e.g. a user or service account); null when unauthenticated.';
+
+COMMENT ON COLUMN metastore.events.xact_id IS 'Id of the transaction that stored the event (pg_current_xact_id(); 0 for events stored before the feed existed). With id, the order of metastore.read_events: a page returns only rows whose transaction is below the reader''s snapshot xmin, all finished, so a cursor never skips a row that commits later. Kept when create_partitions moves a row out of the default partition.';
 
 CREATE VIEW metastore.dataset_events_view AS
  SELECT dataset_id,
@@ -1357,6 +1528,7 @@ CREATE TABLE metastore.events_default (
     received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
     source_principal text,
+    xact_id xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
     CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
     CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
@@ -1372,6 +1544,26 @@ ALTER TABLE metastore.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     NO MAXVALUE
     CACHE 1
 );
+
+CREATE TABLE metastore.forward_targets (
+    name text NOT NULL,
+    cursor text,
+    sent bigint DEFAULT 0 NOT NULL,
+    refused bigint DEFAULT 0 NOT NULL,
+    lease_owner text,
+    lease_until timestamp with time zone,
+    last_error text,
+    last_error_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT forward_targets_refused_check CHECK ((refused >= 0)),
+    CONSTRAINT forward_targets_sent_check CHECK ((sent >= 0))
+);
+
+COMMENT ON TABLE metastore.forward_targets IS 'Downstreams that receive every stored event (live forwarding), with the feed cursor of the last event each acknowledged and the lease of the forwarder sending to it. Written by metastore.forward_claim and forward_ack.';
+
+COMMENT ON COLUMN metastore.forward_targets.cursor IS 'metastore.read_events cursor of the last event the target answered; null: from the first event.';
+
+COMMENT ON COLUMN metastore.forward_targets.refused IS 'Events the target refused with a 4xx (skipped: they would never pass).';
 
 CREATE TABLE metastore.group_roles (
     singleton boolean DEFAULT true NOT NULL,
@@ -1444,6 +1636,9 @@ ALTER TABLE ONLY metastore.events
 ALTER TABLE ONLY metastore.events_default
     ADD CONSTRAINT events_default_pkey PRIMARY KEY (id, event_time);
 
+ALTER TABLE ONLY metastore.forward_targets
+    ADD CONSTRAINT forward_targets_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY metastore.group_roles
     ADD CONSTRAINT group_roles_pkey PRIMARY KEY (singleton);
 
@@ -1473,6 +1668,10 @@ CREATE INDEX events_run_id_idx ON ONLY metastore.events USING btree (run_id) WHE
 
 CREATE INDEX events_default_run_id_idx ON metastore.events_default USING btree (run_id) WHERE (run_id IS NOT NULL);
 
+CREATE INDEX events_feed_idx ON ONLY metastore.events USING btree (xact_id, id);
+
+CREATE INDEX events_default_xact_id_id_idx ON metastore.events_default USING btree (xact_id, id);
+
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
 
 ALTER INDEX metastore.event_datasets_dataset_idx ATTACH PARTITION metastore.event_datasets_default_dataset_id_event_time_event_id_idx;
@@ -1488,6 +1687,8 @@ ALTER INDEX metastore.events_payload_sha256_key ATTACH PARTITION metastore.event
 ALTER INDEX metastore.events_pkey ATTACH PARTITION metastore.events_default_pkey;
 
 ALTER INDEX metastore.events_run_id_idx ATTACH PARTITION metastore.events_default_run_id_idx;
+
+ALTER INDEX metastore.events_feed_idx ATTACH PARTITION metastore.events_default_xact_id_id_idx;
 
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE ON metastore.events FOR EACH ROW EXECUTE FUNCTION metastore.forbid_change();
 
@@ -1522,6 +1723,16 @@ REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.forbid_change() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_status() FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_app;
+GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_reader;
+
 REVOKE ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_reader;
@@ -1546,6 +1757,10 @@ GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;

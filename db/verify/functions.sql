@@ -14,13 +14,17 @@ BEGIN
                                 'metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
                                 'metastore.create_partitions(date, integer)',
-                                'metastore.write_probe()'] LOOP
+                                'metastore.write_probe()',
+                                'metastore.forward_claim(text, text, integer)',
+                                'metastore.forward_ack(text, text, text, integer, integer, text)',
+                                'metastore.forward_status()'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
         ASSERT NOT pg_catalog.has_function_privilege('public', v_fn, 'EXECUTE'), v_fn;
     END LOOP;
     FOREACH v_fn IN ARRAY ARRAY['metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
-                                'metastore.dataset_summary(integer)'] LOOP
+                                'metastore.dataset_summary(integer)',
+                                'metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_reader, v_fn, 'EXECUTE'), v_fn;
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
     END LOOP;
@@ -28,6 +32,9 @@ BEGIN
                                                  'EXECUTE');
     ASSERT NOT pg_catalog.has_function_privilege(v_reader, 'metastore.create_partitions(date, integer)',
                                                  'EXECUTE');
+    ASSERT NOT pg_catalog.has_function_privilege(v_reader, 'metastore.forward_ack(text, text, text, integer, integer, text)',
+                                                 'EXECUTE');
+    ASSERT pg_catalog.has_function_privilege(v_reader, 'metastore.forward_status()', 'EXECUTE');
     -- Internal: reached only through the functions above, or by the owner.
     FOREACH v_role IN ARRAY ARRAY[v_app, v_reader, 'public'] LOOP
         FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, metastore.valid_event, text, text)',

@@ -89,7 +89,8 @@ def test_the_deploy_made_daily_partitions_from_yesterday_to_two_weeks_ahead(
             indexes = owner.execute(
                 "SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass", (f"metastore.{name}",)
             ).fetchone()
-            assert indexes == ((5,) if table == "events" else (2,)), name
+            # events: pkey, de-duplication, event_time, run_id, job, and the feed's (xact_id, id).
+            assert indexes == ((6,) if table == "events" else (2,)), name
             bounds = owner.execute(
                 "SELECT count(*) FROM pg_constraint WHERE conrelid = %s::regclass AND conname LIKE '%%bounds'",
                 (f"metastore.{name}",),
