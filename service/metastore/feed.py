@@ -41,7 +41,7 @@ def _arg(request: Request, name: str) -> str | None:
     if len(values) > 1:
         raise ApiError(400, f"query parameter {name!r} is given more than once")
     if values and "\x00" in values[0]:
-        raise ApiError(400, f"query parameter {name!r} holds a NUL character, which text cannot", "22P05")
+        raise ApiError(400, f"query parameter {name!r} holds a NUL character, which text cannot", "22021")
     return values[0] if values else None
 
 
