@@ -18,7 +18,7 @@ def test_every_named_query_parses_and_is_used() -> None:
         "list_datasets",
         "get_dataset",
         "dataset_summary",
-        "create_partitions",
+        "ensure_partitions",
         "schema_version",
     }
     assert all(q.lstrip().upper().startswith(("SELECT", "--")) for q in queries.values())

@@ -6,6 +6,7 @@ from __future__ import annotations
 _EXACT = {
     "P0002": 404,  # no_data_found: the thing asked for does not exist
     "42501": 403,  # insufficient_privilege
+    "54000": 413,  # program_limit_exceeded: a batch over metastore.settings.max_batch_events
 }
 _CLASS = {
     "22": 400,  # data_exception: the client's input
