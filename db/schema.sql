@@ -1185,15 +1185,20 @@ DECLARE
 BEGIN
     -- First, before anything prints a value: numbers outside the IEEE-754 double range (I-JSON,
     -- RFC 7493). jsonb keeps them exact and small (1e131071 takes a few bytes), but their text
-    -- is unbounded (131,072 digits), and the de-duplication hash and consumers read text.
-    -- Compared as numeric, never printed: cheap even for thousands of them.
-    IF pg_catalog.jsonb_path_exists(p_payload,
-           'strict $.** ? (@.type() == "number" && (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308'
-           ' || (@ != 0 && @ < 4.9e-324 && @ > -4.9e-324)))') THEN
+    -- is unbounded (131,072 digits), and the de-duplication hash and consumers read text. A zero
+    -- keeps the scale it was written with (0e-16383 prints 16,385 characters): more than 324
+    -- decimals, which no double needs, is refused too. Compared as numeric, never printed: the
+    -- walk returns only the offending numbers and the zeros.
+    IF EXISTS (SELECT
+                 FROM pg_catalog.jsonb_path_query(p_payload,
+                          'strict $.** ? (@.type() == "number" && (@ == 0 || @ > 1.7976931348623157e308'
+                          ' || @ < -1.7976931348623157e308 || (@ < 4.9e-324 && @ > -4.9e-324)))') AS n (v)
+                WHERE n.v::numeric <> 0 OR pg_catalog.scale(n.v::numeric) > 324) THEN
         RAISE EXCEPTION USING
             ERRCODE = '22003',
             MESSAGE = 'a number is outside the IEEE-754 double range (magnitude above 1.7976931348623157e308, '
-                      'or nonzero below 4.9e-324): such numbers are not accepted (I-JSON, RFC 7493)';
+                      'nonzero below 4.9e-324, or a zero with more than 324 decimals): such numbers are not '
+                      'accepted (I-JSON, RFC 7493)';
     END IF;
 
     IF pg_catalog.jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN
@@ -1261,7 +1266,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.validate_event(p_payload jsonb) IS 'Checks that p_payload is an OpenLineage event this store accepts and returns what it says (event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. Error codes: 22003 a number outside the IEEE-754 double range; 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22008 eventTime outside the window of metastore.settings; 22001 a member too long; 55000 metastore.settings has no row.';
+COMMENT ON FUNCTION metastore.validate_event(p_payload jsonb) IS 'Checks that p_payload is an OpenLineage event this store accepts and returns what it says (event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. Error codes: 22003 a number outside the IEEE-754 double range (or a zero with more than 324 decimals); 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22008 eventTime outside the window of metastore.settings; 22001 a member too long; 55000 metastore.settings has no row.';
 
 CREATE TABLE metastore.event_datasets (
     event_id bigint NOT NULL,
