@@ -38,9 +38,11 @@ def test_a_reader_cannot_call_it(database: Any) -> None:
     with psycopg.connect(database.server.dsn, autocommit=True) as admin:
         admin.execute(f"CREATE ROLE {reader} LOGIN IN ROLE metastore_reader")
     try:
-        with psycopg.connect(database.server.dsn_for(reader, database.name), autocommit=True) as conn:
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute("SELECT metastore.ensure_partitions()")
+        with (
+            psycopg.connect(database.server.dsn_for(reader, database.name), autocommit=True) as conn,
+            pytest.raises(psycopg.errors.InsufficientPrivilege),
+        ):
+            conn.execute("SELECT metastore.ensure_partitions()")
     finally:
         with psycopg.connect(database.server.dsn, autocommit=True) as admin:
             admin.execute(f"DROP ROLE {reader}")

@@ -143,7 +143,8 @@ def test_refused_events_are_recorded_in_order_and_a_poison_one_without_its_text(
     assert [(f["index"], f["code"]) for f in result["failed_events"]] == [(1, "22003"), (2, "22008"), (3, "22023")]
     assert elapsed < 0.5, elapsed
     kept = owner.execute(
-        "SELECT body_prefix, body_bytes IS NULL, body_sha256 IS NULL, sqlstate FROM metastore.rejected_events ORDER BY id"
+        "SELECT body_prefix, body_bytes IS NULL, body_sha256 IS NULL, sqlstate "
+        "FROM metastore.rejected_events ORDER BY id"
     ).fetchall()
     assert [k[1:] for k in kept] == [(True, True, "22003"), (False, False, "22008"), (False, False, "22023")]
     assert kept[0][0] is None

@@ -50,9 +50,7 @@ def test_a_poison_event_among_good_ones_is_refused_quickly_and_the_others_stored
     poison = event(0).replace(b'"job"', b'"facets": {"x": [' + numbers + b'], "y": "z"}, "job"')
     bodies = [event(1), poison, event(2)]
     started = time.perf_counter()
-    rows = service.execute(
-        "SELECT status, error_code FROM metastore.ingest_events(%s::bytea[])", (bodies,)
-    ).fetchall()
+    rows = service.execute("SELECT status, error_code FROM metastore.ingest_events(%s::bytea[])", (bodies,)).fetchall()
     elapsed = time.perf_counter() - started
     assert rows == [("stored", None), ("rejected", "22003"), ("stored", None)]
     assert elapsed < 0.5, elapsed

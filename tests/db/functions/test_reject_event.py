@@ -118,9 +118,11 @@ def test_only_the_app_role_may_call_it(database: Any) -> None:
         admin.execute(f"CREATE ROLE {nobody} LOGIN")
     try:
         for role in (reader, nobody):
-            with psycopg.connect(database.server.dsn_for(role, database.name), autocommit=True) as conn:
-                with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                    reject(conn, b"{}")
+            with (
+                psycopg.connect(database.server.dsn_for(role, database.name), autocommit=True) as conn,
+                pytest.raises(psycopg.errors.InsufficientPrivilege),
+            ):
+                reject(conn, b"{}")
     finally:
         with psycopg.connect(database.server.dsn, autocommit=True) as admin:
             admin.execute(f"DROP ROLE {reader}")
