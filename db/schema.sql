@@ -269,6 +269,7 @@ COMMENT ON FUNCTION metastore.check_event(p_payload jsonb) IS 'metastore.validat
 
 CREATE FUNCTION metastore.check_source(p_source_kind text, p_source_principal text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     -- No kind said: the sender is unknown.
@@ -814,6 +815,7 @@ COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text
 
 CREATE FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_text text;

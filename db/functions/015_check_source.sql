@@ -1,8 +1,7 @@
 -- Provenance as the ingest functions accept it: what the service knows about the sender.
--- No SET clause: it runs inside the SECURITY DEFINER callers with their pinned search_path;
--- every call is qualified all the same.
 CREATE OR REPLACE FUNCTION metastore.check_source(p_source_kind text, p_source_principal text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
     -- No kind said: the sender is unknown.
