@@ -1608,6 +1608,10 @@ ALTER INDEX metastore.events_pkey ATTACH PARTITION metastore.events_default_pkey
 
 ALTER INDEX metastore.events_run_id_idx ATTACH PARTITION metastore.events_default_run_id_idx;
 
+CREATE STATISTICS metastore.datasets_lower_name ON lower(name) FROM metastore.datasets;
+
+COMMENT ON STATISTICS metastore.datasets_lower_name IS 'How common a substring of lower(name) is, for the plan of metastore.list_datasets with q.';
+
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE ON metastore.events FOR EACH ROW EXECUTE FUNCTION metastore.forbid_change();
 
 CREATE TRIGGER settings_keep_row BEFORE DELETE ON metastore.settings FOR EACH ROW EXECUTE FUNCTION metastore.settings_keep_row();

@@ -93,6 +93,12 @@ COMMENT ON COLUMN metastore.rejected_events.source_kind IS 'As metastore.events.
 COMMENT ON COLUMN metastore.rejected_events.source_principal IS
     'As metastore.events.source_principal: null when unauthenticated.';
 
+-- Statistics of lower(name), with or without the trigram index below: how common a q is decides
+-- between that index and walking the (namespace, name) index (metastore.list_datasets).
+CREATE STATISTICS metastore.datasets_lower_name ON (pg_catalog.lower(name)) FROM metastore.datasets;
+COMMENT ON STATISTICS metastore.datasets_lower_name IS
+    'How common a substring of lower(name) is, for the plan of metastore.list_datasets with q.';
+
 -- Name search: a trigram index serves lower(name) LIKE '%q%' (metastore.list_datasets). pg_trgm
 -- is in PostgreSQL's contrib and trusted (a database owner may create it); where it is missing
 -- or not allowed, search still works, by walking the (namespace, name) index.

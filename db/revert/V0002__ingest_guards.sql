@@ -10,6 +10,7 @@
 -- * The settings go: the eventTime window and the batch maximum no longer apply.
 
 DROP INDEX IF EXISTS metastore.datasets_name_trgm_idx;
+DROP STATISTICS metastore.datasets_lower_name;
 
 DROP FUNCTION IF EXISTS metastore.reject_event(bytea, text, text, text, text);
 DROP FUNCTION IF EXISTS metastore.ensure_partitions();

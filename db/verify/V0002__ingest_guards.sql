@@ -34,6 +34,9 @@ BEGIN
                       AND conname = 'rejected_events_principal_needs_kind' AND convalidated),
         'metastore.rejected_events.source_principal must need a kind';
 
+    ASSERT EXISTS (SELECT FROM pg_catalog.pg_statistic_ext
+                    WHERE stxrelid = 'metastore.datasets'::regclass AND stxname = 'datasets_lower_name'),
+        'metastore.datasets_lower_name statistics are missing (the plan of a name search depends on them)';
     -- The trigram index is optional (pg_trgm may be missing); when there, it must be usable.
     ASSERT NOT EXISTS (SELECT FROM pg_catalog.pg_index
                         WHERE indexrelid = pg_catalog.to_regclass('metastore.datasets_name_trgm_idx')

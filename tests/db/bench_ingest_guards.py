@@ -214,6 +214,7 @@ def main() -> int:
     parser.add_argument("--names", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--old", type=Path, help="an older checkout to compare the batch timings with")
+    parser.add_argument("--skip-batches", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -222,10 +223,11 @@ def main() -> int:
         provision(server, "batches")
         owner_dsn = server.dsn_for("metastore_owner", "batches")
         service_dsn = server.dsn_for("metastore_service", "batches")
-        print("== batches (this checkout)", file=sys.stderr)
-        results["batches"] = bench_batches(service_dsn, owner_dsn, sizes, args.rounds)
-        results["numbers_check"] = bench_numbers_check(owner_dsn)
-        if args.old:
+        if not args.skip_batches:
+            print("== batches (this checkout)", file=sys.stderr)
+            results["batches"] = bench_batches(service_dsn, owner_dsn, sizes, args.rounds)
+            results["numbers_check"] = bench_numbers_check(owner_dsn)
+        if args.old and not args.skip_batches:
             print(f"== batches ({args.old})", file=sys.stderr)
             old_service, old_owner = deploy_old(server, args.old)
             results["batches_old"] = bench_batches(old_service, old_owner, sizes, 1)

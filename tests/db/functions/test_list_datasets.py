@@ -224,3 +224,9 @@ def test_a_rare_q_is_served_by_the_trigram_index_and_a_common_one_by_walking_the
     assert rare is not None
     assert used_by(rare[0]) == {"datasets_name_trgm_idx"}
     assert used_by("SALES.orders") == {"datasets_namespace_name_key"}
+
+    # Without pg_trgm the statistics of lower(name) still tell a common q from a rare one: a
+    # common one walks the names instead of sorting the whole table.
+    owner.execute("DROP INDEX metastore.datasets_name_trgm_idx")
+    owner.execute("ANALYZE metastore.datasets")
+    assert used_by("SALES.orders") == {"datasets_namespace_name_key"}
