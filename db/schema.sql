@@ -1507,7 +1507,7 @@ ALTER TABLE metastore.rejected_events ALTER COLUMN id ADD GENERATED ALWAYS AS ID
 CREATE TABLE metastore.settings (
     event_time_past interval DEFAULT '10 years'::interval NOT NULL,
     event_time_future interval DEFAULT '1 day'::interval NOT NULL,
-    max_batch_events integer DEFAULT 200 NOT NULL,
+    max_batch_events integer DEFAULT 100 NOT NULL,
     CONSTRAINT settings_event_time_future_check CHECK (((event_time_future >= '00:00:00'::interval) AND (event_time_future <= '1000 years'::interval))),
     CONSTRAINT settings_event_time_past_check CHECK (((event_time_past >= '00:00:00'::interval) AND (event_time_past <= '1000 years'::interval))),
     CONSTRAINT settings_max_batch_events_check CHECK (((max_batch_events >= 1) AND (max_batch_events <= 100000)))
@@ -1519,7 +1519,7 @@ COMMENT ON COLUMN metastore.settings.event_time_past IS 'An event whose eventTim
 
 COMMENT ON COLUMN metastore.settings.event_time_future IS 'An event whose eventTime is after now() + event_time_future is refused (SQLSTATE 22008) and kept in rejected_events. Default 1 day.';
 
-COMMENT ON COLUMN metastore.settings.max_batch_events IS 'Most events one metastore.ingest_batch call takes; a larger batch is refused whole (SQLSTATE 54000, HTTP 413). Default 200: a batch of 200 Trino COMPLETE events (about 18 KB each) is stored well within the service''s ingest deadline of 1.5 s.';
+COMMENT ON COLUMN metastore.settings.max_batch_events IS 'Most events one metastore.ingest_batch call takes; a larger batch is refused whole (SQLSTATE 54000, HTTP 413). Default 100: a batch of 100 Trino COMPLETE events (about 18 KB each) is stored well within the service''s ingest deadline of 1.5 s.';
 
 CREATE TABLE metastore_migrations.schema_version (
     version bigint NOT NULL,

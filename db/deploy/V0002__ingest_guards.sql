@@ -7,7 +7,7 @@ CREATE TABLE metastore.settings (
                       CHECK (event_time_past >= interval '0' AND event_time_past <= interval '1000 years'),
     event_time_future interval NOT NULL DEFAULT '1 day'
                       CHECK (event_time_future >= interval '0' AND event_time_future <= interval '1000 years'),
-    max_batch_events  integer  NOT NULL DEFAULT 200
+    max_batch_events  integer  NOT NULL DEFAULT 100
                       CHECK (max_batch_events BETWEEN 1 AND 100000)
 );
 -- At most one row (a unique index on a constant), and the trigger below keeps it from going.
@@ -25,7 +25,7 @@ COMMENT ON COLUMN metastore.settings.event_time_future IS
     'rejected_events. Default 1 day.';
 COMMENT ON COLUMN metastore.settings.max_batch_events IS
     'Most events one metastore.ingest_batch call takes; a larger batch is refused whole (SQLSTATE 54000, '
-    'HTTP 413). Default 200: a batch of 200 Trino COMPLETE events (about 18 KB each) is stored well within '
+    'HTTP 413). Default 100: a batch of 100 Trino COMPLETE events (about 18 KB each) is stored well within '
     'the service''s ingest deadline of 1.5 s.';
 
 CREATE FUNCTION metastore.settings_keep_row() RETURNS trigger
