@@ -50,7 +50,7 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         # or the function backing off from busy tables) is simply retried at the next tick.
         while True:
             try:
-                (created,) = await db.writer.one("create_partitions", {})
+                (created,) = await db.writer.one("ensure_partitions", {})
                 if created:
                     log.info("created %d partitions ahead", created)
             except ApiError as exc:

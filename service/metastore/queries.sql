@@ -23,8 +23,8 @@ SELECT metastore.get_dataset(%(id)s::bigint, %(events_limit)s::integer)::text;
 -- name: dataset_summary
 SELECT metastore.dataset_summary()::text;
 
--- name: create_partitions
-SELECT metastore.create_partitions();
+-- name: ensure_partitions
+SELECT metastore.ensure_partitions();
 
 -- name: schema_version
 SELECT metastore.schema_version();
