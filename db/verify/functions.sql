@@ -13,26 +13,42 @@ BEGIN
                                 'metastore.ingest_events(bytea[], text, text)',
                                 'metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
-                                'metastore.create_partitions(date, integer)',
-                                'metastore.write_probe()'] LOOP
+                                'metastore.write_probe()',
+                                'metastore.reject_event(bytea, text, text, text, text)',
+                                'metastore.ensure_partitions()',
+                                'metastore.forward_claim(text, text, integer)',
+                                'metastore.forward_ack(text, text, text, integer, integer, text)',
+                                'metastore.forward_status()'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
         ASSERT NOT pg_catalog.has_function_privilege('public', v_fn, 'EXECUTE'), v_fn;
     END LOOP;
     FOREACH v_fn IN ARRAY ARRAY['metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
-                                'metastore.dataset_summary(integer)'] LOOP
+                                'metastore.dataset_summary(integer)',
+                                'metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_reader, v_fn, 'EXECUTE'), v_fn;
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
     END LOOP;
     ASSERT NOT pg_catalog.has_function_privilege(v_reader, 'metastore.ingest_event(bytea, text, text)',
                                                  'EXECUTE');
-    ASSERT NOT pg_catalog.has_function_privilege(v_reader, 'metastore.create_partitions(date, integer)',
-                                                 'EXECUTE');
+    ASSERT pg_catalog.has_function_privilege(v_reader, 'metastore.forward_status()', 'EXECUTE');
+    -- Writes: the service's only.
+    FOREACH v_fn IN ARRAY ARRAY['metastore.reject_event(bytea, text, text, text, text)',
+                                'metastore.ensure_partitions()',
+                                'metastore.write_probe()',
+                                'metastore.forward_ack(text, text, text, integer, integer, text)'] LOOP
+        ASSERT NOT pg_catalog.has_function_privilege(v_reader, v_fn, 'EXECUTE'), v_fn;
+    END LOOP;
     -- Internal: reached only through the functions above, or by the owner.
     FOREACH v_role IN ARRAY ARRAY[v_app, v_reader, 'public'] LOOP
         FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, metastore.valid_event, text, text)',
                                     'metastore.backfill(integer)',
-                                    'metastore.apply_retention(interval)'] LOOP
+                                    'metastore.apply_retention(interval)',
+                                    -- Any range of partitions, for the owner; the service has ensure_partitions.
+                                    'metastore.create_partitions(date, integer)',
+                                    'metastore.record_rejection(bytea, text, text, text, text)',
+                                    'metastore.read_event(bytea)',
+                                    'metastore.check_source(text, text)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
                 pg_catalog.format('%s must not execute %s', v_role, v_fn);
         END LOOP;

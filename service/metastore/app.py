@@ -13,7 +13,7 @@ from sanic.exceptions import SanicException
 from sanic.http import Http
 from sanic.response import HTTPResponse, json
 
-from metastore import api, httpguard, metrics, ops, ui
+from metastore import api, feed, forward, httpguard, metrics, ops, ui
 from metastore.config import Config
 from metastore.db import Database
 from metastore.errors import ApiError
@@ -53,6 +53,8 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         tls=tls,
     )
     api.routes(app, service)
+    feed.register(app, db.read)  # GET /api/v1/events
+    forward.register(app, db.writer)  # GET /api/v1/forwarding, and live forwarding when configured
     ui.routes(app, config)
     ops.routes(app, service)
 

@@ -10,7 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from metastore import config as settings
-from metastore import logs, migrations
+from metastore import logs, migrations, transfer
 
 if TYPE_CHECKING:
     from sanic import Sanic
@@ -134,10 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     revert.add_argument("--to", type=int, required=True, help="the change to keep (0 removes everything)")
     db_commands.add_parser("verify", help="check that the applied changes have the expected shape and grants")
     db_commands.add_parser("status", help="print applied and pending changes as JSON")
+    transfer.add_commands(commands)  # export, import, replay
     args = parser.parse_args(argv)
     try:
         if args.command == "serve":
             return serve()
+        if args.command in transfer.COMMANDS:
+            return transfer.run(args)
         if args.command == "settings":
             print(settings.settings_table())
             return 0

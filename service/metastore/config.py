@@ -121,6 +121,12 @@ SETTINGS: tuple[Setting, ...] = (
         "'self'",
         "CSP frame-ancestors of the view: who may embed it in a frame, e.g. `'self' https://cockpit.example.com`.",
     ),
+    Setting(
+        "METASTORE_FORWARD_URL",
+        None,
+        "Forward every stored event to this OpenLineage HTTP endpoint (base URL), at least once, in order.",
+    ),
+    Setting("METASTORE_FORWARD_CA", None, "PEM CA bundle that signs the forwarding target's certificate."),
 )
 
 

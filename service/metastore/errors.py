@@ -8,6 +8,7 @@ _EXACT = {
     # insufficient_privilege: never the client's doing (there is no authentication), always the
     # service role's missing grant: a server-side misconfiguration, not a rejected event.
     "42501": 503,
+    "54000": 413,  # program_limit_exceeded: a batch over metastore.settings.max_batch_events
 }
 _CLASS = {
     "22": 400,  # data_exception: the client's input

@@ -169,7 +169,6 @@ class Ingest:
     """The queue, its writers and (optionally) the spool."""
 
     def __init__(self, db: Database, config: Config) -> None:
-        assert db.writer is not None
         self.db, self.writer_pool, self.config = db, db.writer, config
         self.spool = Spool(config.spool_dir, config.spool_max_bytes) if config.spool_dir else None
         self.queue = EventQueue(config.queue_size, config.queue_bytes)

@@ -48,10 +48,9 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     async def maintain_partitions() -> None:
         # Daily partitions are made two weeks ahead; hourly is plenty, and a miss (database away,
         # or the function backing off from busy tables) is simply retried at the next tick.
-        assert db.writer is not None
         while True:
             try:
-                (created,) = await db.writer.one("create_partitions", {})
+                (created,) = await db.writer.one("ensure_partitions", {})
                 if created:
                     log.info("created %d partitions ahead", created)
             except ApiError as exc:

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import psycopg.sql
 import pytest
 import trustme
 from prometheus_client.parser import text_string_to_metric_families
@@ -397,7 +398,13 @@ def test_a_missing_grant_is_the_services_fault_not_the_clients(
     server = start_server(db.service_dsn, tls_files, tmp_path / "server.log")
     try:
         with psycopg.connect(db.owner_dsn, autocommit=True) as owner:
-            owner.execute("REVOKE EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) FROM metastore_app")
+            row = owner.execute("SELECT metastore.group_role('app')").fetchone()
+            assert row is not None
+            owner.execute(
+                psycopg.sql.SQL("REVOKE EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) FROM {}").format(
+                    psycopg.sql.Identifier(row[0])
+                )
+            )
         with server.client() as http:
             response = http.post("/api/v1/lineage", json=event("grant", 1))
             assert response.status_code == 503 and response.json()["error"]["code"] == "42501"

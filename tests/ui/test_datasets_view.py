@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -317,3 +318,26 @@ def test_look_alike_names_never_look_the_same(page: Page, seeded: Server) -> Non
     page.evaluate("document.querySelector('#plain-control').remove()")
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("#datasets").screenshot(path=str(ARTIFACTS / "datasets-look-alike-names.png"))
+
+
+def test_the_footer_shows_live_forwarding_and_its_lag(page: Page, module_db: Database) -> None:
+    # Hidden while nothing is forwarded.
+    page.goto("/ui/")
+    expect(page.locator("#datasets tbody tr[data-name]").first).to_be_visible()
+    expect(page.locator("#forwarding")).to_be_hidden()
+    # A downstream that has acknowledged nothing yet and whose last attempt failed, as the
+    # forwarder records it (metastore.forward_claim / forward_ack, as the service role).
+    with psycopg.connect(module_db.service_dsn, autocommit=True) as conn:
+        conn.execute("SELECT * FROM metastore.forward_claim('https://downstream.example:5000', 'ui-test', 60)")
+        conn.execute(
+            "SELECT metastore.forward_ack(%s, 'ui-test', NULL, 0, 0, 'connection refused')",
+            ("https://downstream.example:5000",),
+        )
+    page.reload()
+    footer = page.locator("#forwarding")
+    expect(footer).to_be_visible()
+    expect(footer).to_contain_text("Forwarding to https://downstream.example:5000:")
+    expect(footer).to_contain_text("behind, 0 events sent · last error: connection refused")
+    ARTIFACTS.mkdir(exist_ok=True)
+    footer.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "forwarding-footer.png"))

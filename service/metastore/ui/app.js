@@ -304,6 +304,26 @@ function debounce(fn, ms) {
   };
 }
 
+// Live forwarding (METASTORE_FORWARD_URL): one line per downstream, refreshed every 10 s; hidden
+// when nothing is forwarded. A failure to read the status is not the page's business: it stays as it was.
+async function loadForwarding() {
+  let status;
+  try {
+    status = await getJSON(api("forwarding"));
+  } catch {
+    return;
+  }
+  const footer = $("#forwarding");
+  const lines = status.targets.map((t) => {
+    const lag = Number(t.lag_seconds);
+    const where = lag > 0 ? `${plural(Math.round(lag), "second")} behind` : "up to date";
+    const error = t.last_error && lag > 0 ? ` · last error: ${t.last_error}` : "";
+    return el("p", {}, `Forwarding to ${t.target}: ${where}, ${plural(t.sent, "event")} sent${error}`);
+  });
+  footer.replaceChildren(...lines);
+  footer.hidden = lines.length === 0;
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   $("#filters").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -326,4 +346,6 @@ document.addEventListener("DOMContentLoaded", () => {
   loadSummary();
   restart();
   route();
+  loadForwarding();
+  setInterval(loadForwarding, 10000);
 });
