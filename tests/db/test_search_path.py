@@ -119,7 +119,9 @@ CALLS: dict[str, str] = {
     "metastore.group_role(text)": "SELECT metastore.group_role('app')",
     "metastore.use_group_roles(text,text)": "SELECT metastore.use_group_roles()",
     "metastore.check_source(text,text)": "SELECT metastore.check_source('unauthenticated', NULL)",
-    "metastore.json_has_unique_keys(text,jsonb)": "SELECT metastore.json_has_unique_keys('{\"a\": 1}', '{\"a\": 1}'::jsonb)",
+    "metastore.json_has_unique_keys(text,jsonb)": (
+        "SELECT metastore.json_has_unique_keys('{\"a\": 1}', '{\"a\": 1}'::jsonb)"
+    ),
     "metastore.read_event(bytea)": "SELECT * FROM metastore.read_event(%(body)s::bytea)",
     "metastore.record_rejection(bytea,text,text,text,text)": (
         "SELECT metastore.record_rejection(%(body)s::bytea, '22023', 'why', 'unauthenticated', NULL)"
