@@ -19,7 +19,7 @@ import pytest
 from metastore import migrations
 from metastore.localpg import LocalPostgres
 from tests.conftest import ROOT, ingest
-from tests.db.functions.test_backfill import generated_events
+from tests.db.functions.test_backfill import allow_two_weeks_ahead, generated_events
 
 
 @dataclass(frozen=True)
@@ -135,11 +135,12 @@ def test_one_installations_roles_cannot_use_another(two: tuple[Installation, Ins
 
 
 def test_an_existing_installation_keeps_its_roles_and_can_move_to_its_own(pg_server: LocalPostgres) -> None:
-    # Deployed before change 3: privileges on the cluster-wide metastore_app and metastore_reader.
+    # Deployed before change 3 (at change 2): privileges on the cluster-wide metastore_app and metastore_reader.
     inst = install(pg_server, f"app_{uuid.uuid4().hex[:8]}", f"reader_{uuid.uuid4().hex[:8]}", "old")
     legacy_service = f"legacy_svc_{uuid.uuid4().hex[:8]}"
     dba(pg_server, f"CREATE ROLE {legacy_service} LOGIN IN ROLE metastore_app")
-    migrations.deploy(inst.dsn(inst.owner), target=1)
+    migrations.deploy(inst.dsn(inst.owner), target=2)  # before change 3 (the function files need change 2)
+    allow_two_weeks_ahead(inst.dsn(inst.owner))
     with psycopg.connect(inst.dsn(legacy_service), autocommit=True) as conn:
         assert ingest(conn, generated_events(1, "old")[0])[0] == "stored"
 

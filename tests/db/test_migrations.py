@@ -150,7 +150,7 @@ def test_v0002_keeps_what_rejected_events_held_and_its_revert_gives_it_back(empt
                 "VALUES (%s, '22007', 'why', %s, %s)",
                 (json.dumps(payload), kind, principal),
             )
-    assert migrations.deploy(dsn) == [2]
+    assert migrations.deploy(dsn, 2) == [2]
     assert migrations.verify(dsn) == []
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(

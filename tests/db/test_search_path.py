@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.conftest import SERVICE, Database, ingest
-from tests.db.functions.test_backfill import generated_events
+from tests.db.functions.test_backfill import allow_two_weeks_ahead, generated_events
 
 # Each shadow records its call, tries the escalation, then answers as the real one would, so
 # that nothing fails before every shadow had its chance.
@@ -118,13 +118,36 @@ CALLS: dict[str, str] = {
     "metastore.apply_retention(interval)": "SELECT metastore.apply_retention('3650 days')",
     "metastore.group_role(text)": "SELECT metastore.group_role('app')",
     "metastore.use_group_roles(text,text)": "SELECT metastore.use_group_roles()",
-    # A trigger function: reached through the append-only trigger, which refuses (55000).
+    "metastore.check_source(text,text)": "SELECT metastore.check_source('unauthenticated', NULL)",
+    "metastore.json_has_unique_keys(text,jsonb)": (
+        "SELECT metastore.json_has_unique_keys('{\"a\": 1}', '{\"a\": 1}'::jsonb)"
+    ),
+    "metastore.read_event(bytea)": "SELECT * FROM metastore.read_event(%(body)s::bytea)",
+    "metastore.record_rejection(bytea,text,text,text,text)": (
+        "SELECT metastore.record_rejection(%(body)s::bytea, '22023', 'why', 'unauthenticated', NULL)"
+    ),
+    "metastore.reject_event(bytea,text,text,text,text)": (
+        "SELECT metastore.reject_event(%(body)s::bytea, '22023', 'why', 'unauthenticated', NULL)"
+    ),
+    "metastore.ensure_partitions()": "SELECT metastore.ensure_partitions()",
+    "metastore.write_probe()": "SELECT metastore.write_probe()",
+    "metastore.read_events(integer,text,text,text,text,text,text,text,text,text,text)": (
+        "SELECT * FROM metastore.read_events(10, NULL, NULL, NULL, NULL, NULL, 'n', NULL, 'trino://h', NULL, NULL)"
+    ),
+    "metastore.forward_claim(text,text,integer)": "SELECT * FROM metastore.forward_claim('sp', 'owner', 30)",
+    "metastore.forward_ack(text,text,text,integer,integer,text)": (
+        "SELECT metastore.forward_ack('sp', 'owner', NULL, 0, 0, 'why')"
+    ),
+    "metastore.forward_status()": "SELECT metastore.forward_status()",
+    # Trigger functions: reached through triggers that refuse (55000).
     "metastore.forbid_change()": "DELETE FROM metastore.events",
+    "metastore.settings_keep_row()": "DELETE FROM metastore.settings",
 }
 
 
 @pytest.fixture
 def planted(database: Database, service: psycopg.Connection[Any]) -> Database:
+    allow_two_weeks_ahead(database.owner_dsn)
     for event in generated_events(6, "sp"):
         assert ingest(service, event)[0] == "stored"
     with psycopg.connect(database.server.dsn_for("postgres", database.name), autocommit=True) as su:
@@ -163,7 +186,7 @@ def test_owner_calls_never_run_shadow_code_from_public(planted: Database, search
     with psycopg.connect(planted.owner_dsn, autocommit=True) as owner:
         owner.execute(f"SET search_path = {search_path}")  # type: ignore[arg-type]
         for name, statement in CALLS.items():
-            if name == "metastore.forbid_change()":
+            if name in ("metastore.forbid_change()", "metastore.settings_keep_row()"):
                 with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
                     owner.execute(statement)  # type: ignore[arg-type]
             else:

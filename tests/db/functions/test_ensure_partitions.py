@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.conftest import READER_ROLE
 from tests.db.functions.test_create_partitions import create, partitions, utc_today
 
 
@@ -36,7 +37,7 @@ def test_the_owner_may_still_make_any_range(owner: psycopg.Connection[Any]) -> N
 def test_a_reader_cannot_call_it(database: Any) -> None:
     reader = f"reader_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(database.server.dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {reader} LOGIN IN ROLE metastore_reader")
+        admin.execute(f"CREATE ROLE {reader} LOGIN IN ROLE {READER_ROLE}")
     try:
         with (
             psycopg.connect(database.server.dsn_for(reader, database.name), autocommit=True) as conn,

@@ -74,7 +74,7 @@ def test_the_app_role_cannot_call_it_directly(service: psycopg.Connection[Any]) 
         service.execute("SELECT metastore.json_has_unique_keys('{}', '{}')")
 
 
-def test_ingest_refuses_and_keeps_nothing(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
+def test_ingest_refuses_and_stores_nothing(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
     body = b'{"eventTime": "2024-01-01T00:00:00Z", "job": {"namespace": "n", "name": "a", "name": "b"}}'
     status, event_id, code, _ = ingest(service, body)
     assert (status, event_id, code) == ("rejected", None, "22030")
@@ -87,7 +87,9 @@ def test_ingest_refuses_and_keeps_nothing(service: psycopg.Connection[Any], owne
     counts = owner.execute(
         "SELECT (SELECT count(*) FROM metastore.events), (SELECT count(*) FROM metastore.rejected_events)"
     ).fetchone()
-    assert counts == (0, 1)  # only the {} of the second call, which is JSON without a duplicate
+    # Nothing stored; the record of each refusal (a prefix, size and hash of the body, and why) is kept:
+    # the two single bodies with the duplicate and the {} (a refused batch leaves no record).
+    assert counts == (0, 3)
 
 
 def test_a_valid_event_still_goes_in(service: psycopg.Connection[Any]) -> None:

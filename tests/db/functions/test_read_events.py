@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import Database, ingest
+from tests.conftest import READER_ROLE, Database, ingest
 
 READ = "SELECT event, cursor, more FROM metastore.read_events(%s::int, %s" + ", %s" * 9 + ")"
 FILTERS = (
@@ -134,7 +134,7 @@ def test_bad_arguments_are_refused_with_their_sqlstate(
 def test_the_reader_role_may_read_the_feed(database: Database, service: psycopg.Connection[Any]) -> None:
     ingest(service, event(1))
     with psycopg.connect(database.server.dsn, autocommit=True) as admin:  # a DBA makes login roles
-        admin.execute("CREATE ROLE feed_reader_t LOGIN IN ROLE metastore_reader")
+        admin.execute(f"CREATE ROLE feed_reader_t LOGIN IN ROLE {READER_ROLE}")
     try:
         with psycopg.connect(database.server.dsn_for("feed_reader_t", database.name)) as reader:
             assert len(read_all(reader)) == 1
@@ -171,6 +171,7 @@ def test_a_naive_id_cursor_skips_an_event_that_commits_late_and_the_feed_does_no
 def test_rows_moved_out_of_the_default_partition_keep_their_place(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
+    owner.execute("UPDATE metastore.settings SET event_time_future = '60 days'")  # a DBA's choice
     far = (datetime.now(UTC) + timedelta(days=40)).strftime("%Y-%m-%dT12:00:00Z")
     ids = [ingest(service, event(i, when=far if i == 1 else None))[1] for i in range(3)]
     before = owner.execute(
@@ -272,11 +273,14 @@ def test_a_reader_paging_under_8_writers_sees_every_event_exactly_once(database:
 def test_events_stored_before_the_feed_existed_come_first_in_the_feed(pg_server: Any) -> None:
     """V0004 on a store that already has events: no rewrite, they read as transaction 0."""
     from metastore import migrations
-    from tests.conftest import create_database, drop_database
+    from tests.conftest import SERVICE, create_database, create_group_roles, drop_database
 
     db = create_database(pg_server, template="template0")
+    app, _ = create_group_roles(pg_server, db.name)
+    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+        admin.execute(f"GRANT {app} TO {SERVICE}")
     try:
-        migrations.deploy(db.owner_dsn, 1)
+        migrations.deploy(db.owner_dsn, 3)  # before the feed (change 4); the functions need 2
         with psycopg.connect(db.owner_dsn, autocommit=True) as owner:
             old = [ingest(owner, event(i))[1] for i in range(3)]
         migrations.deploy(db.owner_dsn)

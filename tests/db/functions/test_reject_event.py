@@ -9,6 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.conftest import READER_ROLE
+
 
 def reject(
     conn: psycopg.Connection[Any],
@@ -114,8 +116,10 @@ def test_only_the_app_role_may_call_it(database: Any) -> None:
     tag = uuid.uuid4().hex[:8]
     reader, nobody = f"reader_{tag}", f"nobody_{tag}"
     with psycopg.connect(database.server.dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {reader} LOGIN IN ROLE metastore_reader")
+        admin.execute(f"CREATE ROLE {reader} LOGIN IN ROLE {READER_ROLE}")
         admin.execute(f"CREATE ROLE {nobody} LOGIN")
+        # CONNECT is the installation's roles' only: let it in, to see the function refuse it.
+        admin.execute(f"GRANT CONNECT ON DATABASE {database.name} TO {nobody}")
     try:
         for role in (reader, nobody):
             with (
@@ -126,4 +130,5 @@ def test_only_the_app_role_may_call_it(database: Any) -> None:
     finally:
         with psycopg.connect(database.server.dsn, autocommit=True) as admin:
             admin.execute(f"DROP ROLE {reader}")
+            admin.execute(f"REVOKE CONNECT ON DATABASE {database.name} FROM {nobody}")
             admin.execute(f"DROP ROLE {nobody}")
