@@ -30,7 +30,10 @@ def serve() -> int:
     logs.setup(config.log_level, config.log_file)
     from metastore import tracing
 
-    tracing.setup()  # before the app exists: the instrumentation patches Sanic
+    try:
+        tracing.setup()  # before the app exists: the instrumentation patches Sanic
+    except tracing.TracingConfigError as exc:
+        raise settings.ConfigError(str(exc)) from None
     from metastore.app import create_app
     from metastore.tlsctx import ReloadingContext
 
