@@ -27,7 +27,11 @@ def _admin_dsn(args: argparse.Namespace) -> str:
 
 def serve() -> int:
     config = settings.load()
-    logs.setup(config.log_level, config.log_file)
+    try:
+        levels = logs.parse_levels(os.environ.get("METASTORE_LOG_LEVELS", ""))
+    except ValueError as exc:
+        raise settings.ConfigError(str(exc)) from None
+    logs.setup(config.log_level, config.log_file, levels)
     from metastore import tracing
 
     try:
