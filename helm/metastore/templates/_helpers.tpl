@@ -79,7 +79,7 @@ queueFactor x METASTORE_ASYNC_QUEUE_BYTES, and that must fit headroomPercent of 
 {{- if kindIs "invalid" $c.asyncQueueBytes }}
 {{- $queue = div $room $queueFactor }}
 {{- if lt $queue 1048576 }}
-{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and %d of them go to the process (96 MiB), config.maxConnections=%v (64 KiB each) and 3 x config.maxInflightBytes=%v; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget $fixed $c.maxConnections $c.maxInflightBytes) }}
+{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the process (96 MiB), config.maxConnections=%d (64 KiB each) and 3 x config.maxInflightBytes=%d need %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) (add $fixed (mul $queueFactor 1048576))) }}
 {{- end }}
 {{- else }}
 {{- $queue = int64 $c.asyncQueueBytes }}
