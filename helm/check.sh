@@ -106,7 +106,9 @@ for values in "$CHART"/ci/*.yaml; do
   "$HELM" lint --strict --quiet "$CHART" --values "$values" --namespace "$NAMESPACE" --kube-version "$KUBE_VERSION.0"
   "$HELM" template metastore "$CHART" --values "$values" --namespace "$NAMESPACE" \
     --kube-version "$KUBE_VERSION.0" >"$rendered/$name.yaml"
-  "$TOOLS/bin/python" helm/validate.py --kubernetes-version "$KUBE_VERSION" "${VRL_ARGS[@]}" \
+  hatches=()
+  [ "$name" != secret-operator-values ] || hatches=(--escape-hatches)
+  "$TOOLS/bin/python" helm/validate.py --kubernetes-version "$KUBE_VERSION" "${VRL_ARGS[@]}" "${hatches[@]}" \
     --promql-out "$rendered/$name.promql.yaml" --rules-out "$rendered/$name.rules.yaml" "$rendered/$name.yaml"
   if [ -s "$rendered/$name.promql.yaml" ] && grep -q expr "$rendered/$name.promql.yaml"; then
     echo "-- promtool: the alerts' and the dashboard's PromQL"

@@ -358,6 +358,29 @@ def promql_rules(resources: list[Resource]) -> dict[str, Any]:
     return {"groups": [{"name": "chart-expressions", "rules": rules}]} if rules else {}
 
 
+def check_escape_hatches(resources: list[Resource]) -> list[str]:
+    """ci/secret-operator-values.yaml sets every escape hatch: each pod template must carry them."""
+    errors = []
+    for r in resources:
+        template = pod_template(r)
+        if template is None:
+            continue
+        name, spec = f"{r['kind']}/{r['metadata']['name']}", template["spec"]
+        if "example.com/owner" not in (template["metadata"].get("annotations") or {}):
+            errors.append(f"{name}: no podAnnotations")
+        for field in ("tolerations", "affinity"):
+            if not spec.get(field):
+                errors.append(f"{name}: no {field}")
+        if "extra-ca" not in {v["name"] for v in spec.get("volumes", [])}:
+            errors.append(f"{name}: no extraVolumes")
+        for container in spec["containers"]:
+            if "TZ" not in {e["name"] for e in container.get("env", [])}:
+                errors.append(f"{name}: container {container['name']} has no extraEnv")
+            if "/stackable/extra-ca" not in {m["mountPath"] for m in container.get("volumeMounts", [])}:
+                errors.append(f"{name}: container {container['name']} has no extraVolumeMounts")
+    return errors
+
+
 def check_pod_rules(resource: Resource, config: dict[str, str]) -> list[str]:
     spec = pod_spec(resource)
     if spec is None:
@@ -402,6 +425,7 @@ def main() -> int:
     parser.add_argument("--vrl", type=Path, help="the vrl command line, to run the Vector remap programs")
     parser.add_argument("--promql-out", type=Path, help="write the chart's PromQL as recording rules here")
     parser.add_argument("--rules-out", type=Path, help="write the PrometheusRule's groups here")
+    parser.add_argument("--escape-hatches", action="store_true", help="every pod must carry the escape hatches")
     parser.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
     failed = False
@@ -410,6 +434,8 @@ def main() -> int:
     for path in args.files:
         resources = [r for r in yaml.safe_load_all(path.read_text("utf-8")) if r]
         checks = [("selectors", check_selectors(resources))]
+        if args.escape_hatches:
+            checks.append(("escape hatches", check_escape_hatches(resources)))
         for r in resources:
             if r["kind"] == "ConfigMap" and "vector.yaml" in (r.get("data") or {}):
                 checks.append(("vector.yaml", check_vector_config(r["data"]["vector.yaml"], args.vrl)))
