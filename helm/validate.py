@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -313,9 +314,11 @@ def run_vrl_chain(config: dict[str, Any], vrl: Path) -> list[str]:
                     text=True,
                     timeout=60,
                 )
-            if result.returncode != 0:
+            lines = result.stdout.strip().splitlines()
+            if result.returncode != 0 or not lines:
                 return [f"vrl {name}: {result.stderr.strip() or result.stdout.strip()}"]
-            event = json.loads(result.stdout.strip().splitlines()[-1])
+            # The VRL command line prints objects as JSON, except timestamps: t'2026-...Z'.
+            event = json.loads(re.sub(r"t'([^']*)'", r'"\1"', lines[-1]))
         want = {
             "container": "metastore",
             "file": "metastore.py.json",
