@@ -98,6 +98,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("METASTORE_READY_TIMEOUT_MS", "800", "Bound of the readiness probe's database canary (own connection)."),
     Setting("METASTORE_LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR."),
     Setting(
+        "METASTORE_LOG_LEVELS",
+        None,
+        "Levels of single loggers, e.g. `sanic.access=WARNING,metastore.db=DEBUG` (the rest: METASTORE_LOG_LEVEL).",
+    ),
+    Setting(
         "METASTORE_LOG_FILE",
         None,
         "Also write JSON logs to this file, e.g. `/stackable/log/metastore/metastore.py.json`.",
