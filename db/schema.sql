@@ -1123,6 +1123,21 @@ $$;
 
 COMMENT ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) IS 'Creates the missing datasets the given events mention and locks them all, in (namespace, name) order, so that batches and single events cannot deadlock. Call it only with events about to be stored.';
 
+CREATE FUNCTION metastore.partitions_ahead() RETURNS integer
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+    -- Whole days after today covered by consecutive daily partitions of metastore.events
+    -- (events_pYYYYMMDD); -1 when not even today has one.
+    SELECT coalesce(pg_catalog.min(d.n) - 1, 15)::integer
+      FROM pg_catalog.generate_series(0, 15) AS d (n)
+     WHERE pg_catalog.to_regclass(pg_catalog.format('metastore.events_p%s',
+                                  pg_catalog.to_char(CURRENT_DATE + d.n, 'YYYYMMDD'))) IS NULL
+$$;
+
+COMMENT ON FUNCTION metastore.partitions_ahead() IS 'How many whole days after today (UTC) have their daily partition of metastore.events without a gap: 14 right after metastore.ensure_partitions(), -1 when today has none (events then wait in the default partition). 15 means at least 15. The service exports it as metastore_partitions_ahead_days.';
+
 CREATE FUNCTION metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2092,6 +2107,10 @@ GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.partitions_ahead() FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.partitions_ahead() TO metastore_app;
+GRANT ALL ON FUNCTION metastore.partitions_ahead() TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) FROM PUBLIC;
 
