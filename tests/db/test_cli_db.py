@@ -20,7 +20,7 @@ import pytest
 
 from metastore import migrations
 from metastore.localpg import free_port
-from tests.conftest import Database, create_database, drop_database
+from tests.conftest import Database, create_database, create_group_roles, drop_database
 
 
 def metastore_db(*args: str, dsn: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -45,6 +45,7 @@ def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
 @pytest.fixture
 def empty_db(pg_server: Any) -> Iterator[Database]:
     db = create_database(pg_server, template="template0")
+    create_group_roles(pg_server, db.name)  # what a DBA does before the first deploy
     yield db
     drop_database(db)
 
