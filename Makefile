@@ -47,6 +47,9 @@ scale: $(PY) ## storage, ingest, get_dataset, partitions and retention at 0, 1 a
 soak: $(PY) ## minutes of load with a PostgreSQL restart, a paused PostgreSQL and a SIGTERM of the service
 	$(PY) -m bench.soak
 
+floods: $(PY) ## each flood (slow uploads, gzip bombs, idle and half-open connections, methods, slowloris, full queue) at default settings: the memory bound (bench/results/memory.json, minutes)
+	$(PY) -m bench.floods --measure
+
 helm-check: ## lint, render and validate the Helm chart; hadolint the Dockerfile
 	helm/check.sh
 
@@ -68,4 +71,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv system-deps dev test e2e bench bench-smoke scale soak helm-check lint format schema settings clean-dev
+.PHONY: help venv system-deps dev test e2e bench bench-smoke scale soak floods helm-check lint format schema settings clean-dev

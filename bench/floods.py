@@ -340,6 +340,29 @@ async def slow_uploads(
     return await flooding(target, "slow_uploads", {"n": n, "size": size, "bytes_per_s": rate}, body)
 
 
+async def large_bodies(target: Target, n: int = 8, size: int = 15_000_000) -> dict[str, Any]:
+    """n valid events of `size` bytes sent at once at full speed: what the budget admits is received
+    whole, then stored (the most memory per admitted byte)."""
+    tag = f"large-{time.time_ns()}"
+
+    async def body(seen: Seen) -> dict[str, Any]:
+        async with target.client(limits=httpx.Limits(max_connections=n), timeout=60) as http:
+
+            async def one(i: int) -> None:
+                data = padded_event(f"{tag}-{i}", size)
+                started = time.perf_counter()
+                try:
+                    r = await http.post("/api/v1/lineage", content=data, headers={"Content-Type": "application/json"})
+                    seen.add(str(r.status_code), time.perf_counter() - started, r.headers.get("retry-after"))
+                except httpx.HTTPError as exc:
+                    seen.add(type(exc).__name__, time.perf_counter() - started)
+
+            await asyncio.gather(*(one(i) for i in range(n)))
+        return {}
+
+    return await flooding(target, "large_bodies", {"n": n, "size": size}, body)
+
+
 async def gzip_bombs(target: Target, n: int = 16, inflated: int = 16_000_000) -> dict[str, Any]:
     """n gzip bodies (a valid event padded with whitespace) that inflate to `inflated` bytes, at once."""
     tag = f"bomb-{time.time_ns()}"
@@ -664,6 +687,9 @@ def measure(out: Path, quick: bool = False) -> dict[str, Any]:
         run("idle", lambda t: _idle(t))
         run("slow_uploads", lambda t: slow_uploads(t, n=36 // scale, max_s=30))
         run("gzip_bombs", lambda t: gzip_bombs(t, n=16 // scale))
+        # As many bombs as the budget holds whole (64 MiB / 16 MB): none refused midway.
+        run("gzip_bombs_4", lambda t: gzip_bombs(t, n=4))
+        run("large_bodies", lambda t: large_bodies(t, n=8 // min(scale, 2)))
         run("idle_tls_3000", lambda t: idle_connections(t, n=3000 // scale, hold_s=3))
         run(
             "idle_tls_3000_uncapped",
@@ -705,14 +731,19 @@ def fit(
     conns = max(1, int(uncapped["settings"]["METASTORE_MAX_CONNECTIONS"]))
     per_connection_kb = max(0.0, (_peak(uncapped) - uncapped["baseline_mb"]) * 1024 / conns)
     raw = runs["raw_tcp_3000"]
-    per_handshake_kb = max(0.0, (_peak(raw) - raw["baseline_mb"]) * 1024 / max(1, raw["params"]["raw_tcp"]))
-    body_peaks = [_peak(runs[n]) - runs[n]["baseline_mb"] for n in ("slow_uploads", "gzip_bombs")]
+    # Counted while their handshake waits: at most the cap of them hold TLS buffers.
+    pending = min(raw["params"]["raw_tcp"], max_connections)
+    per_handshake_kb = max(0.0, (_peak(raw) - raw["baseline_mb"]) * 1024 / pending)
+    loris = runs["slowloris"]
+    per_slow_header_kb = max(0.0, (_peak(loris) - loris["baseline_mb"]) * 1024 / loris["params"]["n"])
+    bodies = ("slow_uploads", "gzip_bombs", "gzip_bombs_4", "large_bodies")
+    body_peaks = [_peak(runs[n]) - runs[n]["baseline_mb"] for n in bodies]
     k = max(body_peaks) * MIB / inflight
     q = runs["async_queue_full"]
     m = max(0.0, (_peak(q) - q["baseline_mb"]) * MIB / max(1, queue_bytes))
     constants = {
         "base_mb": _ceil(base + 10, 10),
-        "per_connection_kb": _ceil(max(per_connection_kb, per_handshake_kb) * 1.25, 5),
+        "per_connection_kb": _ceil(max(per_connection_kb, per_handshake_kb, per_slow_header_kb) * 1.25, 5),
         "k_inflight": round(_ceil(k * 1.1, 0.1), 1),
         "m_queue": round(_ceil(m * 1.1, 0.1), 1),
     }
@@ -739,6 +770,7 @@ def fit(
         "measured": {
             "per_connection_kb": round(per_connection_kb, 1),
             "per_pending_handshake_kb": round(per_handshake_kb, 1),
+            "per_slow_header_connection_kb": round(per_slow_header_kb, 1),
             "k_inflight": round(k, 2),
             "m_queue": round(m, 2),
         },

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from bench import floods
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench import floods
 from tests.conftest import Database
 from tests.server_fixtures import Server, TLSFiles, start_server
 
@@ -19,10 +19,11 @@ MAX_CONNECTIONS = 50
 MAX_INFLIGHT = 4 << 20
 MAX_BODY = 1 << 20
 DEADLINE_S = 2
-# bench/results/memory.json (make floods) measured about 50 KB per connection and 2.4 bytes of
-# memory per byte of the in-flight budget; the bound below rounds both up and adds allocator slack.
-PER_CONNECTION_MB = 0.1
-PER_INFLIGHT_BYTE = 3
+# The constants of the documented bound (bench/results/memory.json, `make floods`: at most 58 KB
+# per connection, 3.23 bytes of memory per byte of the in-flight budget, both rounded up there);
+# the service's own RSS at the start of each flood stands for the base, plus allocator slack.
+PER_CONNECTION_MB = 75 / 1024
+PER_INFLIGHT_BYTE = 3.6
 SLACK_MB = 25
 
 
@@ -81,7 +82,7 @@ def test_slow_uploads_beyond_the_budget_are_refused_at_once(limited: Server) -> 
     assert result["clients"]["retry_after"] == {"1": seen["503"]}
     assert times["503"]["max"] < 1.0, times
     # The body's deadline is total: 2 KB a second never restarts it.
-    assert DEADLINE_S <= times["408"]["min"] and times["408"]["max"] < DEADLINE_S + 2
+    assert times["408"]["min"] >= DEADLINE_S and times["408"]["max"] < DEADLINE_S + 2
     legit_ok(result)
     memory_ok(result)
     assert metric(limited, "metastore_http_inflight_bytes") == 0
@@ -109,7 +110,8 @@ def test_idle_tls_connections_beyond_the_cap_are_refused(limited: Server) -> Non
     refused = 300 - result["held"]
     assert sum(n for k, n in seen.items() if k != "held") == refused, seen
     # Told 503 with Retry-After after a handshake, or, past the handshakes spent on refusing, reset.
-    assert seen.get("503", 0) > 0 and set(seen) <= {"held", "503", "ConnectionResetError", "closed"}, seen
+    assert seen.get("503", 0) > 0, seen
+    assert all(k in ("held", "503", "closed") or k.endswith("Error") for k in seen), seen
     assert result["clients"]["retry_after"] == {"1": seen["503"]}
     assert times["503"]["p99"] < 5, times
     legit_ok(result)
@@ -146,6 +148,6 @@ def test_slowloris_headers_meet_the_total_deadline(limited: Server) -> None:
     seen, times = result["clients"]["outcomes"], result["clients"]["answer_s"]
     assert seen == {"408": 20}, result["clients"]
     # Checked every DEADLINE_S / 2: cut off between the deadline and one and a half times it.
-    assert DEADLINE_S <= times["408"]["min"] and times["408"]["max"] <= 1.5 * DEADLINE_S + 0.5, times
+    assert times["408"]["min"] >= DEADLINE_S and times["408"]["max"] <= 1.5 * DEADLINE_S + 0.5, times
     legit_ok(result)
     memory_ok(result)
