@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -462,6 +462,7 @@ async def made_up_methods(
             scrape_s: list[float] = []
             health_s: list[float] = []
             done = asyncio.Event()
+            series = method_lines = 0
 
             async def scrape() -> None:
                 for _ in range(scrapes):
@@ -486,7 +487,6 @@ async def made_up_methods(
                             break
                         await asyncio.sleep(0.005)
 
-            series = method_lines = 0
             await asyncio.gather(scrape(), health())
         return {
             "metrics_bytes_max": max(sizes),
@@ -643,6 +643,35 @@ async def queue_full(target: Target, owner_dsn: str, event_bytes: int = 1 << 20,
     }
 
 
+async def writers_large(target: Target, n: int = 8, size: int = 15_000_000, drain_s: float = 120) -> dict[str, Any]:
+    """Async mode: n events of `size` bytes, one after the other, then until the writers stored them
+    all: a batch is at least one event, so a writer may hold one of the largest accepted bodies."""
+    tag = f"writers-{time.time_ns()}"
+    seen = Seen()
+    drained: float | None = None
+    with RssSampler(target.pid) as rss:
+        async with target.client(timeout=60) as http:
+            for i in range(n):
+                started = time.perf_counter()
+                r = await http.post("/api/v1/lineage", content=padded_event(f"{tag}-{i}", size))
+                seen.add(str(r.status_code), time.perf_counter() - started)
+            begin = time.monotonic()
+            while time.monotonic() - begin < drain_s:
+                lines = (await http.get("/metrics")).text.splitlines()
+                depth = next((float(x.split()[-1]) for x in lines if x.startswith("metastore_async_queue_events ")), 0)
+                if depth == 0:
+                    drained = round(time.monotonic() - begin, 1)
+                    break
+                await asyncio.sleep(0.5)
+    return {
+        "flood": "writers_large",
+        "params": {"n": n, "size": size},
+        "clients": seen.report(),
+        "drained_s": drained,
+        "rss": rss.result(),
+    }
+
+
 @contextmanager
 def database() -> Iterator[tuple[str, str]]:
     from metastore.localpg import LocalPostgres, provision
@@ -670,7 +699,7 @@ def measure(out: Path, quick: bool = False) -> dict[str, Any]:
     scale = 4 if quick else 1
     runs: dict[str, dict[str, Any]] = {}
 
-    def run(name: str, flood: Callable[[Target], Awaitable[dict[str, Any]]], **env: str) -> None:
+    def run(name: str, flood: Callable[[Target], Coroutine[Any, Any, dict[str, Any]]], **env: str) -> None:
         print(f"floods: {name} ...", file=sys.stderr)
         service = start_service(service_dsn, tls, log, **env)
         try:
@@ -705,6 +734,17 @@ def measure(out: Path, quick: bool = False) -> dict[str, Any]:
             METASTORE_INGEST_MODE="async",
             METASTORE_DB_TIMEOUT_MS="60000",
         )
+        run(
+            "async_writers_large",
+            lambda t: writers_large(t, n=8 // min(scale, 2)),
+            METASTORE_INGEST_MODE="async",
+        )
+        run(
+            "async_spool_writers_large",
+            lambda t: writers_large(t, n=8 // min(scale, 2)),
+            METASTORE_INGEST_MODE="async",
+            METASTORE_SPOOL_DIR=str(work / "spool"),
+        )
     report = fit(runs, max_connections, inflight, queue_bytes, defaults)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
@@ -721,11 +761,34 @@ def _peak(run: dict[str, Any]) -> float:
     return max(run["rss"]["hwm_mb"], run["rss"]["sampled_peak_mb"])
 
 
+def bound_mb(constants: dict[str, float], env: dict[str, str]) -> float:
+    """The documented memory bound (MiB) at these settings (METASTORE_* variables; defaults otherwise)."""
+    from metastore import config as settings
+
+    def value(name: str) -> int:
+        default = next(s.default for s in settings.SETTINGS if s.env == name)
+        return int(env.get(name) or default or 0)
+
+    spool = bool(env.get("METASTORE_SPOOL_DIR"))
+    queued = env.get("METASTORE_INGEST_MODE") == "async" or spool
+    batch = max(value("METASTORE_ASYNC_BATCH_BYTES"), value("METASTORE_MAX_BODY_BYTES"))
+    total = (
+        constants["base_mb"]
+        + value("METASTORE_MAX_CONNECTIONS") * constants["per_connection_kb"] / 1024
+        + constants["k_inflight"] * value("METASTORE_MAX_INFLIGHT_BYTES") / MIB
+    )
+    if queued and not spool:
+        total += constants["m_queue"] * value("METASTORE_ASYNC_QUEUE_BYTES") / MIB
+    if queued:
+        total += constants["w_writers"] * value("METASTORE_ASYNC_WRITERS") * batch / MIB
+    return round(total, 1)
+
+
 def fit(
     runs: dict[str, dict[str, Any]], max_connections: int, inflight: int, queue_bytes: int, defaults: dict[str, Any]
 ) -> dict[str, Any]:
-    """Constants of RSS <= base + C x per_connection + k x inflight + m x queue, each from its own flood,
-    rounded up; then every measured peak checked against the bound at its settings."""
+    """Constants of the bound (see "formula"), each from its own flood, rounded up; then every measured
+    peak checked against the bound at its settings."""
     base = max(_peak(runs["idle"]), *(r["baseline_mb"] for r in runs.values()))
     uncapped = runs["idle_tls_3000_uncapped"]
     conns = max(1, int(uncapped["settings"]["METASTORE_MAX_CONNECTIONS"]))
@@ -741,23 +804,23 @@ def fit(
     k = max(body_peaks) * MIB / inflight
     q = runs["async_queue_full"]
     m = max(0.0, (_peak(q) - q["baseline_mb"]) * MIB / max(1, queue_bytes))
+    # A writer's batch is at least one event: up to the largest body, whatever ASYNC_BATCH_BYTES says.
+    writers = int(defaults["METASTORE_ASYNC_WRITERS"] or 0)
+    batch = max(int(defaults["METASTORE_ASYNC_BATCH_BYTES"] or 0), int(defaults["METASTORE_MAX_BODY_BYTES"] or 0))
+    # Less what receiving each body took (the k term, already in the bound).
+    wl = runs["async_spool_writers_large"]
+    receiving = k * wl["params"]["size"]
+    w = max(0.0, ((_peak(wl) - wl["baseline_mb"]) * MIB - receiving) / (writers * batch))
     constants = {
         "base_mb": _ceil(base + 10, 10),
         "per_connection_kb": _ceil(max(per_connection_kb, per_handshake_kb, per_slow_header_kb) * 1.25, 5),
         "k_inflight": round(_ceil(k * 1.1, 0.1), 1),
         "m_queue": round(_ceil(m * 1.1, 0.1), 1),
+        "w_writers": round(_ceil(w * 1.1, 0.1), 1),
     }
 
     def bound(settings: dict[str, str]) -> float:
-        c = int(settings.get("METASTORE_MAX_CONNECTIONS", max_connections))
-        qb = queue_bytes if settings.get("METASTORE_INGEST_MODE") == "async" else 0
-        return round(
-            constants["base_mb"]
-            + c * constants["per_connection_kb"] / 1024
-            + constants["k_inflight"] * inflight / MIB
-            + constants["m_queue"] * qb / MIB,
-            1,
-        )
+        return bound_mb(constants, settings)
 
     peaks = {
         name: {"peak_mb": _peak(r), "baseline_mb": r.get("baseline_mb"), "bound_mb": bound(r.get("settings", {}))}
@@ -765,7 +828,8 @@ def fit(
     }
     return {
         "formula": "RSS <= base_mb + MAX_CONNECTIONS x per_connection_kb + k_inflight x MAX_INFLIGHT_BYTES"
-        " + m_queue x ASYNC_QUEUE_BYTES (queue term in async mode without a spool only)",
+        " + m_queue x ASYNC_QUEUE_BYTES (async mode without a spool)"
+        " + w_writers x ASYNC_WRITERS x max(ASYNC_BATCH_BYTES, MAX_BODY_BYTES) (async mode, or a spool)",
         "constants": constants,
         "measured": {
             "per_connection_kb": round(per_connection_kb, 1),
@@ -773,6 +837,7 @@ def fit(
             "per_slow_header_connection_kb": round(per_slow_header_kb, 1),
             "k_inflight": round(k, 2),
             "m_queue": round(m, 2),
+            "w_writers": round(w, 2),
         },
         "defaults": {
             "METASTORE_MAX_CONNECTIONS": max_connections,
@@ -780,6 +845,7 @@ def fit(
             "METASTORE_ASYNC_QUEUE_BYTES": queue_bytes,
             "bound_sync_mb": bound({}),
             "bound_async_mb": bound({"METASTORE_INGEST_MODE": "async"}),
+            "bound_async_spool_mb": bound({"METASTORE_INGEST_MODE": "async", "METASTORE_SPOOL_DIR": "x"}),
         },
         "peaks": peaks,
         "all_within_bound": all(p["peak_mb"] <= p["bound_mb"] for p in peaks.values()),
@@ -797,12 +863,26 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="floods against the service; --measure fits the memory bound")
     parser.add_argument("--measure", action="store_true", help="every flood at default settings (minutes)")
     parser.add_argument("--quick", action="store_true", help="a quarter of each flood (harness check)")
+    parser.add_argument("--refit", action="store_true", help="fit the bound again from the runs in --out")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "memory.json")
     args = parser.parse_args()
-    if not args.measure:
+    if args.refit:
+        from metastore import config as settings
+
+        defaults = {s.env: s.default for s in settings.SETTINGS}
+        report = fit(
+            json.loads(args.out.read_text())["runs"],
+            int(defaults["METASTORE_MAX_CONNECTIONS"] or 0),
+            int(defaults["METASTORE_MAX_INFLIGHT_BYTES"] or 0),
+            int(defaults["METASTORE_ASYNC_QUEUE_BYTES"] or 0),
+            defaults,
+        )
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    elif args.measure:
+        report = measure(args.out, quick=args.quick)
+    else:
         parser.print_help()
         return 2
-    report = measure(args.out, quick=args.quick)
     print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=2))
     return 0 if report["all_within_bound"] else 1
 
