@@ -151,6 +151,7 @@ def run(
     name: str, mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Path, Path], spool: bool = False
 ) -> dict[str, Any]:
     pg = LocalPostgres().start(durable=True)
+    supervisor: Supervisor | None = None
     try:
         provision(pg, "soak")
         port = free_port()
@@ -301,7 +302,8 @@ def run(
             t.join(120)
         poisoner.join(60)
         # How long after the lock every large event answered 2xx was stored (the writers caught up).
-        big_acknowledged = {r for r in acknowledged if r.startswith(f"{tag}-big-")}
+        with lock:
+            big_acknowledged = {r for r in acknowledged if r.startswith(f"{tag}-big-")}
         caught_up: float | None = None
         while time.monotonic() - lock_ended < 90:
             with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
@@ -385,6 +387,8 @@ def run(
             "floods": flood_results,
         }
     finally:
+        if supervisor is not None:
+            supervisor.stop()  # after a failure: no service left running (a second stop does nothing)
         pg.cleanup()
 
 
