@@ -41,6 +41,9 @@ bench: $(PY) ## benchmarks: ingest against its floors, backfill, read API, memor
 bench-smoke: $(PY) ## a seconds-long run of the benchmark harness, so that it does not rot
 	$(PY) -m bench.run --smoke --out $${TMPDIR:-/tmp}/metastore-bench-smoke
 
+bench-replay: $(PY) ## feed, export, import and replay between two stores: events/s (about a minute; bench/results/replay.json)
+	$(PY) -m bench.replay
+
 scale: $(PY) ## storage, ingest, get_dataset, partitions and retention at 0, 1 and 5 million events; lz4 vs pglz (~15 min, ~15 GB)
 	$(PY) -m bench.scale
 
@@ -71,4 +74,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv system-deps dev test e2e bench bench-smoke scale soak floods helm-check lint format schema settings clean-dev
+.PHONY: help venv system-deps dev test e2e bench bench-smoke bench-replay scale soak floods helm-check lint format schema settings clean-dev

@@ -99,7 +99,8 @@ class Service:
     ca: Path
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, verify=ssl.create_default_context(cafile=str(self.ca)), timeout=30)
+        verify = ssl.create_default_context(cafile=str(self.ca))
+        return httpx.Client(base_url=self.url, verify=verify, timeout=30, headers={"Content-Type": "application/json"})
 
     def metrics(self) -> str:
         with self.client() as c:
@@ -258,7 +259,10 @@ async def fixed_rate(service: Service, bodies: list[str], rate: int, duration: f
     statuses: dict[int, int] = {}
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
     verify = ssl.create_default_context(cafile=str(service.ca))
-    async with httpx.AsyncClient(base_url=service.url, verify=verify, limits=limits, timeout=10) as client:
+    json_type = {"Content-Type": "application/json"}  # POST needs a JSON media type
+    async with httpx.AsyncClient(
+        base_url=service.url, verify=verify, limits=limits, timeout=10, headers=json_type
+    ) as client:
 
         async def one(i: int) -> None:
             started = time.perf_counter()

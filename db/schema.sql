@@ -57,17 +57,22 @@ DECLARE
     v_parent   regclass;
     v_count    bigint;
     v_events   bigint := 0;
+    v_rejected bigint := 0;
 BEGIN
     IF p_keep IS NULL OR p_keep < interval '1 day' THEN
         RAISE EXCEPTION USING
-            ERRCODE = '22023', MESSAGE = format('p_keep must be at least 1 day, not %s', p_keep);
+            ERRCODE = '22023', MESSAGE = pg_catalog.format('p_keep must be at least 1 day, not %s', p_keep);
     END IF;
-    v_cutoff := now() - p_keep;
+    v_cutoff := pg_catalog.now() - p_keep;
+
+    -- Refused events are kept as long as events: rows only, no lock that ingest would wait for.
+    DELETE FROM metastore.rejected_events AS r WHERE r.received_at < v_cutoff;
+    GET DIAGNOSTICS v_rejected = ROW_COUNT;
 
     -- One maintainer at a time (this function and create_partitions).
-    PERFORM set_config('lock_timeout', '0', true);
-    PERFORM pg_advisory_xact_lock(7262002);
-    PERFORM set_config('lock_timeout', '100ms', true);
+    PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+    PERFORM pg_catalog.pg_advisory_xact_lock(7262002);
+    PERFORM pg_catalog.set_config('lock_timeout', '100ms', true);
 
     -- Daily partitions (of either table) that end at or before the cutoff. The default
     -- partitions have no bound; a range ending at MAXVALUE has no date and is kept. Events are
@@ -75,11 +80,12 @@ BEGIN
     -- days in that instant is dropped with it, uncounted.
     FOR v_part, v_parent IN
         SELECT c.oid::regclass, i.inhparent::regclass
-          FROM pg_inherits AS i
-          JOIN pg_class AS c ON c.oid = i.inhrelid
+          FROM pg_catalog.pg_inherits AS i
+          JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
          CROSS JOIN LATERAL (
                SELECT CASE WHEN i.inhparent IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)
-                           THEN substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''([^'']+)''\)$')::timestamptz
+                           THEN pg_catalog.substring(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                                     'TO \(''([^'']+)''\)$')::timestamptz
                       END AS upper_bound) AS b
          WHERE i.inhparent IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)
            AND b.upper_bound <= v_cutoff
@@ -87,15 +93,16 @@ BEGIN
     LOOP
         v_old := v_old || v_part;
         IF v_parent = 'metastore.events'::regclass THEN
-            EXECUTE format('SELECT count(*) FROM %s', v_part) INTO v_count;
+            EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM %s', v_part) INTO v_count;
             v_events := v_events + v_count;
         END IF;
     END LOOP;
 
-    IF cardinality(v_old) = 0
+    IF pg_catalog.cardinality(v_old) = 0
        AND NOT EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff)
        AND NOT EXISTS (SELECT FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff) THEN
-        RETURN jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', 0, 'events_removed', 0);
+        RETURN pg_catalog.jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', 0, 'events_removed', 0,
+                                             'rejected_removed', v_rejected);
     END IF;
 
     -- Dropping a partition takes an ACCESS EXCLUSIVE lock on its parent until commit: ingest and
@@ -117,12 +124,12 @@ BEGIN
                     MESSAGE = 'could not lock metastore.events and event_datasets to apply retention',
                     HINT = 'A long transaction holds them, e.g. CALL metastore.backfill(). Try again later.';
             END IF;
-            PERFORM pg_sleep(0.05 + random() * 0.1);
+            PERFORM pg_catalog.pg_sleep(0.05 + pg_catalog.random() * 0.1);
         END;
     END LOOP;
 
     FOREACH v_part IN ARRAY v_old LOOP
-        EXECUTE format('DROP TABLE %s', v_part);
+        EXECUTE pg_catalog.format('DROP TABLE %s', v_part);
     END LOOP;
 
     -- Rows of the default partitions older than the cutoff go one by one; for events the
@@ -136,11 +143,12 @@ BEGIN
     END IF;
     DELETE FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff;
 
-    RETURN jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', cardinality(v_old), 'events_removed', v_events);
+    RETURN pg_catalog.jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', pg_catalog.cardinality(v_old),
+                                         'events_removed', v_events, 'rejected_removed', v_rejected);
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.apply_retention(p_keep interval) IS 'Forgets the events whose eventTime is older than now() - p_keep, with their links: drops the daily partitions of metastore.events and metastore.event_datasets that end at or before that cutoff, and deletes the older rows of their default partitions. Datasets keep what was learned (kind, first_seen, last_seen, counts, symlinks); CALL metastore.backfill() afterwards recomputes them from the events that remain. Returns {"cutoff", "partitions_dropped" (of both tables), "events_removed"}. Ingest waits while the partitions are dropped. Error codes: 22023 p_keep under 1 day; 55P03 the tables stayed locked by another transaction (e.g. a backfill): nothing was removed, try again later.';
+COMMENT ON FUNCTION metastore.apply_retention(p_keep interval) IS 'Forgets the events whose eventTime is older than now() - p_keep, with their links: drops the daily partitions of metastore.events and metastore.event_datasets that end at or before that cutoff, and deletes the older rows of their default partitions. Datasets keep what was learned (kind, first_seen, last_seen, counts, symlinks); CALL metastore.backfill() afterwards recomputes them from the events that remain. Also deletes the rows of metastore.rejected_events received before the cutoff. Returns {"cutoff", "partitions_dropped" (of both tables), "events_removed", "rejected_removed"}. Ingest waits while the partitions are dropped. Error codes: 22023 p_keep under 1 day; 55P03 the tables stayed locked by another transaction (e.g. a backfill): nothing was removed, try again later.';
 
 CREATE PROCEDURE metastore.backfill(IN p_batch_size integer DEFAULT 10000)
     LANGUAGE plpgsql
@@ -150,6 +158,7 @@ DECLARE
     v_high  bigint;
     v_done  bigint := 0;
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_batch_size must be a positive number';
     END IF;
@@ -162,7 +171,7 @@ BEGIN
 
     -- 1. Extract every stored event, a batch per transaction; live tables are untouched.
     LOOP
-        SELECT max(b.id) INTO v_high
+        SELECT pg_catalog.max(b.id) INTO v_high
           FROM (SELECT e.id FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT p_batch_size) AS b;
         EXIT WHEN v_high IS NULL;
         INSERT INTO pg_temp.backfill_seen SELECT e.id FROM metastore.events AS e WHERE e.id > v_last AND e.id <= v_high;
@@ -175,6 +184,7 @@ BEGIN
         v_last := v_high;
         RAISE NOTICE 'backfill: read events up to id %', v_last;
         COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     END LOOP;
 
     -- 2. Hold off new events while the rest is read and the result swapped in. The lock reaches
@@ -189,10 +199,10 @@ BEGIN
     -- 3. Datasets keep their ids; what no event mentions any more goes last.
     INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT m.namespace, m.name,
-           CASE WHEN bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           min(m.event_time), max(m.event_time),
-           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
-           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
+           CASE WHEN pg_catalog.bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+           pg_catalog.min(m.event_time), pg_catalog.max(m.event_time),
+           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
+           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
       FROM pg_temp.backfill_mentions AS m
      GROUP BY m.namespace, m.name
     ON CONFLICT (namespace, name) DO UPDATE
@@ -240,6 +250,7 @@ COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds da
 
 CREATE FUNCTION metastore.check_event(p_payload jsonb) RETURNS metastore.checked_event
     LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_result metastore.checked_event;
@@ -258,6 +269,31 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.check_event(p_payload jsonb) IS 'metastore.validate_event, with a refusal returned as error_code (SQLSTATE) and error_message instead of raised; valid is null then.';
+
+CREATE FUNCTION metastore.check_source(p_source_kind text, p_source_principal text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    -- No kind said: the sender is unknown.
+    IF p_source_kind IS NULL THEN
+        p_source_kind := 'unauthenticated';
+    END IF;
+    IF p_source_kind NOT IN ('unauthenticated', 'inferred', 'authenticated') THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('source kind must be unauthenticated, inferred or authenticated, not %s',
+                                        pg_catalog.quote_literal(pg_catalog.left(p_source_kind, 64)));
+    END IF;
+    IF p_source_principal IS NOT NULL AND p_source_kind = 'unauthenticated' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = 'an unauthenticated source has no principal';
+    END IF;
+    RETURN p_source_kind;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.check_source(p_source_kind text, p_source_principal text) IS 'The source kind to record for what the service says of a sender: null means unauthenticated. Error codes: 22023 an unknown kind, or a principal with the unauthenticated kind.';
 
 CREATE FUNCTION metastore.create_partitions(p_from date DEFAULT (CURRENT_DATE - 1), p_days_ahead integer DEFAULT 14) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
@@ -368,7 +404,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) IS 'Creates the missing daily partitions (UTC days, named events_pYYYYMMDD and event_datasets_pYYYYMMDD) of metastore.events and metastore.event_datasets from p_from through today + p_days_ahead, moving the rows of those days out of the default partitions; returns how many partitions it created (0 when none were missing: it is idempotent, and concurrent callers take turns). Holds ingest off for the milliseconds the partitions take to attach. Error codes: 22023 bad arguments; 55P03 the tables stayed locked by another transaction (e.g. a backfill), try again later.';
+COMMENT ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) IS 'Creates the missing daily partitions (UTC days, named events_pYYYYMMDD and event_datasets_pYYYYMMDD) of metastore.events and metastore.event_datasets from p_from through today + p_days_ahead, moving the rows of those days out of the default partitions; returns how many partitions it created (0 when none were missing: it is idempotent, and concurrent callers take turns). Holds ingest off for the milliseconds the partitions take to attach. Error codes: 22023 bad arguments; 55P03 the tables stayed locked by another transaction (e.g. a backfill), try again later. Owner only: the service calls metastore.ensure_partitions().';
 
 CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -389,18 +425,34 @@ $$;
 
 COMMENT ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) IS 'Counts for the view''s filters: all datasets, per scheme (null: no scheme), and per namespace (the p_namespaces_limit namespaces with most datasets, ordered by name).';
 
+CREATE FUNCTION metastore.ensure_partitions() RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+    SELECT metastore.create_partitions(CURRENT_DATE - 1, 14)
+$$;
+
+COMMENT ON FUNCTION metastore.ensure_partitions() IS 'Creates the missing daily partitions from yesterday through 14 days ahead (UTC), nothing else; returns how many it created (0 when none were missing). For the service, at start and every hour. Error codes: 55P03 the tables stayed locked by another transaction for about 4 s, try again later.';
+
 CREATE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
     -- A member set to JSON null counts as absent.
     SELECT CASE
-        WHEN jsonb_typeof(p_payload -> 'run') = 'object'
-         AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'run'
-        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
-         AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'job'
-        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
-         AND coalesce(jsonb_typeof(p_payload -> 'job'), 'null') = 'null'
-         AND jsonb_typeof(p_payload -> 'dataset') = 'object' THEN 'dataset'
+        WHEN pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text) OPERATOR(pg_catalog.=) 'object'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'run'::text
+        WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'job'::text
+        WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'dataset'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'dataset'::text
     END
 $$;
 
@@ -408,6 +460,7 @@ COMMENT ON FUNCTION metastore.event_kind(p_payload jsonb) IS 'OpenLineage event 
 
 CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metastore.dataset_mention
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     -- Two names of 1000 bytes each keep a (namespace, name) index entry under
@@ -489,6 +542,91 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.forbid_change() IS 'Trigger: keeps a table append-only (SQLSTATE 55000).';
+
+CREATE FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF p_sent IS NULL OR p_sent < 0 OR p_refused IS NULL OR p_refused < 0 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('sent and refused must be 0 or more, not %s and %s', p_sent, p_refused);
+    END IF;
+    UPDATE metastore.forward_targets AS t
+       SET cursor = coalesce(p_cursor, t.cursor),
+           sent = t.sent + p_sent,
+           refused = t.refused + p_refused,
+           last_error = coalesce(p_error, t.last_error),
+           last_error_at = CASE WHEN p_error IS NOT NULL THEN clock_timestamp() ELSE t.last_error_at END,
+           updated_at = clock_timestamp()
+     WHERE t.name = p_target AND t.lease_owner = p_owner AND t.lease_until >= clock_timestamp();
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) IS 'Records that target p_target answered the events up to feed cursor p_cursor (p_sent accepted, p_refused refused with a 4xx), and p_error when sending stopped on an error. Returns false when p_owner does not hold an unexpired lease (nothing is recorded). Error code: 22023 negative counts.';
+
+CREATE FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) RETURNS TABLE(claimed boolean, cursor text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_cursor text;
+BEGIN
+    IF p_target IS NULL OR p_target = '' OR p_owner IS NULL OR p_owner = ''
+       OR p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 3600 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('target and owner must be named and the lease from 1 to 3600 s, not %s, %s, %s',
+                             p_target, p_owner, p_lease_seconds);
+    END IF;
+    INSERT INTO metastore.forward_targets AS t (name) VALUES (p_target) ON CONFLICT (name) DO NOTHING;
+    UPDATE metastore.forward_targets AS t
+       SET lease_owner = p_owner,
+           lease_until = clock_timestamp() + make_interval(secs => p_lease_seconds)
+     WHERE t.name = p_target
+       AND (t.lease_owner IS NULL OR t.lease_owner = p_owner OR t.lease_until < clock_timestamp())
+    RETURNING t.cursor INTO v_cursor;
+    claimed := FOUND;
+    cursor := CASE WHEN claimed THEN v_cursor END;
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) IS 'Takes or renews the lease of p_owner on forwarding target p_target (made on first use) for p_lease_seconds; returns claimed (false while another owner holds an unexpired lease) and the feed cursor to send after. Error code: 22023 bad arguments.';
+
+CREATE FUNCTION metastore.forward_status() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_out  jsonb := '[]';
+    v_t    record;
+    v_next timestamptz;
+BEGIN
+    FOR v_t IN SELECT * FROM metastore.forward_targets ORDER BY name LOOP
+        -- The oldest event not yet acknowledged: the lag is how long it has waited.
+        SELECT (r.event::jsonb ->> 'received_at')::timestamptz INTO v_next
+          FROM metastore.read_events(1, v_t.cursor) AS r;
+        v_out := v_out || jsonb_build_object(
+            'target', v_t.name,
+            'sent', v_t.sent,
+            'refused', v_t.refused,
+            'cursor', v_t.cursor,
+            'updated_at', v_t.updated_at,
+            'lease_until', v_t.lease_until,
+            'last_error', v_t.last_error,
+            'last_error_at', v_t.last_error_at,
+            'oldest_pending_received_at', v_next,
+            'lag_seconds', CASE WHEN v_next IS NULL THEN 0
+                                ELSE round(extract(epoch FROM clock_timestamp() - v_next)::numeric, 3) END);
+    END LOOP;
+    RETURN jsonb_build_object('targets', v_out);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_status() IS 'Live forwarding, per target: events sent and refused, cursor, last error, and lag_seconds: how long the oldest event not yet acknowledged has waited since it was received (0 when the target is up to date).';
 
 CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -581,188 +719,285 @@ $_$;
 
 COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time). Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
 
+CREATE FUNCTION metastore.group_role(p_kind text) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_role text;
+BEGIN
+    IF p_kind IS NULL OR p_kind NOT IN ('app', 'reader') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('kind must be app or reader, not %s', p_kind);
+    END IF;
+    -- Before change 3 (deploy --to 1 or 2) the roles were the cluster-wide ones change 1 made.
+    IF to_regclass('metastore.group_roles') IS NULL THEN
+        RETURN 'metastore_' || p_kind;
+    END IF;
+    SELECT CASE p_kind WHEN 'app' THEN r.app_role ELSE r.reader_role END INTO STRICT v_role
+      FROM metastore.group_roles AS r;
+    RETURN v_role;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.group_role(p_kind text) IS 'The name of this installation''s group role of the given kind (app or reader), as recorded in metastore.group_roles. Error codes: 22023 unknown kind.';
+
 CREATE FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT result jsonb) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    v_kind      text := metastore.check_source(p_source_kind, p_source_principal);
     v_batch     jsonb;
-    v_event     jsonb;
+    v_received  integer;
+    v_max       integer;
     v_checked   metastore.checked_event[];
-    v_index     bigint;
+    v_index     integer;
+    v_row       record;
+    v_code      text;
     v_duplicate boolean;
     v_stored    integer := 0;
     v_dups      integer := 0;
-    v_failed    jsonb := '[]';
+    v_failed    jsonb;
+    v_text      text;
 BEGIN
-    -- Whole-body errors (not UTF-8, not JSON) propagate with their SQLSTATE.
-    v_batch := convert_from(p_body, 'UTF8')::jsonb;
-    IF jsonb_typeof(v_batch) <> 'array' THEN
+    -- Whole-body errors (not UTF-8, not JSON, a duplicate key) propagate with their SQLSTATE.
+    v_text := pg_catalog.convert_from(p_body, 'UTF8');
+    v_batch := v_text::jsonb;
+    -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
+    IF NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
+        RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
+    END IF;
+    IF pg_catalog.jsonb_typeof(v_batch) <> 'array' THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023',
-            MESSAGE = format('a batch must be a JSON array of OpenLineage events, not a JSON %s', jsonb_typeof(v_batch));
+            MESSAGE = pg_catalog.format('a batch must be a JSON array of OpenLineage events, not a JSON %s',
+                                        pg_catalog.jsonb_typeof(v_batch));
+    END IF;
+    v_received := pg_catalog.jsonb_array_length(v_batch);
+    SELECT s.max_batch_events INTO v_max FROM metastore.settings AS s;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '55000', MESSAGE = 'metastore.settings has no row: the deploy makes it, see V0002';
+    END IF;
+    IF v_received > v_max THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '54000',
+            MESSAGE = pg_catalog.format('a batch holds at most %s events (metastore.settings.max_batch_events), '
+                                        'not %s: send it in smaller batches', v_max, v_received);
     END IF;
 
-    -- Check every event first (writing nothing), lock the datasets they mention in one order,
-    -- then store or record each.
-    v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o)
-                        ORDER BY a.o);
-    PERFORM metastore.lock_datasets(ARRAY(SELECT (c).valid FROM unnest(v_checked) AS c WHERE (c).error_code IS NULL));
-    FOR v_event, v_index IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o) LOOP
-        IF (v_checked[v_index + 1]).error_code IS NOT NULL THEN
-            INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-            VALUES (v_event, (v_checked[v_index + 1]).error_code, (v_checked[v_index + 1]).error_message,
-                    p_source_kind, p_source_principal);
-            v_failed := v_failed || jsonb_build_object(
-                'index', v_index, 'code', (v_checked[v_index + 1]).error_code,
-                'reason', (v_checked[v_index + 1]).error_message, 'retriable', false);
+    -- Linear in the size of the batch: the checks are collected once and walked once (unnest),
+    -- never indexed (an element of an array of composite values is found by walking the array
+    -- from its start), and an event is taken from the batch by position (jsonb finds it directly).
+
+    -- 1. Check every event, writing nothing. In the batch's order: the function scan keeps it.
+    v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM pg_catalog.jsonb_array_elements(v_batch) AS a (e));
+
+    -- 2. Lock the datasets they mention in one order, then store or record each, in order.
+    PERFORM metastore.lock_datasets(ARRAY(SELECT c.valid FROM pg_catalog.unnest(v_checked) AS c
+                                           WHERE c.error_code IS NULL));
+    FOR v_row IN
+        SELECT c.valid, c.error_code, c.error_message, (c.o - 1)::integer AS i
+          FROM pg_catalog.unnest(v_checked) WITH ORDINALITY AS c (valid, error_code, error_message, o)
+    LOOP
+        v_code := v_row.error_code;
+        v_index := v_row.i;
+        IF v_code IS NOT NULL THEN
+            -- The event's text is its body here (the bytes of one element are not at hand), except
+            -- when it holds numbers outside the double range (22003): their text is unbounded.
+            -- Every other refusal comes after that check passed (it is validate_event's first).
+            PERFORM metastore.record_rejection(
+                CASE WHEN v_code <> '22003' THEN pg_catalog.convert_to((v_batch -> v_index)::text, 'UTF8') END,
+                v_code, v_row.error_message, v_kind, p_source_principal);
             CONTINUE;
         END IF;
         SELECT s.duplicate INTO v_duplicate
-          FROM metastore.store_event(v_event, (v_checked[v_index + 1]).valid, p_source_kind, p_source_principal) AS s;
+          FROM metastore.store_event(v_batch -> v_index, v_row.valid, v_kind, p_source_principal) AS s;
         IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
     END LOOP;
 
+    SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+               'index', c.o - 1, 'code', c.error_code, 'reason', c.error_message, 'retriable', false) ORDER BY c.o),
+               '[]')
+      INTO v_failed
+      FROM pg_catalog.unnest(v_checked) WITH ORDINALITY AS c (valid, error_code, error_message, o)
+     WHERE c.error_code IS NOT NULL;
+
     status := CASE
-        WHEN jsonb_array_length(v_failed) = 0 THEN 'success'
+        WHEN v_stored + v_dups = v_received THEN 'success'
         WHEN v_stored + v_dups = 0 THEN 'failure'
         ELSE 'partial_success'
     END;
-    result := jsonb_build_object(
+    result := pg_catalog.jsonb_build_object(
         'status', status,
-        'summary', jsonb_build_object(
-            'received', jsonb_array_length(v_batch),
+        'summary', pg_catalog.jsonb_build_object(
+            'received', v_received,
             'successful', v_stored + v_dups,
             'stored', v_stored,
             'duplicates', v_dups,
-            'failed', jsonb_array_length(v_failed),
+            'failed', v_received - v_stored - v_dups,
             'retriable', 0,
-            'non_retriable', jsonb_array_length(v_failed)),
+            'non_retriable', v_received - v_stored - v_dups),
         'failed_events', v_failed);
 END
 $$;
 
-COMMENT ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) IS 'Ingests a JSON array of OpenLineage events (the OpenLineage batch API). Each event is stored or rejected on its own; result follows the spec''s batch response (status, summary, failed_events). status: success, partial_success, or failure (no event accepted). Error codes for the whole body: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array.';
+COMMENT ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) IS 'Ingests a JSON array of OpenLineage events (the OpenLineage batch API). Each event is stored or rejected on its own; result follows the spec''s batch response (status, summary, failed_events). status: success, partial_success, or failure (no event accepted). Error codes for the whole body: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array; 54000 more events than metastore.settings.max_batch_events; 22023 an unknown source kind, or a principal with the unauthenticated kind (p_source_kind null means unauthenticated).';
 
 CREATE FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    v_kind      text := metastore.check_source(p_source_kind, p_source_principal);
+    v_read      record;
     v_payload   jsonb;
-    v_checked   metastore.checked_event;
+    v_valid     metastore.valid_event;
     v_duplicate boolean;
 BEGIN
-    BEGIN
-        v_payload := convert_from(p_body, 'UTF8')::jsonb;
-    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
-        -- Not JSON PostgreSQL can hold: refused, and nothing to keep.
-        GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+    SELECT r.payload, r.checked INTO v_read FROM metastore.read_event(p_body) AS r;
+    v_payload := v_read.payload;
+    v_valid := (v_read.checked).valid;
+    error_code := (v_read.checked).error_code;
+    error_message := (v_read.checked).error_message;
+    IF error_code IS NOT NULL THEN
+        -- The client's mistake: nothing of the event is stored, only a record of why (of
+        -- well-formed JSON: a body that is not JSON is refused without a record).
         status := 'rejected';
-        RETURN;
-    END;
-    v_checked := metastore.check_event(v_payload);
-    IF v_checked.error_code IS NOT NULL THEN
-        -- The client's mistake: nothing of the event is stored, only a record of why.
-        status := 'rejected';
-        error_code := v_checked.error_code;
-        error_message := v_checked.error_message;
-        IF jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
-            event_type := left(v_payload ->> 'eventType', 64);
+        IF v_payload IS NOT NULL THEN
+            IF pg_catalog.jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
+                event_type := pg_catalog.left(v_payload ->> 'eventType', 64);
+            END IF;
+            PERFORM metastore.record_rejection(p_body, error_code, error_message, v_kind, p_source_principal);
         END IF;
-        INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-        VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
         RETURN;
     END IF;
     SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
-      FROM metastore.store_event(v_payload, v_checked.valid, p_source_kind, p_source_principal) AS s;
+      FROM metastore.store_event(v_payload, v_valid, v_kind, p_source_principal) AS s;
     status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
-    event_type := (v_checked.valid).event_type;
+    event_type := v_valid.event_type;
 END
 $$;
 
-COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.validate_event.';
+COMMENT ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) IS 'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says why; well-formed JSON is recorded in metastore.rejected_events); event_type is the eventType sent, if any. Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and those of metastore.validate_event. p_source_kind null means unauthenticated; raises 22023 for an unknown kind or a principal with the unauthenticated kind.';
 
 CREATE FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text) RETURNS TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_count    integer := coalesce(array_length(p_bodies, 1), 0);
-    v_payloads jsonb[] := '{}';
-    v_checked  metastore.checked_event[] := '{}';
-    v_i        integer;
+    v_kind     text := metastore.check_source(p_source_kind, p_source_principal);
+    v_payloads jsonb[];
+    v_checked  metastore.checked_event[];
+    v_row      record;
 BEGIN
-    -- 1. Read and check every body; nothing is written yet.
-    FOR v_i IN 1 .. v_count LOOP
-        v_payloads[v_i] := NULL;
-        BEGIN
-            v_payloads[v_i] := convert_from(p_bodies[v_i], 'UTF8')::jsonb;
-        EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
-            GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
-            v_checked[v_i] := ROW(NULL, error_code, error_message)::metastore.checked_event;
-            CONTINUE;
-        END;
-        v_checked[v_i] := metastore.check_event(v_payloads[v_i]);
-    END LOOP;
+    -- Linear in the number of bodies: every array is built once and walked once (unnest), never
+    -- indexed (an element of an array of composite or variable-length values is found by walking
+    -- the array from its start).
+
+    -- 1. Read and check every body; nothing is written yet. In the order of p_bodies: the lateral
+    -- call makes unnest the outer side of a nested loop, which keeps its order (an ORDER BY would
+    -- copy every payload into a sort).
+    SELECT pg_catalog.array_agg(r.payload), pg_catalog.array_agg(r.checked)
+      INTO v_payloads, v_checked
+      FROM pg_catalog.unnest(p_bodies) AS b (body)
+     CROSS JOIN LATERAL metastore.read_event(b.body) AS r;
 
     -- 2. Lock the datasets they share with other writers, in one order; then store, in the order received.
-    PERFORM metastore.lock_datasets(ARRAY(SELECT (c).valid FROM unnest(v_checked) AS c
-                                           WHERE (c).error_code IS NULL));
-    FOR v_i IN 1 .. v_count LOOP
-        IF (v_checked[v_i]).error_code IS NOT NULL THEN
-            IF v_payloads[v_i] IS NOT NULL THEN
-                INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-                VALUES (v_payloads[v_i], (v_checked[v_i]).error_code, (v_checked[v_i]).error_message,
-                        p_source_kind, p_source_principal);
-            END IF;
+    PERFORM metastore.lock_datasets(ARRAY(SELECT c.valid FROM pg_catalog.unnest(v_checked) AS c
+                                           WHERE c.error_code IS NULL));
+    FOR v_row IN
+        SELECT u.body, u.payload, u.valid, u.error_code, u.error_message
+          FROM ROWS FROM (pg_catalog.unnest(p_bodies), pg_catalog.unnest(v_payloads), pg_catalog.unnest(v_checked))
+               AS u (body, payload, valid, error_code, error_message)
+    LOOP
+        error_code := v_row.error_code;
+        error_message := v_row.error_message;
+        IF error_code IS NOT NULL THEN
             status := 'rejected';
             event_id := NULL;
-            error_code := (v_checked[v_i]).error_code;
-            error_message := (v_checked[v_i]).error_message;
-            event_type := CASE WHEN jsonb_typeof(v_payloads[v_i] -> 'eventType') = 'string'
-                               THEN left(v_payloads[v_i] ->> 'eventType', 64) END;
+            event_type := NULL;
+            IF v_row.payload IS NOT NULL THEN
+                IF pg_catalog.jsonb_typeof(v_row.payload -> 'eventType') = 'string' THEN
+                    event_type := pg_catalog.left(v_row.payload ->> 'eventType', 64);
+                END IF;
+                PERFORM metastore.record_rejection(v_row.body, error_code, error_message, v_kind, p_source_principal);
+            END IF;
         ELSE
             SELECT s.event_id, CASE WHEN s.duplicate THEN 'duplicate' ELSE 'stored' END
               INTO event_id, status
-              FROM metastore.store_event(v_payloads[v_i], (v_checked[v_i]).valid, p_source_kind,
-                                         p_source_principal) AS s;
-            error_code := NULL;
-            error_message := NULL;
-            event_type := ((v_checked[v_i]).valid).event_type;
+              FROM metastore.store_event(v_row.payload, v_row.valid, v_kind, p_source_principal) AS s;
+            event_type := (v_row.valid).event_type;
         END IF;
         RETURN NEXT;
     END LOOP;
 END
 $$;
 
-COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) IS 'Ingests several separately received events (each UTF-8 JSON bytes) in one transaction: one result row per body, in order, as metastore.ingest_event gives it. Used by the service''s asynchronous writer.';
+COMMENT ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) IS 'Ingests several separately received events (each UTF-8 JSON bytes) in one transaction: one result row per body, in order, as metastore.ingest_event gives it. Used by the service''s asynchronous writer. p_source_kind null means unauthenticated; raises 22023 for an unknown kind or a principal with the unauthenticated kind.';
+
+CREATE FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) RETURNS boolean
+    LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_unique boolean;
+    v_json   text;
+    v_jsonb  text;
+BEGIN
+    IF pg_catalog.strpos(p_json, '{') = 0 THEN
+        RETURN true;  -- no object at all
+    END IF;
+    IF pg_catalog.current_setting('server_version_num')::integer >= 160000 THEN
+        EXECUTE 'SELECT $1 IS JSON WITH UNIQUE KEYS' INTO v_unique USING p_json;
+        RETURN v_unique;
+    END IF;
+    -- Both sides re-emit the text with the same escaping (so a \u003a escape is a colon on both);
+    -- every member adds one colon outside strings, and the members jsonb dropped are missing from
+    -- its side. json_strip_nulls is the one function of 15 that re-emits json keeping duplicates;
+    -- it drops null members, so both sides drop them.
+    v_json := pg_catalog.json_strip_nulls(p_json::json)::text;
+    v_jsonb := pg_catalog.jsonb_strip_nulls(p_parsed)::text;
+    RETURN pg_catalog.octet_length(v_json) - pg_catalog.octet_length(pg_catalog.replace(v_json, ':', ''))
+         = pg_catalog.octet_length(v_jsonb) - pg_catalog.octet_length(pg_catalog.replace(v_jsonb, ':', ''));
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) IS 'True when the JSON text p_json has no object with a duplicate key at any depth (jsonb keeps the last one silently); p_parsed is p_json::jsonb, which the caller has already made. Used by the ingest functions, which refuse a duplicate with SQLSTATE 22030 (duplicate_json_object_key_value).';
 
 CREATE FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_text text;
 BEGIN
-    IF p_value IS NULL OR jsonb_typeof(p_value) = 'null' THEN
+    IF p_value IS NULL OR pg_catalog.jsonb_typeof(p_value) = 'null' THEN
         IF p_required THEN
             RAISE EXCEPTION USING
                 ERRCODE = '22023',
-                MESSAGE = format('"%s" is required and must be a non-empty string', p_path);
+                MESSAGE = pg_catalog.format('"%s" is required and must be a non-empty string', p_path);
         END IF;
         RETURN NULL;
     END IF;
-    IF jsonb_typeof(p_value) <> 'string' OR p_value #>> '{}' = '' THEN
+    -- The message names the JSON type, never the value: the text of a value is unbounded (a
+    -- number such as 1e131071 prints as 131,072 digits).
+    IF pg_catalog.jsonb_typeof(p_value) <> 'string' THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023',
-            MESSAGE = format('"%s" must be a non-empty string, not %s', p_path, left(p_value::text, 80));
+            MESSAGE = pg_catalog.format('"%s" must be a non-empty string, not a JSON %s',
+                                        p_path, pg_catalog.jsonb_typeof(p_value));
     END IF;
     v_text := p_value #>> '{}';
-    IF octet_length(v_text) > p_max_bytes THEN
+    IF v_text = '' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = pg_catalog.format('"%s" must be a non-empty string, not ""', p_path);
+    END IF;
+    IF pg_catalog.octet_length(v_text) > p_max_bytes THEN
         RAISE EXCEPTION USING
             ERRCODE = '22001',
-            MESSAGE = format('"%s" is %s bytes long; at most %s are accepted',
-                             p_path, octet_length(v_text), p_max_bytes);
+            MESSAGE = pg_catalog.format('"%s" is %s bytes long; at most %s are accepted',
+                                        p_path, pg_catalog.octet_length(v_text), p_max_bytes);
     END IF;
     RETURN v_text;
 END
@@ -774,65 +1009,98 @@ CREATE FUNCTION metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor te
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
-    AS $$
+    AS $_$
 DECLARE
+    -- One page, keyset-paginated on the (namespace, name) unique index: a deep page costs what
+    -- the first does. $1, $2: after (namespace, name); $3 namespace, $4 scheme, $5 kind, $6 limit,
+    -- $7 the LIKE pattern of q.
+    c_page constant text := $q$
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
+          FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
+                       v.input_events, v.output_events,
+                       -- Per row of the page only: both directions of the symlinks facet.
+                       (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
+                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
+                  FROM metastore.datasets_view AS v
+                 WHERE (v.namespace, v.name) > ($1, $2)
+                   AND ($3::text IS NULL OR v.namespace = $3)
+                   AND ($4::text IS NULL OR v.scheme = $4)
+                   AND ($5::text IS NULL OR v.kind = $5)
+                   AND ($7::text IS NULL OR pg_catalog.lower(v.name) LIKE $7)
+                 ORDER BY v.namespace, v.name
+                 LIMIT $6) AS p
+    $q$;
     v_after  jsonb := '["", ""]';
+    v_like   text;
     v_rows   jsonb;
     v_last   jsonb;
     v_next   text;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('limit must be from 1 to 1000, not %s', p_limit);
     END IF;
     IF p_kind IS NOT NULL AND p_kind NOT IN ('dataset', 'symlink') THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('kind must be dataset or symlink, not "%s"', p_kind);
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = pg_catalog.format('kind must be dataset or symlink, not "%s"', p_kind);
     END IF;
     IF p_cursor IS NOT NULL THEN
         BEGIN
-            v_after := convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
+            v_after := pg_catalog.convert_from(
+                pg_catalog.decode(pg_catalog.translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
         EXCEPTION WHEN data_exception THEN
             v_after := NULL;
         END;
-        IF jsonb_typeof(v_after) IS DISTINCT FROM 'array' OR jsonb_array_length(v_after) <> 2
-           OR jsonb_typeof(v_after -> 0) IS DISTINCT FROM 'string'
-           OR jsonb_typeof(v_after -> 1) IS DISTINCT FROM 'string' THEN
+        IF pg_catalog.jsonb_typeof(v_after) IS DISTINCT FROM 'array' OR pg_catalog.jsonb_array_length(v_after) <> 2
+           OR pg_catalog.jsonb_typeof(v_after -> 0) IS DISTINCT FROM 'string'
+           OR pg_catalog.jsonb_typeof(v_after -> 1) IS DISTINCT FROM 'string' THEN
             RAISE EXCEPTION USING
                 ERRCODE = '22023',
                 MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
         END IF;
     END IF;
 
-    -- Keyset pagination on the (namespace, name) unique index: a deep page costs what the first does.
-    SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
-      INTO v_rows
-      FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
-                   v.input_events, v.output_events,
-                   -- Per row of the page only: both directions of the symlinks facet.
-                   (SELECT count(*) FROM metastore.dataset_symlinks_view AS s
-                     WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
-              FROM metastore.datasets_view AS v
-             WHERE (v.namespace, v.name) > (v_after ->> 0, v_after ->> 1)
-               AND (p_namespace IS NULL OR v.namespace = p_namespace)
-               AND (p_scheme IS NULL OR v.scheme = lower(p_scheme))
-               AND (p_kind IS NULL OR v.kind = p_kind)
-               AND (p_q IS NULL OR strpos(lower(v.name), lower(p_q)) > 0)
-             ORDER BY v.namespace, v.name
-             LIMIT p_limit + 1) AS p;
+    IF p_q IS NULL THEN
+        -- Without q, one plan fits every call: the (namespace, name) index, walked in order.
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
+          INTO v_rows
+          FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
+                       v.input_events, v.output_events,
+                       (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
+                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
+                  FROM metastore.datasets_view AS v
+                 WHERE (v.namespace, v.name) > (v_after ->> 0, v_after ->> 1)
+                   AND (p_namespace IS NULL OR v.namespace = p_namespace)
+                   AND (p_scheme IS NULL OR v.scheme = pg_catalog.lower(p_scheme))
+                   AND (p_kind IS NULL OR v.kind = p_kind)
+                 ORDER BY v.namespace, v.name
+                 LIMIT p_limit + 1) AS p;
+    ELSE
+        -- q is a case-insensitive substring of the name, as a LIKE pattern (\, % and _ taken
+        -- literally) on lower(name), which the trigram index (V0002, where pg_trgm exists) serves.
+        -- Planned for the values at hand (EXECUTE ... USING): a rare q goes through the trigram
+        -- index, a common one walks the (namespace, name) index and stops at the page's end.
+        v_like := '%' || pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                      pg_catalog.lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
+        EXECUTE c_page INTO v_rows
+          USING v_after ->> 0, v_after ->> 1, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like;
+    END IF;
 
-    IF jsonb_array_length(v_rows) > p_limit THEN
+    IF pg_catalog.jsonb_array_length(v_rows) > p_limit THEN
         v_rows := v_rows - p_limit;
         v_last := v_rows -> (p_limit - 1);
-        v_next := translate(encode(convert_to(jsonb_build_array(v_last -> 'namespace', v_last -> 'name')::text, 'UTF8'),
-                                   'base64'), E'+/\n', '-_');
+        v_next := pg_catalog.translate(pg_catalog.encode(pg_catalog.convert_to(
+                      pg_catalog.jsonb_build_array(v_last -> 'namespace', v_last -> 'name')::text, 'UTF8'), 'base64'),
+                      E'+/\n', '-_');
     END IF;
-    RETURN jsonb_build_object('datasets', v_rows, 'next_cursor', v_next);
+    RETURN pg_catalog.jsonb_build_object('datasets', v_rows, 'next_cursor', v_next);
 END
-$$;
+$_$;
 
 COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) IS 'One page of datasets ordered by (namespace, name): {"datasets": [...], "next_cursor": text or null}. Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
 
 CREATE FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     -- New datasets first, as placeholders that the events' own upserts complete in this
     -- transaction (least/greatest of the times, kind, counts): only events that are new can
@@ -855,6 +1123,213 @@ $$;
 
 COMMENT ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) IS 'Creates the missing datasets the given events mention and locks them all, in (namespace, name) order, so that batches and single events cannot deadlock. Call it only with events about to be stored.';
 
+CREATE FUNCTION metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_text text;
+BEGIN
+    BEGIN
+        v_text := pg_catalog.convert_from(p_body, 'UTF8');
+        payload := v_text::jsonb;
+        -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
+        IF NOT metastore.json_has_unique_keys(v_text, payload) THEN
+            RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object has the same key twice';
+        END IF;
+    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+        -- Not JSON PostgreSQL can hold: refused, and nothing to keep.
+        GET STACKED DIAGNOSTICS checked.error_code = RETURNED_SQLSTATE, checked.error_message = MESSAGE_TEXT;
+        RETURN;
+    END;
+    checked := metastore.check_event(payload);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) IS 'p_body (UTF-8 JSON bytes) as jsonb, and metastore.check_event''s answer for it. A body that is not JSON gives a null payload and its error: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; 22030 an object with the same key twice (the payload is kept for the record).';
+
+CREATE FUNCTION metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) RETURNS TABLE(event text, cursor text, more boolean)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+DECLARE
+    v_after   text[];
+    v_xact    xid8 := '0';
+    v_id      bigint := 0;
+    v_et_from timestamptz;
+    v_et_to   timestamptz;
+    v_rc_from timestamptz;
+    v_rc_to   timestamptz;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    IF p_cursor IS NOT NULL THEN
+        BEGIN
+            v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
+                                    '^([0-9]{1,20}):([0-9]{1,19})$');
+            v_xact := v_after[1]::xid8;
+            v_id := v_after[2]::bigint;
+        EXCEPTION WHEN data_exception THEN
+            v_after := NULL;
+        END;
+        IF v_after IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = 'cursor is not valid: pass the cursor of an event or the next_cursor of a page unchanged';
+        END IF;
+    END IF;
+    -- Bad times raise 22007/22008 (400) naming the value.
+    v_et_from := p_event_time_from::timestamptz;
+    v_et_to := p_event_time_to::timestamptz;
+    v_rc_from := p_received_from::timestamptz;
+    v_rc_to := p_received_to::timestamptz;
+
+    RETURN QUERY
+    WITH page AS (
+        SELECT e.xact_id, e.id, e.payload, e.received_at, e.source_kind, e.source_principal
+          FROM metastore.events AS e
+         WHERE (e.xact_id, e.id) > (v_xact, v_id)
+           -- The horizon of this statement's own snapshot (see above): below it, all is final.
+           AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
+           AND (v_et_from IS NULL OR e.event_time >= v_et_from)
+           AND (v_et_to IS NULL OR e.event_time < v_et_to)
+           AND (v_rc_from IS NULL OR e.received_at >= v_rc_from)
+           AND (v_rc_to IS NULL OR e.received_at < v_rc_to)
+           AND (p_job_namespace IS NULL OR e.job_namespace = p_job_namespace)
+           AND (p_job_name IS NULL OR e.job_name = p_job_name)
+           AND (p_event_type IS NULL OR e.event_type = upper(p_event_type))
+           AND (p_dataset_namespace IS NULL AND p_dataset_name IS NULL
+                OR EXISTS (SELECT FROM metastore.event_datasets AS l
+                             JOIN metastore.datasets AS d ON d.id = l.dataset_id
+                            WHERE l.event_id = e.id AND l.event_time = e.event_time
+                              AND (p_dataset_namespace IS NULL OR d.namespace = p_dataset_namespace)
+                              AND (p_dataset_name IS NULL OR d.name = p_dataset_name)))
+         ORDER BY e.xact_id, e.id
+         LIMIT p_limit + 1
+    ), numbered AS (
+        SELECT p.*, row_number() OVER (ORDER BY p.xact_id, p.id) AS n, count(*) OVER () AS total FROM page AS p
+    )
+    -- The payload as stored, rendered by PostgreSQL; the envelope around it is this store's.
+    SELECT jsonb_build_object(
+               'id', n.id,
+               'cursor', translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'),
+                                   E'+/\n', '-_'),
+               'received_at', n.received_at,
+               'source_kind', n.source_kind,
+               'source_principal', n.source_principal,
+               'event', n.payload)::text,
+           translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'), E'+/\n', '-_'),
+           n.total > p_limit
+      FROM numbered AS n
+     WHERE n.n <= p_limit
+     ORDER BY n.n;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one.';
+
+CREATE FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    c_prefix_bytes constant integer := 4096;
+    v_cut          integer := c_prefix_bytes;
+    v_prefix       bytea;
+    v_text         text;
+    v_codes        integer[] := '{}';
+    v_i            integer := 0;
+    v_n            integer;
+    v_byte         integer;
+    v_len          integer;
+    v_code         integer;
+BEGIN
+    IF p_body IS NOT NULL THEN
+        -- Cut at a character boundary: step back over the continuation bytes (10xxxxxx) that
+        -- follow the cut, so that no character is split.
+        WHILE v_cut > c_prefix_bytes - 3 AND v_cut < pg_catalog.octet_length(p_body)
+              AND (pg_catalog.get_byte(p_body, v_cut) & 192) = 128 LOOP
+            v_cut := v_cut - 1;
+        END LOOP;
+        v_prefix := pg_catalog.substr(p_body, 1, v_cut);
+        BEGIN
+            v_text := pg_catalog.convert_from(v_prefix, 'UTF8');
+        EXCEPTION WHEN character_not_in_repertoire OR untranslatable_character THEN
+            v_text := NULL;
+        END;
+        IF v_text IS NULL THEN
+            -- Not UTF-8 (or a NUL byte): decode leniently, one character at a time, each byte
+            -- that does not start a well-formed character becoming U+FFFD.
+            v_n := pg_catalog.octet_length(v_prefix);
+            WHILE v_i < v_n LOOP
+                v_byte := pg_catalog.get_byte(v_prefix, v_i);
+                v_len := CASE WHEN v_byte BETWEEN 1 AND 127 THEN 1
+                              WHEN v_byte BETWEEN 194 AND 223 THEN 2
+                              WHEN v_byte BETWEEN 224 AND 239 THEN 3
+                              WHEN v_byte BETWEEN 240 AND 244 THEN 4
+                              ELSE 0 END;
+                v_code := CASE v_len WHEN 1 THEN v_byte WHEN 2 THEN v_byte & 31 WHEN 3 THEN v_byte & 15
+                                     WHEN 4 THEN v_byte & 7 END;
+                IF v_len = 0 OR v_i + v_len > v_n THEN
+                    v_len := 0;
+                ELSE
+                    FOR v_k IN 1 .. v_len - 1 LOOP
+                        v_byte := pg_catalog.get_byte(v_prefix, v_i + v_k);
+                        IF (v_byte & 192) <> 128 THEN
+                            v_len := 0;
+                            EXIT;
+                        END IF;
+                        v_code := (v_code << 6) | (v_byte & 63);
+                    END LOOP;
+                END IF;
+                -- Overlong forms, surrogates and code points past U+10FFFF are not characters.
+                IF v_len = 0 OR (v_len = 3 AND (v_code < 2048 OR v_code BETWEEN 55296 AND 57343))
+                   OR (v_len = 4 AND (v_code < 65536 OR v_code > 1114111)) THEN
+                    v_codes := v_codes || 65533;
+                    v_i := v_i + 1;
+                ELSE
+                    v_codes := v_codes || v_code;
+                    v_i := v_i + v_len;
+                END IF;
+            END LOOP;
+            v_text := (SELECT pg_catalog.string_agg(pg_catalog.chr(c.code), '' ORDER BY c.o)
+                         FROM pg_catalog.unnest(v_codes) WITH ORDINALITY AS c (code, o));
+        END IF;
+    END IF;
+
+    INSERT INTO metastore.rejected_events (body_prefix, body_bytes, body_sha256, sqlstate, reason,
+                                           source_kind, source_principal)
+    VALUES (v_text, pg_catalog.octet_length(p_body),
+            pg_catalog.sha256(p_body), p_sqlstate, p_reason, p_source_kind, p_source_principal);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) IS 'Records a refused event in metastore.rejected_events: the first 4096 bytes of p_body as text (decoded leniently), its size and sha256 (all null when p_body is null), the SQLSTATE and reason, and the source (already checked by metastore.check_source). Internal: the ingest functions and metastore.reject_event call it.';
+
+CREATE FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_kind text := metastore.check_source(p_source_kind, p_source_principal);
+BEGIN
+    IF p_sqlstate IS NULL OR p_sqlstate !~ '^[0-9A-Z]{5}$' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = 'p_sqlstate must be a SQLSTATE: five digits or capital letters';
+    END IF;
+    IF p_reason IS NULL OR p_reason = '' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_reason must say why';
+    END IF;
+    PERFORM metastore.record_rejection(p_body, p_sqlstate, pg_catalog.left(p_reason, 2000), v_kind,
+                                       p_source_principal);
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) IS 'Records in metastore.rejected_events an event the service accepted but could not store (p_body as received, or null; p_sqlstate and p_reason say why; the reason is cut at 2000 characters). Error codes: 22023 p_sqlstate not a SQLSTATE, p_reason missing, an unknown source kind, or a principal with the unauthenticated kind (p_source_kind null means unauthenticated).';
+
 CREATE FUNCTION metastore.schema_version() RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -863,6 +1338,20 @@ CREATE FUNCTION metastore.schema_version() RETURNS bigint
 $$;
 
 COMMENT ON FUNCTION metastore.schema_version() IS 'The newest applied change of db/deploy; the service compares it with the version it was built for.';
+
+CREATE FUNCTION metastore.settings_keep_row() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    RAISE EXCEPTION USING
+        ERRCODE = '55000',
+        MESSAGE = 'metastore.settings keeps exactly one row',
+        HINT = 'Change a setting with UPDATE metastore.settings SET ...';
+END
+$$;
+
+COMMENT ON FUNCTION metastore.settings_keep_row() IS 'Trigger: metastore.settings keeps its one row (SQLSTATE 55000).';
 
 CREATE FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT event_id bigint, OUT duplicate boolean) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
@@ -926,18 +1415,138 @@ $$;
 
 COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks.';
 
+CREATE FUNCTION metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_old_app    text;
+    v_old_reader text;
+    v_app        text;
+    v_reader     text;
+    v_role       text;
+    v_from       text;
+    v_to         text;
+    v_kind       text;
+    v_object     text;
+    v_priv       text;
+    v_moved      integer := 0;
+BEGIN
+    SELECT r.app_role, r.reader_role INTO STRICT v_old_app, v_old_reader FROM metastore.group_roles AS r FOR UPDATE;
+    v_app := coalesce(p_app, v_old_app);
+    v_reader := coalesce(p_reader, v_old_reader);
+    IF v_app = v_reader THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('the app and reader roles must differ, not both %s', v_app);
+    END IF;
+
+    FOREACH v_role IN ARRAY ARRAY[v_app, v_reader] LOOP
+        -- Names that need no quoting anywhere (SQL, libpq options, YAML) and are no reserved role.
+        IF v_role !~ '^[a-z_][a-z0-9_]{0,62}$' OR v_role LIKE 'pg\_%' OR v_role = 'public' THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = format('group role name %s is not valid: 1 to 63 lower-case ASCII letters, digits and _, '
+                                 'not starting with a digit or pg_', quote_literal(v_role));
+        END IF;
+        IF NOT EXISTS (SELECT FROM pg_roles AS r WHERE r.rolname = v_role) THEN
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN', v_role);
+            EXCEPTION WHEN insufficient_privilege THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = '42501',
+                    MESSAGE = format('group role %I does not exist and %I may not create it', v_role, current_user),
+                    HINT = format('A DBA creates it first: CREATE ROLE %I NOLOGIN;', v_role);
+            END;
+        ELSIF EXISTS (SELECT FROM pg_roles AS r
+                       WHERE r.rolname = v_role AND (r.rolcanlogin OR r.rolsuper OR r.rolbypassrls)) THEN
+            -- A login role here would be the owner, a service or a person: each installation's
+            -- privileges go to its own NOLOGIN groups, and logins are made members of them.
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = format('%I is a login, superuser or BYPASSRLS role; a group role must be NOLOGIN', v_role);
+        END IF;
+    END LOOP;
+
+    -- Every privilege the old roles hold in this schema and on this database goes to the new ones.
+    FOR v_from, v_to IN
+        SELECT t.f, t.t FROM (VALUES (v_old_app, v_app), (v_old_reader, v_reader)) AS t (f, t)
+         WHERE t.f <> t.t AND to_regrole(t.f) IS NOT NULL
+    LOOP
+        FOR v_kind, v_object, v_priv IN
+            SELECT 'SCHEMA', quote_ident(n.nspname), a.privilege_type
+              FROM pg_namespace AS n CROSS JOIN LATERAL aclexplode(n.nspacl) AS a
+             WHERE n.nspname = 'metastore' AND a.grantee = to_regrole(v_from)
+            UNION ALL
+            SELECT CASE WHEN c.relkind = 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass::text, a.privilege_type
+              FROM pg_class AS c CROSS JOIN LATERAL aclexplode(c.relacl) AS a
+             WHERE c.relnamespace = 'metastore'::regnamespace AND a.grantee = to_regrole(v_from)
+            UNION ALL
+            SELECT 'ROUTINE', p.oid::regprocedure::text, a.privilege_type
+              FROM pg_proc AS p CROSS JOIN LATERAL aclexplode(p.proacl) AS a
+             WHERE p.pronamespace = 'metastore'::regnamespace AND a.grantee = to_regrole(v_from)
+            UNION ALL
+            SELECT 'DATABASE', quote_ident(d.datname), a.privilege_type
+              FROM pg_database AS d CROSS JOIN LATERAL aclexplode(d.datacl) AS a
+             WHERE d.datname = current_database() AND a.grantee = to_regrole(v_from)
+        LOOP
+            EXECUTE format('GRANT %s ON %s %s TO %I', v_priv, v_kind, v_object, v_to);
+            EXECUTE format('REVOKE %s ON %s %s FROM %I', v_priv, v_kind, v_object, v_from);
+            v_moved := v_moved + 1;
+        END LOOP;
+    END LOOP;
+    UPDATE metastore.group_roles SET app_role = v_app, reader_role = v_reader, chosen = true;
+
+    -- Any role of the cluster may connect to a new database (PUBLIC's default): only this
+    -- installation's roles may (the database owner and superusers always can).
+    EXECUTE format('REVOKE CONNECT ON DATABASE %I FROM PUBLIC', current_database());
+    EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I, %I', current_database(), v_app, v_reader);
+    IF has_database_privilege('public', current_database(), 'CONNECT') THEN
+        RAISE WARNING USING
+            MESSAGE = format('every role may still connect to database %I', current_database()),
+            HINT = format('%I does not own the database; its owner runs: REVOKE CONNECT ON DATABASE %I FROM PUBLIC;',
+                          current_user, current_database());
+    END IF;
+    RETURN jsonb_build_object('app_role', v_app, 'reader_role', v_reader, 'privileges_moved', v_moved);
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.use_group_roles(p_app text, p_reader text) IS 'Makes p_app and p_reader (null: keep the recorded one) this installation''s group roles: creates them NOLOGIN when missing (needs CREATEROLE), moves every privilege the previous ones held in schema metastore and on the database to them, records them in metastore.group_roles, and lets only them (besides the owner) connect to the database. Returns {"app_role", "reader_role", "privileges_moved"}. Error codes: 22023 a name that is not valid, equal names, or an existing role that can log in; 42501 a missing role the caller may not create.';
+
 CREATE FUNCTION metastore.validate_event(p_payload jsonb) RETURNS metastore.valid_event
     LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
     AS $_$
 DECLARE
     v_result    metastore.valid_event;
     v_time_text text;
+    v_past      interval;
+    v_future    interval;
+    v_earliest  timestamptz;
+    v_latest    timestamptz;
 BEGIN
-    IF jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN
+    -- First, before anything prints a value: numbers outside the IEEE-754 double range (I-JSON,
+    -- RFC 7493). jsonb keeps them exact and small (1e131071 takes a few bytes), but their text
+    -- is unbounded (131,072 digits), and the de-duplication hash and consumers read text. A zero
+    -- keeps the scale it was written with (0e-16383 prints 16,385 characters): more than 324
+    -- decimals, which no double needs, is refused too. Compared as numeric, never printed: the
+    -- walk returns only the offending numbers and the zeros.
+    IF EXISTS (SELECT
+                 FROM pg_catalog.jsonb_path_query(p_payload,
+                          'strict $.** ? (@.type() == "number" && (@ == 0 || @ > 1.7976931348623157e308'
+                          ' || @ < -1.7976931348623157e308 || (@ < 4.9e-324 && @ > -4.9e-324)))') AS n (v)
+                WHERE n.v::numeric <> 0 OR pg_catalog.scale(n.v::numeric) > 324) THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22003',
+            MESSAGE = 'a number is outside the IEEE-754 double range (magnitude above 1.7976931348623157e308, '
+                      'nonzero below 4.9e-324, or a zero with more than 324 decimals): such numbers are not '
+                      'accepted (I-JSON, RFC 7493)';
+    END IF;
+
+    IF pg_catalog.jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023',
-            MESSAGE = format('an OpenLineage event must be a JSON object, not a JSON %s', jsonb_typeof(p_payload));
+            MESSAGE = pg_catalog.format('an OpenLineage event must be a JSON object, not a JSON %s',
+                                        pg_catalog.jsonb_typeof(p_payload));
     END IF;
 
     v_result.event_kind := metastore.event_kind(p_payload);
@@ -953,16 +1562,35 @@ BEGIN
     IF v_time_text !~ '^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}(:?\d{2})?)?$' THEN
         RAISE EXCEPTION USING
             ERRCODE = '22007',
-            MESSAGE = format('"eventTime" must be an ISO 8601 date-time such as 2024-05-01T12:00:00.000Z, not "%s"',
-                             v_time_text);
+            MESSAGE = pg_catalog.format(
+                '"eventTime" must be an ISO 8601 date-time such as 2024-05-01T12:00:00.000Z, not "%s"', v_time_text);
     END IF;
     BEGIN
         v_result.event_time := v_time_text::timestamptz;
     EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
         RAISE EXCEPTION USING
             ERRCODE = '22007',
-            MESSAGE = format('"eventTime" is not a valid date-time: "%s"', v_time_text);
+            MESSAGE = pg_catalog.format('"eventTime" is not a valid date-time: "%s"', v_time_text);
     END;
+
+    -- The window of metastore.settings, and whatever it says, years 1 to 9999 (UTC) only.
+    SELECT s.event_time_past, s.event_time_future INTO v_past, v_future FROM metastore.settings AS s;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '55000', MESSAGE = 'metastore.settings has no row: the deploy makes it, see V0002';
+    END IF;
+    v_earliest := greatest(pg_catalog.now() - v_past, '0001-01-01 00:00:00+00'::timestamptz);
+    v_latest := least(pg_catalog.now() + v_future, '9999-12-31 23:59:59.999999+00'::timestamptz);
+    IF v_result.event_time < v_earliest OR v_result.event_time > v_latest THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22008',
+            MESSAGE = pg_catalog.format(
+                '"eventTime" %s is outside the accepted window: from %s to %s (now - %s to now + %s)',
+                v_time_text,
+                pg_catalog.to_char(v_earliest, 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                pg_catalog.to_char(v_latest, 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+                v_past, v_future);
+    END IF;
 
     IF v_result.event_kind = 'run' THEN
         v_result.run_id := metastore.json_text(p_payload #> '{run,runId}', 'run.runId', 256);
@@ -979,7 +1607,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.validate_event(p_payload jsonb) IS 'Checks that p_payload is an OpenLineage event this store accepts and returns what it says (event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. Error codes: 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22001 a member too long.';
+COMMENT ON FUNCTION metastore.validate_event(p_payload jsonb) IS 'Checks that p_payload is an OpenLineage event this store accepts and returns what it says (event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. Error codes: 22003 a number outside the IEEE-754 double range (or a zero with more than 324 decimals); 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22008 eventTime outside the window of metastore.settings; 22001 a member too long; 55000 metastore.settings has no row.';
 
 CREATE FUNCTION metastore.write_probe() RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1030,6 +1658,7 @@ CREATE TABLE metastore.events (
     received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
     source_principal text,
+    xact_id xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
     CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
     CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
@@ -1055,6 +1684,8 @@ COMMENT ON COLUMN metastore.events.received_at IS 'When this store committed the
 COMMENT ON COLUMN metastore.events.source_kind IS 'How the sender is known: unauthenticated (no authentication, the only kind today), inferred (derived from network facts such as a client certificate or address), authenticated (a verified principal). Reserved for when authentication exists.';
 
 COMMENT ON COLUMN metastore.events.source_principal IS 'Who sent the event when known (e.g. a user or service account); null when unauthenticated.';
+
+COMMENT ON COLUMN metastore.events.xact_id IS 'Id of the transaction that stored the event (pg_current_xact_id(); 0 for events stored before the feed existed). With id, the order of metastore.read_events: a page returns only rows whose transaction is below the reader''s snapshot xmin, all finished, so a cursor never skips a row that commits later. Kept when create_partitions moves a row out of the default partition.';
 
 CREATE VIEW metastore.dataset_events_view AS
  SELECT dataset_id,
@@ -1178,6 +1809,7 @@ CREATE TABLE metastore.events_default (
     received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
     source_principal text,
+    xact_id xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT events_event_kind_check CHECK ((event_kind = ANY (ARRAY['run'::text, 'job'::text, 'dataset'::text]))),
     CONSTRAINT events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
     CONSTRAINT events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
@@ -1194,17 +1826,67 @@ ALTER TABLE metastore.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE metastore.forward_targets (
+    name text NOT NULL,
+    cursor text,
+    sent bigint DEFAULT 0 NOT NULL,
+    refused bigint DEFAULT 0 NOT NULL,
+    lease_owner text,
+    lease_until timestamp with time zone,
+    last_error text,
+    last_error_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT forward_targets_refused_check CHECK ((refused >= 0)),
+    CONSTRAINT forward_targets_sent_check CHECK ((sent >= 0))
+);
+
+COMMENT ON TABLE metastore.forward_targets IS 'Downstreams that receive every stored event (live forwarding), with the feed cursor of the last event each acknowledged and the lease of the forwarder sending to it. Written by metastore.forward_claim and forward_ack.';
+
+COMMENT ON COLUMN metastore.forward_targets.cursor IS 'metastore.read_events cursor of the last event the target answered; null: from the first event.';
+
+COMMENT ON COLUMN metastore.forward_targets.refused IS 'Events the target refused with a 4xx (skipped: they would never pass).';
+
+CREATE TABLE metastore.group_roles (
+    singleton boolean DEFAULT true NOT NULL,
+    app_role text NOT NULL,
+    reader_role text NOT NULL,
+    chosen boolean NOT NULL,
+    CONSTRAINT group_roles_check CHECK ((app_role <> reader_role)),
+    CONSTRAINT group_roles_singleton_check CHECK (singleton)
+);
+
+COMMENT ON TABLE metastore.group_roles IS 'This installation''s two NOLOGIN group roles (one row): app_role (ingest and read) and reader_role (read only). Function grants go to them; set by `metastore db deploy --app-role/--reader-role`. chosen is false until a deploy has set them on a new installation (it then derives them from the database''s name).';
+
 CREATE TABLE metastore.rejected_events (
     id bigint NOT NULL,
-    payload jsonb NOT NULL,
     sqlstate text NOT NULL,
     reason text NOT NULL,
     received_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     source_kind text DEFAULT 'unauthenticated'::text NOT NULL,
-    source_principal text
+    source_principal text,
+    body_prefix text,
+    body_bytes integer,
+    body_sha256 bytea,
+    CONSTRAINT rejected_events_body_bytes_check CHECK ((body_bytes >= 0)),
+    CONSTRAINT rejected_events_principal_needs_kind CHECK (((source_principal IS NULL) OR (source_kind <> 'unauthenticated'::text))),
+    CONSTRAINT rejected_events_source_kind_check CHECK ((source_kind = ANY (ARRAY['unauthenticated'::text, 'inferred'::text, 'authenticated'::text])))
 );
 
-COMMENT ON TABLE metastore.rejected_events IS 'Well-formed JSON that was refused as an OpenLineage event, kept for inspection with the reason. Bodies that are not JSON at all are refused without being kept.';
+COMMENT ON TABLE metastore.rejected_events IS 'Well-formed JSON that was refused as an OpenLineage event, and accepted events the service could not store (metastore.reject_event), with the reason: what a person needs to diagnose it, not the whole body. Bodies that are not JSON at all are refused without being kept. metastore.apply_retention removes rows received before its cutoff.';
+
+COMMENT ON COLUMN metastore.rejected_events.sqlstate IS 'Why, as a SQLSTATE (the code the client was answered).';
+
+COMMENT ON COLUMN metastore.rejected_events.reason IS 'Why, in words.';
+
+COMMENT ON COLUMN metastore.rejected_events.source_kind IS 'As metastore.events.source_kind.';
+
+COMMENT ON COLUMN metastore.rejected_events.source_principal IS 'As metastore.events.source_principal: null when unauthenticated.';
+
+COMMENT ON COLUMN metastore.rejected_events.body_prefix IS 'The first 4096 bytes of the body as text (a character cut at the end is dropped; bytes that are not UTF-8 become U+FFFD). For an event of a batch: its JSON text as PostgreSQL prints it, and null when it holds numbers outside the double range (22003), whose text would be unbounded.';
+
+COMMENT ON COLUMN metastore.rejected_events.body_bytes IS 'Size of the whole body in bytes (see body_prefix).';
+
+COMMENT ON COLUMN metastore.rejected_events.body_sha256 IS 'sha256 of the whole body (see body_prefix).';
 
 ALTER TABLE metastore.rejected_events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME metastore.rejected_events_id_seq
@@ -1214,6 +1896,23 @@ ALTER TABLE metastore.rejected_events ALTER COLUMN id ADD GENERATED ALWAYS AS ID
     NO MAXVALUE
     CACHE 1
 );
+
+CREATE TABLE metastore.settings (
+    event_time_past interval DEFAULT '10 years'::interval NOT NULL,
+    event_time_future interval DEFAULT '1 day'::interval NOT NULL,
+    max_batch_events integer DEFAULT 100 NOT NULL,
+    CONSTRAINT settings_event_time_future_check CHECK (((event_time_future >= '00:00:00'::interval) AND (event_time_future <= '1000 years'::interval))),
+    CONSTRAINT settings_event_time_past_check CHECK (((event_time_past >= '00:00:00'::interval) AND (event_time_past <= '1000 years'::interval))),
+    CONSTRAINT settings_max_batch_events_check CHECK (((max_batch_events >= 1) AND (max_batch_events <= 100000)))
+);
+
+COMMENT ON TABLE metastore.settings IS 'Ingest settings, one row: change them with UPDATE metastore.settings SET ... as the owner; they apply to the next statement. The row cannot be deleted, nor a second one added.';
+
+COMMENT ON COLUMN metastore.settings.event_time_past IS 'An event whose eventTime is before now() - event_time_past is refused (SQLSTATE 22008) and kept in rejected_events. Default 10 years.';
+
+COMMENT ON COLUMN metastore.settings.event_time_future IS 'An event whose eventTime is after now() + event_time_future is refused (SQLSTATE 22008) and kept in rejected_events. Default 1 day.';
+
+COMMENT ON COLUMN metastore.settings.max_batch_events IS 'Most events one metastore.ingest_batch call takes; a larger batch is refused whole (SQLSTATE 54000, HTTP 413). Default 100: a batch of 100 Trino COMPLETE events (about 18 KB each) is stored well within the service''s ingest deadline of 1.5 s.';
 
 CREATE TABLE metastore_migrations.schema_version (
     version bigint NOT NULL,
@@ -1254,6 +1953,12 @@ ALTER TABLE ONLY metastore.events
 ALTER TABLE ONLY metastore.events_default
     ADD CONSTRAINT events_default_pkey PRIMARY KEY (id, event_time);
 
+ALTER TABLE ONLY metastore.forward_targets
+    ADD CONSTRAINT forward_targets_pkey PRIMARY KEY (name);
+
+ALTER TABLE ONLY metastore.group_roles
+    ADD CONSTRAINT group_roles_pkey PRIMARY KEY (singleton);
+
 ALTER TABLE ONLY metastore.rejected_events
     ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
 
@@ -1261,6 +1966,10 @@ ALTER TABLE ONLY metastore_migrations.schema_version
     ADD CONSTRAINT schema_version_pkey PRIMARY KEY (version);
 
 CREATE INDEX dataset_symlinks_symlink_idx ON metastore.dataset_symlinks USING btree (symlink_id);
+
+CREATE INDEX datasets_name_trgm_idx ON metastore.datasets USING gin (lower(name) public.gin_trgm_ops);
+
+COMMENT ON INDEX metastore.datasets_name_trgm_idx IS 'Trigram index of lower(name): serves the q filter of metastore.list_datasets (a substring of the name).';
 
 CREATE INDEX datasets_scheme_idx ON metastore.datasets USING btree (scheme, namespace, name);
 
@@ -1280,7 +1989,13 @@ CREATE INDEX events_run_id_idx ON ONLY metastore.events USING btree (run_id) WHE
 
 CREATE INDEX events_default_run_id_idx ON metastore.events_default USING btree (run_id) WHERE (run_id IS NOT NULL);
 
+CREATE INDEX events_feed_idx ON ONLY metastore.events USING btree (xact_id, id);
+
+CREATE INDEX events_default_xact_id_id_idx ON metastore.events_default USING btree (xact_id, id);
+
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
+
+CREATE UNIQUE INDEX settings_one_row ON metastore.settings USING btree ((true));
 
 ALTER INDEX metastore.event_datasets_dataset_idx ATTACH PARTITION metastore.event_datasets_default_dataset_id_event_time_event_id_idx;
 
@@ -1296,7 +2011,17 @@ ALTER INDEX metastore.events_pkey ATTACH PARTITION metastore.events_default_pkey
 
 ALTER INDEX metastore.events_run_id_idx ATTACH PARTITION metastore.events_default_run_id_idx;
 
+ALTER INDEX metastore.events_feed_idx ATTACH PARTITION metastore.events_default_xact_id_id_idx;
+
+CREATE STATISTICS metastore.datasets_lower_name ON lower(name) FROM metastore.datasets;
+
+COMMENT ON STATISTICS metastore.datasets_lower_name IS 'How common a substring of lower(name) is, for the plan of metastore.list_datasets with q.';
+
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE ON metastore.events FOR EACH ROW EXECUTE FUNCTION metastore.forbid_change();
+
+CREATE TRIGGER settings_keep_row BEFORE DELETE ON metastore.settings FOR EACH ROW EXECUTE FUNCTION metastore.settings_keep_row();
+
+CREATE TRIGGER settings_keep_row_truncate BEFORE TRUNCATE ON metastore.settings FOR EACH STATEMENT EXECUTE FUNCTION metastore.settings_keep_row();
 
 ALTER TABLE ONLY metastore.dataset_symlinks
     ADD CONSTRAINT dataset_symlinks_dataset_id_fkey FOREIGN KEY (dataset_id) REFERENCES metastore.datasets(id);
@@ -1316,12 +2041,16 @@ REVOKE ALL ON PROCEDURE metastore.backfill(IN p_batch_size integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.check_event(p_payload jsonb) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.check_source(p_source_kind text, p_source_principal text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) TO metastore_app;
 
 REVOKE ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.ensure_partitions() FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;
 
 REVOKE ALL ON FUNCTION metastore.event_kind(p_payload jsonb) FROM PUBLIC;
 
@@ -1329,9 +2058,21 @@ REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.forbid_change() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_status() FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_app;
+GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_reader;
+
 REVOKE ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.group_role(p_kind text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) TO metastore_app;
@@ -1342,6 +2083,8 @@ GRANT ALL ON FUNCTION metastore.ingest_event(p_body bytea, p_source_kind text, p
 REVOKE ALL ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ingest_events(p_bodies bytea[], p_source_kind text, p_source_principal text) TO metastore_app;
 
+REVOKE ALL ON FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) FROM PUBLIC;
@@ -1350,11 +2093,26 @@ GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_
 
 REVOKE ALL ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) TO metastore_app;
+
 REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_reader;
 
+REVOKE ALL ON FUNCTION metastore.settings_keep_row() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.use_group_roles(p_app text, p_reader text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.validate_event(p_payload jsonb) FROM PUBLIC;
 

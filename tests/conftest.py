@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from metastore import localpg
+from metastore import localpg, migrations
 from metastore.localpg import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +26,8 @@ if not any(FIXTURES.rglob("*.json")):
 OWNER = "metastore_owner"
 SERVICE = "metastore_service"
 TEMPLATE = "metastore_template"
+# The group roles of the template's installation, which every test database is a copy of.
+APP_ROLE, READER_ROLE = migrations.default_group_roles(TEMPLATE)
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,21 @@ def create_database(server: LocalPostgres, template: str = TEMPLATE) -> Database
     name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name} TEMPLATE {template} OWNER {OWNER}")
+        if template == TEMPLATE:
+            # A copy does not copy the database's privileges: as the deploy leaves them.
+            conn.execute(f"REVOKE CONNECT ON DATABASE {name} FROM PUBLIC")
+            conn.execute(f"GRANT CONNECT ON DATABASE {name} TO {APP_ROLE}, {READER_ROLE}")
     return Database(server, name)
+
+
+def create_group_roles(server: LocalPostgres, dbname: str) -> tuple[str, str]:
+    """What a DBA does before a database's first deploy: its group roles (default names)."""
+    roles = migrations.default_group_roles(dbname)
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        for role in roles:
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                conn.execute(f"CREATE ROLE {role} NOLOGIN")
+    return roles
 
 
 def drop_database(db: Database) -> None:

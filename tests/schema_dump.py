@@ -56,7 +56,14 @@ def dump(server: LocalPostgres, dbname: str) -> str:
         timeout=60,
     ).stdout
     lines = [_unqualify(line) for line in out.splitlines() if not _NOISE.match(line)]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip() + "\n"
+    # The group roles are named after the database: shown as a database named metastore has them.
+    with psycopg.connect(server.dsn_for("postgres", dbname)) as conn:
+        row = conn.execute("SELECT app_role, reader_role FROM metastore.group_roles").fetchone()
+    if row:
+        for recorded, shown in zip(row, migrations.default_group_roles("metastore"), strict=True):
+            text = re.sub(rf"\b{recorded}\b", shown, text)
+    return text
 
 
 def fresh_dump() -> str:

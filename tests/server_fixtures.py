@@ -51,6 +51,8 @@ class Server:
 
     def client(self, **kwargs: Any) -> httpx.Client:
         verify = ssl.create_default_context(cafile=str(self.ca)) if self.url.startswith("https") else False
+        # A client of this API posts JSON (the service refuses other media types with 415).
+        kwargs["headers"] = {"Content-Type": "application/json", **kwargs.get("headers", {})}
         return httpx.Client(base_url=self.url, verify=verify, timeout=10, **kwargs)
 
     def log_lines(self) -> list[str]:
@@ -67,7 +69,10 @@ class Server:
         return self.process.returncode
 
 
-def start_server(database_url: str, tls: TLSFiles | None, log: Path, **env: str) -> Server:
+def start_server(
+    database_url: str, tls: TLSFiles | None, log: Path, *, stderr_log: Path | None = None, **env: str
+) -> Server:
+    """The service as a subprocess; its stdout (and stderr, unless stderr_log is given) go to log."""
     port = free_port()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
     environ.update({"METASTORE_DATABASE_URL": database_url, "METASTORE_HOST": "127.0.0.1", "METASTORE_PORT": str(port)})
@@ -76,12 +81,12 @@ def start_server(database_url: str, tls: TLSFiles | None, log: Path, **env: str)
     else:
         environ.update({"METASTORE_TLS_CERT": str(tls.cert), "METASTORE_TLS_KEY": str(tls.key)})
     environ.update(env)
-    with log.open("wb") as out:
+    with log.open("wb") as out, stderr_log.open("wb") if stderr_log else log.open("ab") as err:
         process = subprocess.Popen(
             [sys.executable, "-m", "metastore", "serve"],
             env=environ,
             stdout=out,
-            stderr=subprocess.STDOUT,
+            stderr=err if stderr_log else subprocess.STDOUT,
             start_new_session=True,
         )
     scheme = "https" if tls else "http"

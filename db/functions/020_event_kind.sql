@@ -1,17 +1,23 @@
--- No SET clause: called from the SECURITY DEFINER functions, whose pinned search_path it
--- inherits; without one, PostgreSQL can inline or call it without a configuration switch.
+-- No SET clause: a SET keeps PostgreSQL from inlining a SQL function. Instead every function and
+-- operator is qualified, so that no search_path can substitute another (db/CONVENTIONS.md).
 CREATE OR REPLACE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $fn$
     -- A member set to JSON null counts as absent.
     SELECT CASE
-        WHEN jsonb_typeof(p_payload -> 'run') = 'object'
-         AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'run'
-        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
-         AND jsonb_typeof(p_payload -> 'job') = 'object' THEN 'job'
-        WHEN coalesce(jsonb_typeof(p_payload -> 'run'), 'null') = 'null'
-         AND coalesce(jsonb_typeof(p_payload -> 'job'), 'null') = 'null'
-         AND jsonb_typeof(p_payload -> 'dataset') = 'object' THEN 'dataset'
+        WHEN pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text) OPERATOR(pg_catalog.=) 'object'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'run'::text
+        WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'job'::text
+        WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'run'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'job'::text), 'null'::text)
+                 OPERATOR(pg_catalog.=) 'null'::text
+         AND pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'dataset'::text) OPERATOR(pg_catalog.=) 'object'::text
+            THEN 'dataset'::text
     END
 $fn$;
 

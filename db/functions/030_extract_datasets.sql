@@ -1,9 +1,8 @@
 -- The extraction rules, in one place: live ingest and backfill both call this.
--- No SET clause: it runs inside the SECURITY DEFINER callers with their pinned search_path,
--- and a SET clause would cost a configuration save and restore on every call.
 CREATE OR REPLACE FUNCTION metastore.extract_datasets(p_payload jsonb)
 RETURNS SETOF metastore.dataset_mention
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     -- Two names of 1000 bytes each keep a (namespace, name) index entry under

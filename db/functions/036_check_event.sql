@@ -2,6 +2,7 @@
 -- subtransaction id (see 035_validate_event.sql).
 CREATE OR REPLACE FUNCTION metastore.check_event(p_payload jsonb) RETURNS metastore.checked_event
 LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_result metastore.checked_event;

@@ -4,6 +4,7 @@
 -- rows (row locks) as on new ones (waits on the unique index).
 CREATE OR REPLACE FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) RETURNS void
 LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $fn$
     -- New datasets first, as placeholders that the events' own upserts complete in this
     -- transaction (least/greatest of the times, kind, counts): only events that are new can

@@ -12,44 +12,49 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
+    v_kind      text := metastore.check_source(p_source_kind, p_source_principal);
+    v_read      record;
     v_payload   jsonb;
-    v_checked   metastore.checked_event;
+    v_valid     metastore.valid_event;
     v_duplicate boolean;
 BEGIN
-    BEGIN
-        v_payload := convert_from(p_body, 'UTF8')::jsonb;
-    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
-        -- Not JSON PostgreSQL can hold: refused, and nothing to keep.
-        GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT;
+    SELECT r.payload, r.checked INTO v_read FROM metastore.read_event(p_body) AS r;
+    v_payload := v_read.payload;
+    v_valid := (v_read.checked).valid;
+    error_code := (v_read.checked).error_code;
+    error_message := (v_read.checked).error_message;
+    IF error_code IS NOT NULL THEN
+        -- The client's mistake: nothing of the event is stored, only a record of why (of
+        -- well-formed JSON: a body that is not JSON is refused without a record).
         status := 'rejected';
-        RETURN;
-    END;
-    v_checked := metastore.check_event(v_payload);
-    IF v_checked.error_code IS NOT NULL THEN
-        -- The client's mistake: nothing of the event is stored, only a record of why.
-        status := 'rejected';
-        error_code := v_checked.error_code;
-        error_message := v_checked.error_message;
-        IF jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
-            event_type := left(v_payload ->> 'eventType', 64);
+        IF v_payload IS NOT NULL THEN
+            IF pg_catalog.jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
+                event_type := pg_catalog.left(v_payload ->> 'eventType', 64);
+            END IF;
+            PERFORM metastore.record_rejection(p_body, error_code, error_message, v_kind, p_source_principal);
         END IF;
-        INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-        VALUES (v_payload, error_code, error_message, p_source_kind, p_source_principal);
         RETURN;
     END IF;
     SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
-      FROM metastore.store_event(v_payload, v_checked.valid, p_source_kind, p_source_principal) AS s;
+      FROM metastore.store_event(v_payload, v_valid, v_kind, p_source_principal) AS s;
     status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
-    event_type := (v_checked.valid).event_type;
+    event_type := v_valid.event_type;
 END
 $fn$;
 
 COMMENT ON FUNCTION metastore.ingest_event(bytea, text, text) IS
     'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event '
     'was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says '
-    'why; well-formed JSON is kept in metastore.rejected_events); event_type is the eventType sent, if any. '
+    'why; well-formed JSON is recorded in metastore.rejected_events); event_type is the eventType sent, if any. '
     'Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and '
-    'those of metastore.validate_event.';
+    'those of metastore.validate_event. p_source_kind null means unauthenticated; raises 22023 for an unknown '
+    'kind or a principal with the unauthenticated kind.';
 
 REVOKE ALL ON FUNCTION metastore.ingest_event(bytea, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) TO metastore_app;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) TO %I',
+                              metastore.group_role('app'));
+END
+$grant$;

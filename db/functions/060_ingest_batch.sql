@@ -9,58 +9,98 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
+    v_kind      text := metastore.check_source(p_source_kind, p_source_principal);
     v_batch     jsonb;
-    v_event     jsonb;
+    v_received  integer;
+    v_max       integer;
     v_checked   metastore.checked_event[];
-    v_index     bigint;
+    v_index     integer;
+    v_row       record;
+    v_code      text;
     v_duplicate boolean;
     v_stored    integer := 0;
     v_dups      integer := 0;
-    v_failed    jsonb := '[]';
+    v_failed    jsonb;
+    v_text      text;
 BEGIN
-    -- Whole-body errors (not UTF-8, not JSON) propagate with their SQLSTATE.
-    v_batch := convert_from(p_body, 'UTF8')::jsonb;
-    IF jsonb_typeof(v_batch) <> 'array' THEN
+    -- Whole-body errors (not UTF-8, not JSON, a duplicate key) propagate with their SQLSTATE.
+    v_text := pg_catalog.convert_from(p_body, 'UTF8');
+    v_batch := v_text::jsonb;
+    -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
+    IF NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
+        RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
+    END IF;
+    IF pg_catalog.jsonb_typeof(v_batch) <> 'array' THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023',
-            MESSAGE = format('a batch must be a JSON array of OpenLineage events, not a JSON %s', jsonb_typeof(v_batch));
+            MESSAGE = pg_catalog.format('a batch must be a JSON array of OpenLineage events, not a JSON %s',
+                                        pg_catalog.jsonb_typeof(v_batch));
+    END IF;
+    v_received := pg_catalog.jsonb_array_length(v_batch);
+    SELECT s.max_batch_events INTO v_max FROM metastore.settings AS s;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '55000', MESSAGE = 'metastore.settings has no row: the deploy makes it, see V0002';
+    END IF;
+    IF v_received > v_max THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '54000',
+            MESSAGE = pg_catalog.format('a batch holds at most %s events (metastore.settings.max_batch_events), '
+                                        'not %s: send it in smaller batches', v_max, v_received);
     END IF;
 
-    -- Check every event first (writing nothing), lock the datasets they mention in one order,
-    -- then store or record each.
-    v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o)
-                        ORDER BY a.o);
-    PERFORM metastore.lock_datasets(ARRAY(SELECT (c).valid FROM unnest(v_checked) AS c WHERE (c).error_code IS NULL));
-    FOR v_event, v_index IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_batch) WITH ORDINALITY AS a (e, o) LOOP
-        IF (v_checked[v_index + 1]).error_code IS NOT NULL THEN
-            INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal)
-            VALUES (v_event, (v_checked[v_index + 1]).error_code, (v_checked[v_index + 1]).error_message,
-                    p_source_kind, p_source_principal);
-            v_failed := v_failed || jsonb_build_object(
-                'index', v_index, 'code', (v_checked[v_index + 1]).error_code,
-                'reason', (v_checked[v_index + 1]).error_message, 'retriable', false);
+    -- Linear in the size of the batch: the checks are collected once and walked once (unnest),
+    -- never indexed (an element of an array of composite values is found by walking the array
+    -- from its start), and an event is taken from the batch by position (jsonb finds it directly).
+
+    -- 1. Check every event, writing nothing. In the batch's order: the function scan keeps it.
+    v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM pg_catalog.jsonb_array_elements(v_batch) AS a (e));
+
+    -- 2. Lock the datasets they mention in one order, then store or record each, in order.
+    PERFORM metastore.lock_datasets(ARRAY(SELECT c.valid FROM pg_catalog.unnest(v_checked) AS c
+                                           WHERE c.error_code IS NULL));
+    FOR v_row IN
+        SELECT c.valid, c.error_code, c.error_message, (c.o - 1)::integer AS i
+          FROM pg_catalog.unnest(v_checked) WITH ORDINALITY AS c (valid, error_code, error_message, o)
+    LOOP
+        v_code := v_row.error_code;
+        v_index := v_row.i;
+        IF v_code IS NOT NULL THEN
+            -- The event's text is its body here (the bytes of one element are not at hand), except
+            -- when it holds numbers outside the double range (22003): their text is unbounded.
+            -- Every other refusal comes after that check passed (it is validate_event's first).
+            PERFORM metastore.record_rejection(
+                CASE WHEN v_code <> '22003' THEN pg_catalog.convert_to((v_batch -> v_index)::text, 'UTF8') END,
+                v_code, v_row.error_message, v_kind, p_source_principal);
             CONTINUE;
         END IF;
         SELECT s.duplicate INTO v_duplicate
-          FROM metastore.store_event(v_event, (v_checked[v_index + 1]).valid, p_source_kind, p_source_principal) AS s;
+          FROM metastore.store_event(v_batch -> v_index, v_row.valid, v_kind, p_source_principal) AS s;
         IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
     END LOOP;
 
+    SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+               'index', c.o - 1, 'code', c.error_code, 'reason', c.error_message, 'retriable', false) ORDER BY c.o),
+               '[]')
+      INTO v_failed
+      FROM pg_catalog.unnest(v_checked) WITH ORDINALITY AS c (valid, error_code, error_message, o)
+     WHERE c.error_code IS NOT NULL;
+
     status := CASE
-        WHEN jsonb_array_length(v_failed) = 0 THEN 'success'
+        WHEN v_stored + v_dups = v_received THEN 'success'
         WHEN v_stored + v_dups = 0 THEN 'failure'
         ELSE 'partial_success'
     END;
-    result := jsonb_build_object(
+    result := pg_catalog.jsonb_build_object(
         'status', status,
-        'summary', jsonb_build_object(
-            'received', jsonb_array_length(v_batch),
+        'summary', pg_catalog.jsonb_build_object(
+            'received', v_received,
             'successful', v_stored + v_dups,
             'stored', v_stored,
             'duplicates', v_dups,
-            'failed', jsonb_array_length(v_failed),
+            'failed', v_received - v_stored - v_dups,
             'retriable', 0,
-            'non_retriable', jsonb_array_length(v_failed)),
+            'non_retriable', v_received - v_stored - v_dups),
         'failed_events', v_failed);
 END
 $fn$;
@@ -69,7 +109,15 @@ COMMENT ON FUNCTION metastore.ingest_batch(bytea, text, text) IS
     'Ingests a JSON array of OpenLineage events (the OpenLineage batch API). Each event is stored or '
     'rejected on its own; result follows the spec''s batch response (status, summary, failed_events). '
     'status: success, partial_success, or failure (no event accepted). Error codes for the whole body: '
-    '22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array.';
+    '22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array; 54000 more events than '
+    'metastore.settings.max_batch_events; 22023 an unknown source kind, or a principal with the '
+    'unauthenticated kind (p_source_kind null means unauthenticated).';
 
 REVOKE ALL ON FUNCTION metastore.ingest_batch(bytea, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.ingest_batch(bytea, text, text) TO metastore_app;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.ingest_batch(bytea, text, text) TO %I',
+                              metastore.group_role('app'));
+END
+$grant$;

@@ -96,4 +96,11 @@ COMMENT ON FUNCTION metastore.get_dataset(bigint, integer) IS
     'Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
 
 REVOKE ALL ON FUNCTION metastore.get_dataset(bigint, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.get_dataset(bigint, integer) TO metastore_app, metastore_reader;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.get_dataset(bigint, integer) TO %I, %I',
+                              metastore.group_role('app'),
+                              metastore.group_role('reader'));
+END
+$grant$;

@@ -20,4 +20,11 @@ COMMENT ON FUNCTION metastore.dataset_summary(integer) IS
     '(the p_namespaces_limit namespaces with most datasets, ordered by name).';
 
 REVOKE ALL ON FUNCTION metastore.dataset_summary(integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.dataset_summary(integer) TO metastore_app, metastore_reader;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.dataset_summary(integer) TO %I, %I',
+                              metastore.group_role('app'),
+                              metastore.group_role('reader'));
+END
+$grant$;

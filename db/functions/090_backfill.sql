@@ -1,6 +1,10 @@
 -- Rebuilds the derived tables from metastore.events. A procedure, not a function,
 -- so that it can commit between batches: a function runs in one transaction.
--- No SET clause and no SECURITY DEFINER: PostgreSQL forbids both with COMMIT inside.
+-- No SET clause and no SECURITY DEFINER: PostgreSQL forbids both with COMMIT inside. It runs
+-- with its caller's rights (the owner's, as only the owner may call it), so it pins its
+-- search_path itself: set_config(..., true) at the start of each of its transactions, before
+-- any statement of that transaction is parsed (a COMMIT ends a local setting). Functions are
+-- qualified too (db/CONVENTIONS.md).
 CREATE OR REPLACE PROCEDURE metastore.backfill(p_batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
 AS $fn$
@@ -9,6 +13,7 @@ DECLARE
     v_high  bigint;
     v_done  bigint := 0;
 BEGIN
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_batch_size must be a positive number';
     END IF;
@@ -21,7 +26,7 @@ BEGIN
 
     -- 1. Extract every stored event, a batch per transaction; live tables are untouched.
     LOOP
-        SELECT max(b.id) INTO v_high
+        SELECT pg_catalog.max(b.id) INTO v_high
           FROM (SELECT e.id FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT p_batch_size) AS b;
         EXIT WHEN v_high IS NULL;
         INSERT INTO pg_temp.backfill_seen SELECT e.id FROM metastore.events AS e WHERE e.id > v_last AND e.id <= v_high;
@@ -34,6 +39,7 @@ BEGIN
         v_last := v_high;
         RAISE NOTICE 'backfill: read events up to id %', v_last;
         COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     END LOOP;
 
     -- 2. Hold off new events while the rest is read and the result swapped in. The lock reaches
@@ -48,10 +54,10 @@ BEGIN
     -- 3. Datasets keep their ids; what no event mentions any more goes last.
     INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT m.namespace, m.name,
-           CASE WHEN bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           min(m.event_time), max(m.event_time),
-           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
-           count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
+           CASE WHEN pg_catalog.bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+           pg_catalog.min(m.event_time), pg_catalog.max(m.event_time),
+           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
+           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
       FROM pg_temp.backfill_mentions AS m
      GROUP BY m.namespace, m.name
     ON CONFLICT (namespace, name) DO UPDATE

@@ -9,4 +9,11 @@ COMMENT ON FUNCTION metastore.schema_version() IS
     'The newest applied change of db/deploy; the service compares it with the version it was built for.';
 
 REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.schema_version() TO metastore_app, metastore_reader;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.schema_version() TO %I, %I',
+                              metastore.group_role('app'),
+                              metastore.group_role('reader'));
+END
+$grant$;

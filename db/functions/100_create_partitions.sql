@@ -1,5 +1,6 @@
--- Daily partitions of metastore.events and metastore.event_datasets, made ahead of time. The
--- service calls it when it starts and every hour; the deploy calls it once (999_*.sql).
+-- Daily partitions of metastore.events and metastore.event_datasets, made ahead of time. For the
+-- owner (a DBA, the deploy below): any range may take minutes and holds ingest off meanwhile. The
+-- service calls metastore.ensure_partitions, which makes the fixed window only.
 CREATE OR REPLACE FUNCTION metastore.create_partitions(
     p_from       date DEFAULT current_date - 1,
     p_days_ahead integer DEFAULT 14
@@ -118,12 +119,19 @@ COMMENT ON FUNCTION metastore.create_partitions(date, integer) IS
     'of those days out of the default partitions; returns how many partitions it created (0 when none were '
     'missing: it is idempotent, and concurrent callers take turns). Holds ingest off for the milliseconds '
     'the partitions take to attach. Error codes: 22023 bad arguments; 55P03 the tables stayed locked by '
-    'another transaction (e.g. a backfill), try again later.';
+    'another transaction (e.g. a backfill), try again later. Owner only: the service calls '
+    'metastore.ensure_partitions().';
 
 REVOKE ALL ON FUNCTION metastore.create_partitions(date, integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.create_partitions(date, integer) TO metastore_app;
+-- Earlier releases granted it to the service.
+DO $revoke$
+BEGIN
+    EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION metastore.create_partitions(date, integer) FROM %I',
+                              metastore.group_role('app'));
+END
+$revoke$;
 
 -- On every deploy: the daily partitions from yesterday to 14 days ahead (UTC), so that a fresh
--- deploy stores events in their days at once. A no-op when they exist; the service calls it too,
--- at start and every hour.
+-- deploy stores events in their days at once. A no-op when they exist; the service makes the same
+-- days at start and every hour (metastore.ensure_partitions).
 SELECT metastore.create_partitions();

@@ -1,4 +1,5 @@
--- Retention: forgets the events (and their links) older than p_keep, a whole day at a time.
+-- Retention: forgets the events (and their links) older than p_keep, a whole day at a time, and
+-- the refused events received before the same cutoff.
 -- For the owner (a DBA or a scheduled job), not for the service.
 CREATE OR REPLACE FUNCTION metastore.apply_retention(p_keep interval) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -15,17 +16,22 @@ DECLARE
     v_parent   regclass;
     v_count    bigint;
     v_events   bigint := 0;
+    v_rejected bigint := 0;
 BEGIN
     IF p_keep IS NULL OR p_keep < interval '1 day' THEN
         RAISE EXCEPTION USING
-            ERRCODE = '22023', MESSAGE = format('p_keep must be at least 1 day, not %s', p_keep);
+            ERRCODE = '22023', MESSAGE = pg_catalog.format('p_keep must be at least 1 day, not %s', p_keep);
     END IF;
-    v_cutoff := now() - p_keep;
+    v_cutoff := pg_catalog.now() - p_keep;
+
+    -- Refused events are kept as long as events: rows only, no lock that ingest would wait for.
+    DELETE FROM metastore.rejected_events AS r WHERE r.received_at < v_cutoff;
+    GET DIAGNOSTICS v_rejected = ROW_COUNT;
 
     -- One maintainer at a time (this function and create_partitions).
-    PERFORM set_config('lock_timeout', '0', true);
-    PERFORM pg_advisory_xact_lock(7262002);
-    PERFORM set_config('lock_timeout', '100ms', true);
+    PERFORM pg_catalog.set_config('lock_timeout', '0', true);
+    PERFORM pg_catalog.pg_advisory_xact_lock(7262002);
+    PERFORM pg_catalog.set_config('lock_timeout', '100ms', true);
 
     -- Daily partitions (of either table) that end at or before the cutoff. The default
     -- partitions have no bound; a range ending at MAXVALUE has no date and is kept. Events are
@@ -33,11 +39,12 @@ BEGIN
     -- days in that instant is dropped with it, uncounted.
     FOR v_part, v_parent IN
         SELECT c.oid::regclass, i.inhparent::regclass
-          FROM pg_inherits AS i
-          JOIN pg_class AS c ON c.oid = i.inhrelid
+          FROM pg_catalog.pg_inherits AS i
+          JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
          CROSS JOIN LATERAL (
                SELECT CASE WHEN i.inhparent IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)
-                           THEN substring(pg_get_expr(c.relpartbound, c.oid) FROM 'TO \(''([^'']+)''\)$')::timestamptz
+                           THEN pg_catalog.substring(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                                     'TO \(''([^'']+)''\)$')::timestamptz
                       END AS upper_bound) AS b
          WHERE i.inhparent IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)
            AND b.upper_bound <= v_cutoff
@@ -45,15 +52,16 @@ BEGIN
     LOOP
         v_old := v_old || v_part;
         IF v_parent = 'metastore.events'::regclass THEN
-            EXECUTE format('SELECT count(*) FROM %s', v_part) INTO v_count;
+            EXECUTE pg_catalog.format('SELECT pg_catalog.count(*) FROM %s', v_part) INTO v_count;
             v_events := v_events + v_count;
         END IF;
     END LOOP;
 
-    IF cardinality(v_old) = 0
+    IF pg_catalog.cardinality(v_old) = 0
        AND NOT EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff)
        AND NOT EXISTS (SELECT FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff) THEN
-        RETURN jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', 0, 'events_removed', 0);
+        RETURN pg_catalog.jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', 0, 'events_removed', 0,
+                                             'rejected_removed', v_rejected);
     END IF;
 
     -- Dropping a partition takes an ACCESS EXCLUSIVE lock on its parent until commit: ingest and
@@ -75,12 +83,12 @@ BEGIN
                     MESSAGE = 'could not lock metastore.events and event_datasets to apply retention',
                     HINT = 'A long transaction holds them, e.g. CALL metastore.backfill(). Try again later.';
             END IF;
-            PERFORM pg_sleep(0.05 + random() * 0.1);
+            PERFORM pg_catalog.pg_sleep(0.05 + pg_catalog.random() * 0.1);
         END;
     END LOOP;
 
     FOREACH v_part IN ARRAY v_old LOOP
-        EXECUTE format('DROP TABLE %s', v_part);
+        EXECUTE pg_catalog.format('DROP TABLE %s', v_part);
     END LOOP;
 
     -- Rows of the default partitions older than the cutoff go one by one; for events the
@@ -94,7 +102,8 @@ BEGIN
     END IF;
     DELETE FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff;
 
-    RETURN jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', cardinality(v_old), 'events_removed', v_events);
+    RETURN pg_catalog.jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', pg_catalog.cardinality(v_old),
+                                         'events_removed', v_events, 'rejected_removed', v_rejected);
 END
 $fn$;
 
@@ -103,7 +112,8 @@ COMMENT ON FUNCTION metastore.apply_retention(interval) IS
     'partitions of metastore.events and metastore.event_datasets that end at or before that cutoff, and '
     'deletes the older rows of their default partitions. Datasets keep what was learned (kind, first_seen, '
     'last_seen, counts, symlinks); CALL metastore.backfill() afterwards recomputes them from the events that '
-    'remain. Returns {"cutoff", "partitions_dropped" (of both tables), "events_removed"}. Ingest waits while '
+    'remain. Also deletes the rows of metastore.rejected_events received before the cutoff. Returns '
+    '{"cutoff", "partitions_dropped" (of both tables), "events_removed", "rejected_removed"}. Ingest waits while '
     'the partitions are dropped. Error codes: 22023 p_keep under 1 day; 55P03 the tables stayed locked by '
     'another transaction (e.g. a backfill): nothing was removed, try again later.';
 

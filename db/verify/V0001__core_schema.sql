@@ -3,7 +3,8 @@
 SELECT id, payload, payload_sha256, event_kind, event_type, event_time, run_id, job_namespace, job_name,
        producer, schema_url, received_at, source_kind, source_principal
   FROM metastore.events WHERE false;
-SELECT id, payload, sqlstate, reason, received_at, source_kind, source_principal
+-- rejected_events.payload went in V0002 (bodies are not kept whole): its verify checks the columns.
+SELECT id, sqlstate, reason, received_at, source_kind, source_principal
   FROM metastore.rejected_events WHERE false;
 SELECT id, namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events
   FROM metastore.datasets WHERE false;
@@ -18,11 +19,17 @@ SELECT dataset_id, symlink_id, type FROM metastore.dataset_symlinks_view WHERE f
 
 DO $verify$
 DECLARE
-    v_role  text;
-    v_table text;
-    v_priv  text;
+    v_role   text;
+    v_table  text;
+    v_priv   text;
+    -- The group roles of change 1, or this installation's own since change 3.
+    v_app    text := 'metastore_app';
+    v_reader text := 'metastore_reader';
 BEGIN
-    FOREACH v_role IN ARRAY ARRAY['metastore_app', 'metastore_reader', 'public'] LOOP
+    IF pg_catalog.to_regclass('metastore.group_roles') IS NOT NULL THEN
+        SELECT r.app_role, r.reader_role INTO STRICT v_app, v_reader FROM metastore.group_roles AS r;
+    END IF;
+    FOREACH v_role IN ARRAY ARRAY[v_app, v_reader, 'public'] LOOP
         -- Every table, partitions included.
         FOR v_table IN SELECT c.oid::regclass::text FROM pg_catalog.pg_class AS c
                         WHERE c.relnamespace = 'metastore'::regnamespace AND c.relkind IN ('r', 'p') LOOP
@@ -32,7 +39,7 @@ BEGIN
             END LOOP;
         END LOOP;
     END LOOP;
-    FOREACH v_role IN ARRAY ARRAY['metastore_app', 'metastore_reader'] LOOP
+    FOREACH v_role IN ARRAY ARRAY[v_app, v_reader] LOOP
         ASSERT pg_catalog.has_schema_privilege(v_role, 'metastore', 'USAGE');
         ASSERT NOT pg_catalog.has_schema_privilege(v_role, 'metastore', 'CREATE');
         FOREACH v_table IN ARRAY ARRAY['metastore.datasets_view', 'metastore.dataset_events_view',

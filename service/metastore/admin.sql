@@ -12,3 +12,11 @@ SELECT version FROM metastore_migrations.schema_version ORDER BY version;
 
 -- name: forget_version
 DELETE FROM metastore_migrations.schema_version WHERE version = %(version)s::bigint;
+
+-- name: use_group_roles
+-- The installation's group roles (null: keep the recorded one); moves their privileges.
+SELECT metastore.use_group_roles(%(app_role)s::text, %(reader_role)s::text);
+
+-- name: group_roles_chosen
+-- False on a new installation: its group roles are still change 1's placeholders.
+SELECT r.chosen FROM metastore.group_roles AS r;

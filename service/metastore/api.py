@@ -11,8 +11,9 @@ from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw
 
 from metastore.errors import ApiError
-from metastore.ingest import UNAUTHENTICATED, Source, Stored, store_now
+from metastore.ingest import Source, Stored, store_now
 from metastore.limits import Reservation, inflate, receive_body
+from metastore.provenance import source_of
 from metastore.state import Service, error_body
 
 log = logging.getLogger("metastore")
@@ -42,11 +43,6 @@ def _int_param(args: RequestParameters, name: str, default: int) -> int:
         return int(value)
     except ValueError:
         raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
-
-
-def source_of(request: Request) -> Source:
-    """How the sender is known. Nothing authenticates senders yet."""
-    return UNAUTHENTICATED
 
 
 def routes(app: Sanic[Any, Any], svc: Service) -> None:

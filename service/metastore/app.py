@@ -13,7 +13,7 @@ from sanic.exceptions import SanicException
 from sanic.http import Http
 from sanic.response import HTTPResponse, json
 
-from metastore import api, metrics, ops, ui
+from metastore import api, feed, forward, httpguard, metrics, ops, ui
 from metastore.config import Config
 from metastore.db import Database
 from metastore.errors import ApiError
@@ -33,7 +33,9 @@ def _close_after(request: Request) -> None:
 
 
 def create_app(config: Config, tls: ReloadingContext | None = None, name: str = "metastore") -> App:
-    app: App = Sanic(name, configure_logging=False)
+    # Strict request heads (httpguard.Request); JSON media type, query NULs, security headers.
+    app: App = Sanic(name, configure_logging=False, request_class=httpguard.Request)
+    httpguard.install(app, config)
     app.config.REQUEST_MAX_SIZE = config.max_body_bytes
     app.config.FALLBACK_ERROR_FORMAT = "json"
     app.config.KEEP_ALIVE_TIMEOUT = 75  # longer than typical client pools keep idle connections
@@ -51,7 +53,9 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         tls=tls,
     )
     api.routes(app, service)
-    ui.routes(app)
+    feed.register(app, db.read)  # GET /api/v1/events
+    forward.register(app, db.writer)  # GET /api/v1/forwarding, and live forwarding when configured
+    ui.routes(app, config)
     ops.routes(app, service)
 
     @app.exception(ApiError)

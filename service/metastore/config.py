@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,33 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "METASTORE_ACCESS_LOG", "off", "`on`: a log line per request (method, route, status, duration, request id)."
     ),
+    Setting(
+        "METASTORE_TLS_CLIENT_CA",
+        None,
+        "PEM bundle of CAs for optional client certificates: a verified one makes events `authenticated` "
+        "(principal: its subject); one that fails verification is refused at the handshake.",
+    ),
+    Setting(
+        "METASTORE_TLS_EXPIRY_WARNING_DAYS",
+        "7",
+        "Log a warning when the served certificate expires within this many days.",
+    ),
+    Setting(
+        "METASTORE_DATABASE_TLS",
+        "any",
+        "`verify-full`: refuse to start unless the database connection uses sslmode=verify-full (production).",
+    ),
+    Setting(
+        "METASTORE_FRAME_ANCESTORS",
+        "'self'",
+        "CSP frame-ancestors of the view: who may embed it in a frame, e.g. `'self' https://cockpit.example.com`.",
+    ),
+    Setting(
+        "METASTORE_FORWARD_URL",
+        None,
+        "Forward every stored event to this OpenLineage HTTP endpoint (base URL), at least once, in order.",
+    ),
+    Setting("METASTORE_FORWARD_CA", None, "PEM CA bundle that signs the forwarding target's certificate."),
 )
 
 
@@ -137,6 +165,11 @@ class Config:
     shutdown_grace_s: int
     ready_timeout_ms: int
     access_log: bool
+    # Defaults so that a Config made by hand stays valid.
+    tls_client_ca: Path | None = None
+    tls_expiry_warning_days: int = 7
+    database_tls: str = "any"
+    frame_ancestors: str = "'self'"
 
     @property
     def tls(self) -> bool:
@@ -215,6 +248,11 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             f"METASTORE_MAX_INFLIGHT_BYTES={max_inflight_bytes} is below METASTORE_MAX_BODY_BYTES={max_body_bytes}: "
             "the largest accepted body could never be received"
         )
+    client_ca = _get(env, "METASTORE_TLS_CLIENT_CA")
+    if client_ca and tls_cert is None:
+        raise ConfigError("METASTORE_TLS_CLIENT_CA needs HTTPS (METASTORE_TLS=on with a certificate and key)")
+    if client_ca and not Path(client_ca).is_file():
+        raise ConfigError(f"METASTORE_TLS_CLIENT_CA={client_ca} is not a readable file")
     return Config(
         database_url=database_url,
         host=_get(env, "METASTORE_HOST"),
@@ -249,7 +287,27 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         shutdown_grace_s=_int(env, "METASTORE_SHUTDOWN_GRACE_S", 1, 3600),
         ready_timeout_ms=_int(env, "METASTORE_READY_TIMEOUT_MS", 50, 60_000),
         access_log=_choice(env, "METASTORE_ACCESS_LOG", ("on", "off")) == "on",
+        tls_client_ca=Path(client_ca) if client_ca else None,
+        tls_expiry_warning_days=_int(env, "METASTORE_TLS_EXPIRY_WARNING_DAYS", 0, 3650),
+        database_tls=_choice(env, "METASTORE_DATABASE_TLS", ("any", "verify-full")),
+        frame_ancestors=_frame_ancestors(_get(env, "METASTORE_FRAME_ANCESTORS")),
     )
+
+
+# A CSP source expression (scheme, host with optional scheme, port and wildcard) or a keyword:
+# nothing that could end the directive or the header.
+_SOURCE = re.compile(r"'none'|'self'|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]*://)?(\*\.)?[a-z0-9.-]+(:(\d+|\*))?", re.I)
+
+
+def _frame_ancestors(value: str) -> str:
+    sources = value.split()
+    bad = [s for s in sources if not _SOURCE.fullmatch(s)]
+    if not sources or bad or ("'none'" in sources and len(sources) > 1):
+        raise ConfigError(
+            f"METASTORE_FRAME_ANCESTORS={value!r}: give 'none', or CSP sources separated by spaces "
+            "('self', https://cockpit.example.com, https://*.example.com)"
+        )
+    return " ".join(sources)
 
 
 def settings_table() -> str:

@@ -105,7 +105,9 @@ class Pool:
                 raise ApiError(503, "no database connection is available; retry later") from None
             except psycopg.Error as exc:
                 status = http_status(exc.sqlstate)
-                if status >= 500:
+                if exc.sqlstate == "42501":
+                    log.error("the service's database role may not run %s: grant it the app role (%s)", query, exc)
+                elif status >= 500:
                     log.warning("database call %s failed: %s %s", query, exc.sqlstate, str(exc).strip())
                     raise ApiError(
                         status, "the database could not complete the request; retry later", exc.sqlstate
@@ -132,12 +134,11 @@ class Database:
         self.ingest = Pool(config, "ingest", config.pool_min, config.pool_max, ingest_ms, ingest_ms / 1000)
         self.read = Pool(config, "read", 0, config.read_pool_max, read_ms, read_ms / 1000)
         self.health = Pool(config, "health", 1, 1, config.ready_timeout_ms, config.ready_timeout_ms / 1000)
-        self.writer = (
-            Pool(config, "writer", 0, writers, config.db_timeout_ms, config.db_timeout_ms / 1000 + 0.5)
-            if writers
-            else None
+        # Async writers, spool replay, forwarding and partition maintenance: on nobody's clock.
+        self.writer = Pool(
+            config, "writer", 0, max(writers, 1), config.db_timeout_ms, config.db_timeout_ms / 1000 + 0.5
         )
-        self.pools = [p for p in (self.ingest, self.read, self.health, self.writer) if p is not None]
+        self.pools = [self.ingest, self.read, self.health, self.writer]
 
     async def open(self) -> None:
         for pool in self.pools:

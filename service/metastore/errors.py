@@ -5,7 +5,10 @@ from __future__ import annotations
 # Exact codes first, then by SQLSTATE class (the first two characters).
 _EXACT = {
     "P0002": 404,  # no_data_found: the thing asked for does not exist
-    "42501": 403,  # insufficient_privilege
+    # insufficient_privilege: never the client's doing (there is no authentication), always the
+    # service role's missing grant: a server-side misconfiguration, not a rejected event.
+    "42501": 503,
+    "54000": 413,  # program_limit_exceeded: a batch over metastore.settings.max_batch_events
 }
 _CLASS = {
     "22": 400,  # data_exception: the client's input

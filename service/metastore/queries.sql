@@ -23,8 +23,8 @@ SELECT metastore.get_dataset(%(id)s::bigint, %(events_limit)s::integer)::text;
 -- name: dataset_summary
 SELECT metastore.dataset_summary()::text;
 
--- name: create_partitions
-SELECT metastore.create_partitions();
+-- name: ensure_partitions
+SELECT metastore.ensure_partitions();
 
 -- name: schema_version
 SELECT metastore.schema_version();
@@ -35,3 +35,24 @@ SELECT metastore.reject_event(%(body)b::bytea, %(sqlstate)s::text, %(reason)s::t
 
 -- name: write_probe
 SELECT metastore.write_probe();
+-- name: read_events
+SELECT event, cursor, more
+  FROM metastore.read_events(%(limit)s::integer, %(cursor)s::text, %(event_time_from)s::text,
+                             %(event_time_to)s::text, %(received_from)s::text, %(received_to)s::text,
+                             %(job_namespace)s::text, %(job_name)s::text, %(dataset_namespace)s::text,
+                             %(dataset_name)s::text, %(event_type)s::text);
+
+-- name: forward_claim
+SELECT claimed, cursor FROM metastore.forward_claim(%(target)s::text, %(owner)s::text, %(lease_s)s::integer);
+
+-- name: forward_page
+-- The payload's text as stored, cut out of the feed's envelope by PostgreSQL, for sending on.
+SELECT r.cursor, (r.event::jsonb -> 'event')::text, (r.event::jsonb ->> 'id')::bigint
+  FROM metastore.read_events(%(limit)s::integer, %(cursor)s::text) AS r;
+
+-- name: forward_ack
+SELECT metastore.forward_ack(%(target)s::text, %(owner)s::text, %(cursor)s::text, %(sent)s::integer,
+                             %(refused)s::integer, %(error)s::text);
+
+-- name: forward_status
+SELECT metastore.forward_status()::text;

@@ -8,6 +8,8 @@ from typing import Any
 from sanic import Request, Sanic
 from sanic.response import HTTPResponse, raw, redirect
 
+from metastore import httpguard
+from metastore.config import Config
 from metastore.errors import ApiError
 
 _FILES = (
@@ -15,17 +17,15 @@ _FILES = (
     ("app.js", "text/javascript; charset=utf-8"),
     ("style.css", "text/css; charset=utf-8"),
 )
-_HEADERS = {
-    # Everything comes from this server: no CDN, no inline script, nothing fetched elsewhere.
-    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
-    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-cache",
-}
 
 
-def routes(app: Sanic[Any, Any]) -> None:
+def routes(app: Sanic[Any, Any], config: Config) -> None:
+    headers = {
+        "Content-Security-Policy": httpguard.ui_csp(config),  # with frame-ancestors for Cockpit
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",
+    }
     files = {name: (resources.files("metastore").joinpath("ui", name).read_bytes(), kind) for name, kind in _FILES}
     openapi = resources.files("metastore").joinpath("openapi.json").read_bytes()
 
@@ -40,14 +40,14 @@ def routes(app: Sanic[Any, Any]) -> None:
     @app.get("/ui/", strict_slashes=True)
     async def ui_index(request: Request) -> HTTPResponse:
         body, kind = files["index.html"]
-        return raw(body, content_type=kind, headers=_HEADERS)
+        return raw(body, content_type=kind, headers=headers)
 
     @app.get("/ui/<name:str>")
     async def ui_asset(request: Request, name: str) -> HTTPResponse:
         if name not in files:
             raise ApiError(404, f"no such file: {name}")
         body, kind = files[name]
-        return raw(body, content_type=kind, headers=_HEADERS)
+        return raw(body, content_type=kind, headers=headers)
 
     @app.get("/api/v1/openapi.json")
     async def openapi_document(request: Request) -> HTTPResponse:

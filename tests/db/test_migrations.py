@@ -13,13 +13,14 @@ import psycopg
 import pytest
 
 from metastore import migrations
-from tests.conftest import Database, create_database, drop_database
+from tests.conftest import APP_ROLE, Database, create_database, create_group_roles, drop_database
 from tests.schema_dump import SCHEMA_FILE, dump
 
 
 @pytest.fixture
 def empty_db(pg_server: Any) -> Any:
     db = create_database(pg_server, template="template0")
+    create_group_roles(pg_server, db.name)
     yield db
     drop_database(db)
 
@@ -75,7 +76,7 @@ def test_functions_are_reapplied_even_when_no_change_is_pending(database: Databa
 
 def test_verify_catches_a_grant_that_lets_the_service_rewrite_history(database: Database) -> None:
     with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
-        conn.execute("GRANT UPDATE ON metastore.events TO metastore_app")
+        conn.execute(f"GRANT UPDATE ON metastore.events TO {APP_ROLE}")
     failures = migrations.verify(database.owner_dsn)
     assert len(failures) == 1 and "V0001" in failures[0]
 
@@ -130,3 +131,45 @@ def test_events_are_compressed_with_lz4_where_the_server_has_it(owner: psycopg.C
         " SELECT inhrelid FROM pg_inherits WHERE inhparent = 'metastore.events'::regclass)"
     ).fetchall()
     assert rows == [("l" if has_lz4 else "",)]
+
+
+def test_v0002_keeps_what_rejected_events_held_and_its_revert_gives_it_back(empty_db: Database) -> None:
+    dsn = empty_db.owner_dsn
+    assert migrations.deploy(dsn, 1) == [1]
+    small = {"eventTime": "x", "run": {"runId": "r"}}
+    large = {"eventTime": "x", "facets": {"plan": "p" * 10_000}}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for payload, kind, principal in (
+            (small, "unauthenticated", None),
+            (large, "authenticated", "CN=trino"),
+            (small, "made-up", None),  # V0001 had no CHECK here
+            (small, "unauthenticated", "someone"),
+        ):
+            conn.execute(
+                "INSERT INTO metastore.rejected_events (payload, sqlstate, reason, source_kind, source_principal) "
+                "VALUES (%s, '22007', 'why', %s, %s)",
+                (json.dumps(payload), kind, principal),
+            )
+    assert migrations.deploy(dsn, 2) == [2]
+    assert migrations.verify(dsn) == []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT body_prefix, body_bytes, body_sha256 = sha256(convert_to(body_prefix, 'UTF8')), reason, "
+            "source_kind, source_principal FROM metastore.rejected_events ORDER BY id"
+        ).fetchall()
+    assert [json.loads(r[0]) for r in rows[::2]] == [small, small]
+    assert rows[0][1:] == (len(rows[0][0].encode()), True, "why", "unauthenticated", None)
+    assert len(rows[1][0]) == 4096 and rows[1][1] > 10_000 and rows[1][4:] == ("authenticated", "CN=trino")
+    # What the CHECKs now refuse became unauthenticated, the claim kept in the reason.
+    assert [r[3:] for r in rows[2:]] == [
+        ("why [recorded with source_kind 'made-up', source_principal NULL]", "unauthenticated", None),
+        ("why [recorded with source_kind 'unauthenticated', source_principal 'someone']", "unauthenticated", None),
+    ]
+
+    assert migrations.revert(dsn, 1) == [2]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        payloads = [r[0] for r in conn.execute("SELECT payload FROM metastore.rejected_events ORDER BY id")]
+    assert payloads[0] == small and payloads[2] == small
+    # Only its first 4096 bytes were kept: the revert gives back what there is.
+    assert set(payloads[1]) == {"body_prefix", "body_bytes", "body_sha256"}
+    assert payloads[1]["body_bytes"] == rows[1][1]

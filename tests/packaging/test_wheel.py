@@ -24,7 +24,7 @@ import pytest
 
 from metastore import migrations
 from metastore.localpg import LocalPostgres, free_port
-from tests.conftest import FIXTURES, OWNER, ROOT, Database, drop_database, load_fixture
+from tests.conftest import APP_ROLE, FIXTURES, OWNER, READER_ROLE, ROOT, Database, drop_database, load_fixture
 from tests.server_fixtures import Server, TLSFiles, wait_until_serving
 
 DOCKERFILE = ROOT / "Dockerfile"
@@ -139,7 +139,13 @@ def test_the_installed_wheel_deploys_and_serves(
     site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     assert where == [str(site / "metastore" / "__init__.py"), str(site / "metastore" / "db")]
 
-    admin = {**env, "METASTORE_ADMIN_DATABASE_URL": empty_database.owner_dsn}
+    # The group roles given by the environment: those the test service role is a member of.
+    admin = {
+        **env,
+        "METASTORE_ADMIN_DATABASE_URL": empty_database.owner_dsn,
+        "METASTORE_APP_ROLE": APP_ROLE,
+        "METASTORE_READER_ROLE": READER_ROLE,
+    }
     run(metastore, "db", "deploy", env=admin, cwd=workdir)
     status = json.loads(run(metastore, "db", "status", env=admin, cwd=workdir))
     assert status == {

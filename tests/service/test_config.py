@@ -30,6 +30,24 @@ BASE = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x"}
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_POOL_MIN": "5", "METASTORE_POOL_MAX": "2"}, "METASTORE_POOL_MAX"),
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_LOG_LEVEL": "loud"}, "METASTORE_LOG_LEVEL"),
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_MAX_BODY_BYTES": "10"}, "METASTORE_MAX_BODY_BYTES"),
+        (
+            {
+                **BASE,
+                "METASTORE_TLS": "off",
+                "METASTORE_MAX_BODY_BYTES": "2000000",
+                "METASTORE_MAX_INFLIGHT_BYTES": "100000",
+            },
+            "METASTORE_MAX_INFLIGHT_BYTES",
+        ),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_SPOOL_DIR": "/proc/nope"}, "METASTORE_SPOOL_DIR"),
+        # Issue 13.
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_TLS_CLIENT_CA": "/etc/hosts"}, "METASTORE_TLS_CLIENT_CA"),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_DATABASE_TLS": "strict"}, "METASTORE_DATABASE_TLS"),
+        (
+            {**BASE, "METASTORE_TLS": "off", "METASTORE_TLS_EXPIRY_WARNING_DAYS": "-1"},
+            "METASTORE_TLS_EXPIRY_WARNING_DAYS",
+        ),
+        ({**BASE, "METASTORE_TLS": "off", "METASTORE_FRAME_ANCESTORS": "*; x"}, "METASTORE_FRAME_ANCESTORS"),
     ],
 )
 def test_bad_settings_are_named(env: dict[str, str], names: str) -> None:
@@ -39,7 +57,9 @@ def test_bad_settings_are_named(env: dict[str, str], names: str) -> None:
 
 def test_defaults_with_tls(tls_files: TLSFiles) -> None:
     loaded = config.load({**BASE, "METASTORE_TLS_CERT": str(tls_files.cert), "METASTORE_TLS_KEY": str(tls_files.key)})
-    assert loaded.tls and loaded.port == 8443 and loaded.db_timeout_ms < 5000
+    assert loaded.tls and loaded.port == 8443
+    # Twice the ingest budget and Trino's 1 s pause before its one retry fit in its 5 s timeout.
+    assert 2 * loaded.ingest_timeout_ms + 1000 < 5000
 
 
 def test_serve_fails_fast_with_exit_code_2(tmp_path: Path) -> None:

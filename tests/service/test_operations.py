@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import psycopg.sql
 import pytest
 import trustme
 from prometheus_client.parser import text_string_to_metric_families
@@ -387,5 +388,34 @@ def test_pool_exhaustion_gives_503s_within_the_ingest_budget(db: Database, tls_f
         with server.client() as http:
             assert http.post("/api/v1/lineage", json=event(tag, 9)).status_code == 201
         assert stored_run_ids(db, tag) == {f"{tag}-9"}
+    finally:
+        assert server.stop() == 0
+
+
+def test_a_missing_grant_is_the_services_fault_not_the_clients(
+    db: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    server = start_server(db.service_dsn, tls_files, tmp_path / "server.log")
+    try:
+        with psycopg.connect(db.owner_dsn, autocommit=True) as owner:
+            row = owner.execute("SELECT metastore.group_role('app')").fetchone()
+            assert row is not None
+            owner.execute(
+                psycopg.sql.SQL("REVOKE EXECUTE ON FUNCTION metastore.ingest_event(bytea, text, text) FROM {}").format(
+                    psycopg.sql.Identifier(row[0])
+                )
+            )
+        with server.client() as http:
+            response = http.post("/api/v1/lineage", json=event("grant", 1))
+            assert response.status_code == 503 and response.json()["error"]["code"] == "42501"
+            rejected = [
+                line
+                for line in http.get("/metrics").text.splitlines()
+                if line.startswith("metastore_events_total") and 'outcome="rejected"' in line
+            ]
+            assert not rejected  # not counted as the client's mistake
+        time.sleep(0.2)
+        errors = [json.loads(line) for line in server.log_lines() if '"ERROR"' in line]
+        assert any("grant" in e["message"] for e in errors)
     finally:
         assert server.stop() == 0

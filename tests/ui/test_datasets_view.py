@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
+import itertools
 import json
 import os
 import re
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -230,3 +233,111 @@ def test_the_view_reads_the_json_api_cockpit_can_call(page: Page) -> None:
     page.goto("/ui/")
     body = page.evaluate("fetch('../api/v1/datasets?limit=1').then(r => r.text())")
     assert json.loads(body)["datasets"][0]["id"] > 0
+
+
+LOOK_ALIKES = {
+    "nfc": "lookalike.café",
+    "nfd": "lookalike.cafe\u0301",
+    "plain": "lookalike.orders",
+    "zwsp": "lookalike.or\u200bders",
+    "rlo": "lookalike.\u202esredro",
+    "bom": "lookalike.orders\ufeff",
+    "trailing space": "lookalike.orders ",
+    "nbsp": "lookalike.orders\u00a0",
+    "literal marker": "lookalike.or\u27e8U+200B\u27e9ders",
+}
+
+
+def looks_same(png_a: bytes, png_b: bytes) -> bool:
+    """Same size, and at most a few pixels differing by more than anti-aliasing noise."""
+    from PIL import Image, ImageChops
+
+    a, b = (Image.open(io.BytesIO(png)).convert("L") for png in (png_a, png_b))
+    if a.size != b.size:
+        return False
+    return sum(ImageChops.difference(a, b).histogram()[65:]) <= 20
+
+
+def test_look_alike_names_never_look_the_same(page: Page, seeded: Server) -> None:
+    """Names kept as sent that differ only invisibly (NFC and NFD, zero-width, bidi override, other
+    spaces) are drawn with markers, so no two rows render alike, in text or in pixels."""
+    event = {
+        "eventTime": "2024-03-02T10:00:00Z",
+        "eventType": "COMPLETE",
+        "run": {"runId": "ui-lookalike"},
+        "job": {"namespace": "ui", "name": "lookalike"},
+        "inputs": [{"namespace": "postgres://warehouse:5432", "name": n} for n in LOOK_ALIKES.values()],
+    }
+    with seeded.client() as http:
+        assert http.post("/api/v1/lineage", json=event).status_code in (200, 201)
+    page.goto("/ui/")
+    page.get_by_label("Search by name").fill("lookalike.")
+    names = page.locator("#datasets tbody tr[data-name] td.name button")
+    expect(names).to_have_count(len(LOOK_ALIKES))
+    stored = page.locator("#datasets tbody tr[data-name]").evaluate_all("rs => rs.map(r => r.dataset.name)")
+    assert sorted(stored) == sorted(LOOK_ALIKES.values())  # kept as sent
+
+    texts = {name: names.nth(i).inner_text() for i, name in enumerate(stored)}
+    assert len(set(texts.values())) == len(LOOK_ALIKES), texts
+    assert texts[LOOK_ALIKES["zwsp"]] == "lookalike.or\u27e8U+200B\u27e9ders"
+    assert texts[LOOK_ALIKES["rlo"]] == "lookalike.\u27e8U+202E\u27e9sredro"
+    assert texts[LOOK_ALIKES["nfd"]].endswith("\u27e8U+0301\u27e9\u27e8not NFC\u27e9")
+    assert texts[LOOK_ALIKES["nfc"]] == "lookalike.café"
+    assert texts[LOOK_ALIKES["literal marker"]] == "lookalike.or\u27e8U+27E8\u27e9U+200B\u27e9ders"
+    rows_text = page.locator("#datasets tbody tr[data-name]").evaluate_all("rs => rs.map(r => r.innerText)")
+    assert len(set(rows_text)) == len(LOOK_ALIKES)
+    assert names.first.locator(".cp").count() + names.nth(1).locator(".cp").count() >= 1
+
+    # In pixels: each name drawn alone. As plain text (the control) several pairs are
+    # indistinguishable; as the view draws them, none is.
+    def pixels(selector: str) -> dict[str, bytes]:
+        cells = page.locator(selector)
+        return {stored[i]: cells.nth(i).screenshot() for i in range(cells.count())}
+
+    drawn = pixels("#datasets tbody tr[data-name] td.name button")
+    for a, b in itertools.combinations(stored, 2):
+        assert not looks_same(drawn[a], drawn[b]), (a, b)
+    page.evaluate(
+        """names => {
+            const box = document.createElement("div");
+            box.id = "plain-control";
+            for (const name of names) {
+                const span = document.createElement("span");
+                span.style.cssText = "display:inline-block;font-weight:600;margin:4px";
+                span.textContent = name;
+                box.append(span, document.createElement("br"));
+            }
+            document.querySelector("main").prepend(box);
+        }""",
+        stored,
+    )
+    plain = pixels("#plain-control span")
+    # E.g. (as drawn by this Chromium and its fonts): a zero-width space, or a trailing space.
+    for kind in ("zwsp", "trailing space"):
+        assert looks_same(plain[LOOK_ALIKES[kind]], plain[LOOK_ALIKES["plain"]]), kind
+    page.evaluate("document.querySelector('#plain-control').remove()")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#datasets").screenshot(path=str(ARTIFACTS / "datasets-look-alike-names.png"))
+
+
+def test_the_footer_shows_live_forwarding_and_its_lag(page: Page, module_db: Database) -> None:
+    # Hidden while nothing is forwarded.
+    page.goto("/ui/")
+    expect(page.locator("#datasets tbody tr[data-name]").first).to_be_visible()
+    expect(page.locator("#forwarding")).to_be_hidden()
+    # A downstream that has acknowledged nothing yet and whose last attempt failed, as the
+    # forwarder records it (metastore.forward_claim / forward_ack, as the service role).
+    with psycopg.connect(module_db.service_dsn, autocommit=True) as conn:
+        conn.execute("SELECT * FROM metastore.forward_claim('https://downstream.example:5000', 'ui-test', 60)")
+        conn.execute(
+            "SELECT metastore.forward_ack(%s, 'ui-test', NULL, 0, 0, 'connection refused')",
+            ("https://downstream.example:5000",),
+        )
+    page.reload()
+    footer = page.locator("#forwarding")
+    expect(footer).to_be_visible()
+    expect(footer).to_contain_text("Forwarding to https://downstream.example:5000:")
+    expect(footer).to_contain_text("behind, 0 events sent · last error: connection refused")
+    ARTIFACTS.mkdir(exist_ok=True)
+    footer.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "forwarding-footer.png"))

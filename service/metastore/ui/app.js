@@ -19,6 +19,73 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// Names are kept as sent (they are identifiers), so two datasets may differ only by what a
+// person cannot see: an invisible or bidi control character, another kind of space, or the NFD
+// form of an NFC name. Such code points are drawn as markers, e.g. ⟨U+200B⟩, in a style of their
+// own; a name not in NFC also shows its combining and compatibility code points and a
+// ⟨not NFC⟩ mark. A literal ⟨ is a marker too, so no name can imitate one: two different names
+// never render as the same text.
+const HIDDEN = /[\p{C}\p{Z}\u034F\u115F\u1160\u17B4\u17B5\u180B-\u180F\u2800\u27E8\u3164\uFE00-\uFE0F\uFFA0\u{E0100}-\u{E01EF}]/u;
+const MARK = /\p{M}/u;
+const CODE_POINT_NAMES = {
+  0x0009: "CHARACTER TABULATION", 0x000a: "LINE FEED", 0x000d: "CARRIAGE RETURN", 0x0020: "SPACE",
+  0x00a0: "NO-BREAK SPACE", 0x00ad: "SOFT HYPHEN", 0x034f: "COMBINING GRAPHEME JOINER",
+  0x061c: "ARABIC LETTER MARK", 0x200b: "ZERO WIDTH SPACE", 0x200c: "ZERO WIDTH NON-JOINER",
+  0x200d: "ZERO WIDTH JOINER", 0x200e: "LEFT-TO-RIGHT MARK", 0x200f: "RIGHT-TO-LEFT MARK",
+  0x202a: "LEFT-TO-RIGHT EMBEDDING", 0x202b: "RIGHT-TO-LEFT EMBEDDING", 0x202c: "POP DIRECTIONAL FORMATTING",
+  0x202d: "LEFT-TO-RIGHT OVERRIDE", 0x202e: "RIGHT-TO-LEFT OVERRIDE", 0x2060: "WORD JOINER",
+  0x2066: "LEFT-TO-RIGHT ISOLATE", 0x2067: "RIGHT-TO-LEFT ISOLATE", 0x2068: "FIRST STRONG ISOLATE",
+  0x2069: "POP DIRECTIONAL ISOLATE", 0x27e8: "MATHEMATICAL LEFT ANGLE BRACKET",
+  0xfeff: "ZERO WIDTH NO-BREAK SPACE (BYTE ORDER MARK)",
+};
+
+function codePoint(ch) {
+  return `U+${ch.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+}
+
+// [{text}, {marker, title, keep}] for a name: keep is true where the glyph stays before its marker.
+function nameParts(value) {
+  const text = String(value);
+  const chars = Array.from(text);
+  const notNfc = text.normalize("NFC") !== text;
+  const parts = [];
+  chars.forEach((ch, i) => {
+    const edgeSpace = ch === " " && (i === 0 || i === chars.length - 1);
+    const hidden = edgeSpace || (ch !== " " && HIDDEN.test(ch));
+    const unnormal = !hidden && notNfc && (MARK.test(ch) || ch.normalize("NFC") !== ch);
+    if (!hidden && !unnormal) {
+      const last = parts[parts.length - 1];
+      if (last && last.text !== undefined) last.text += ch;
+      else parts.push({ text: ch });
+      return;
+    }
+    const name = CODE_POINT_NAMES[ch.codePointAt(0)];
+    const what = hidden ? "invisible, control or bidi character" : "not in NFC form";
+    if (unnormal) parts.push({ text: ch });
+    parts.push({ marker: `⟨${codePoint(ch)}⟩`, title: `${codePoint(ch)}${name ? ` ${name}` : ""}: ${what}` });
+  });
+  if (notNfc) parts.push({ nfc: "⟨not NFC⟩" });
+  return parts;
+}
+
+// A name as elements: text, and markers in their own style (a span isolated from the bidi
+// order around it).
+function visibleName(value) {
+  const node = el("span", { class: "name-text" });
+  for (const part of nameParts(value)) {
+    if (part.text !== undefined) node.append(part.text);
+    else if (part.marker) node.append(el("span", { class: "cp", title: part.title }, part.marker));
+    else node.append(el("span", { class: "cp nfc", title: "Not in Unicode normalization form NFC: the same "
+      + "letters may be stored under another name in NFC" }, part.nfc));
+  }
+  return node;
+}
+
+// The same as plain text, where elements cannot go (options, the window title).
+function visibleText(value) {
+  return nameParts(value).map((part) => part.text ?? part.marker ?? part.nfc).join("");
+}
+
 function formatTime(iso) {
   if (!iso) return "";
   const date = new Date(iso);
@@ -79,7 +146,7 @@ function kindBadge(dataset) {
 
 function datasetRow(dataset) {
   const open = el("button", { type: "button", "data-id": dataset.id, onclick: () => openDetail(dataset.id) },
-    dataset.name);
+    visibleName(dataset.name));
   const name = el("td", { class: "name" }, open);
   if (dataset.symlink_relations > 0) {
     name.append(el("span", { class: "relation", title: "Has symlink relations: the same data under another name" },
@@ -87,8 +154,8 @@ function datasetRow(dataset) {
   }
   return el("tr", { "data-namespace": dataset.namespace, "data-name": dataset.name },
     name,
-    el("td", { class: "ns" }, dataset.namespace),
-    el("td", {}, dataset.scheme || el("span", { class: "muted" }, "none")),
+    el("td", { class: "ns" }, visibleName(dataset.namespace)),
+    el("td", {}, dataset.scheme ? visibleName(dataset.scheme) : el("span", { class: "muted" }, "none")),
     el("td", {}, kindBadge(dataset)),
     el("td", { class: "num" }, dataset.input_events),
     el("td", { class: "num" }, dataset.output_events),
@@ -140,11 +207,11 @@ async function loadSummary() {
     const summary = await getJSON(api("datasets/summary"));
     const scheme = $("#scheme");
     for (const { scheme: name, datasets } of summary.schemes) {
-      if (name) scheme.append(el("option", { value: name }, `${name} (${datasets})`));
+      if (name) scheme.append(el("option", { value: name }, `${visibleText(name)} (${datasets})`));
     }
     const namespace = $("#namespace");
     for (const { namespace: name, datasets } of summary.namespaces) {
-      namespace.append(el("option", { value: name }, `${name} (${datasets})`));
+      namespace.append(el("option", { value: name }, `${visibleText(name)} (${datasets})`));
     }
   } catch {
     // The filters still work without counts; the list reports errors itself.
@@ -154,7 +221,7 @@ async function loadSummary() {
 function relationList(items, emptyText) {
   if (items.length === 0) return el("p", { class: "muted" }, emptyText);
   return el("ul", { class: "relations" }, ...items.map((item) => el("li", {},
-    el("a", { href: `#/datasets/${item.id}` }, `${item.namespace} · ${item.name}`),
+    el("a", { href: `#/datasets/${item.id}` }, visibleName(item.namespace), " · ", visibleName(item.name)),
     " ", el("span", { class: "badge" }, item.type || "no type"),
     " ", kindBadge(item))));
 }
@@ -165,7 +232,8 @@ function eventsTable(events) {
     el("thead", {}, el("tr", {}, ...["Job", "Run", "Event", "Direction", "Event time"].map(
       (title) => el("th", { scope: "col" }, title)))),
     el("tbody", {}, ...events.map((event) => el("tr", {},
-      el("td", { class: "ns" }, event.job_name ? `${event.job_namespace} · ${event.job_name}` : "(dataset event)"),
+      el("td", { class: "ns" }, ...(event.job_name
+        ? [visibleName(event.job_namespace), " · ", visibleName(event.job_name)] : ["(dataset event)"])),
       el("td", { class: "ns" }, event.run_id || ""),
       el("td", {}, event.event_type || event.event_kind),
       el("td", {}, { input: "read", output: "written", none: "declared" }[event.direction] || event.direction),
@@ -191,15 +259,15 @@ async function showDetail(id) {
     view.focus();
     return;
   }
-  document.title = `${dataset.name} · Metadata Store`;
+  document.title = `${visibleText(dataset.name)} · Metadata Store`;
   detail.replaceChildren(
     el("div", { class: "detail-card" },
-      el("h2", { id: "detail-heading", tabindex: "-1" }, dataset.name),
+      el("h2", { id: "detail-heading", tabindex: "-1" }, visibleName(dataset.name)),
       el("div", {}, kindBadge(dataset)),
       el("dl", { class: "props" },
-        el("dt", {}, "Namespace"), el("dd", {}, dataset.namespace),
+        el("dt", {}, "Namespace"), el("dd", {}, visibleName(dataset.namespace)),
         el("dt", {}, "Scheme"), el("dd", {}, dataset.scheme || "none"),
-        el("dt", {}, "Authority"), el("dd", {}, dataset.authority || "none"),
+        el("dt", {}, "Authority"), el("dd", {}, dataset.authority ? visibleName(dataset.authority) : "none"),
         el("dt", {}, "Read by"), el("dd", {}, plural(dataset.input_events, "event")),
         el("dt", {}, "Written by"), el("dd", {}, plural(dataset.output_events, "event")),
         el("dt", {}, "First seen"), el("dd", {}, formatTime(dataset.first_seen)),
@@ -236,6 +304,26 @@ function debounce(fn, ms) {
   };
 }
 
+// Live forwarding (METASTORE_FORWARD_URL): one line per downstream, refreshed every 10 s; hidden
+// when nothing is forwarded. A failure to read the status is not the page's business: it stays as it was.
+async function loadForwarding() {
+  let status;
+  try {
+    status = await getJSON(api("forwarding"));
+  } catch {
+    return;
+  }
+  const footer = $("#forwarding");
+  const lines = status.targets.map((t) => {
+    const lag = Number(t.lag_seconds);
+    const where = lag > 0 ? `${plural(Math.round(lag), "second")} behind` : "up to date";
+    const error = t.last_error && lag > 0 ? ` · last error: ${t.last_error}` : "";
+    return el("p", {}, `Forwarding to ${t.target}: ${where}, ${plural(t.sent, "event")} sent${error}`);
+  });
+  footer.replaceChildren(...lines);
+  footer.hidden = lines.length === 0;
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   $("#filters").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -258,4 +346,6 @@ document.addEventListener("DOMContentLoaded", () => {
   loadSummary();
   restart();
   route();
+  loadForwarding();
+  setInterval(loadForwarding, 10000);
 });

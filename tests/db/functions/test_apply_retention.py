@@ -30,7 +30,8 @@ def test_old_days_go_newer_days_stay_and_datasets_keep_what_was_learned(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
     today = utc_today()
-    create(service, today - timedelta(days=10))
+    create(owner, today - timedelta(days=10))
+    owner.execute("UPDATE metastore.settings SET event_time_future = '100 days'")  # a DBA's choice
     ids: dict[int, int] = {}
     for back in range(11):  # today - 10 .. today: one event per day, each read its own table and a shared one
         event = event_at(noon(today - timedelta(days=back)), f"s.day{back}")
@@ -39,8 +40,8 @@ def test_old_days_go_newer_days_stay_and_datasets_keep_what_was_learned(
         assert status == "stored" and event_id is not None, message
         ids[back] = event_id
     # Strays in the default partition: one older than any partition, one far ahead.
-    assert ingest(service, event_at("2001-02-03T04:05:06Z", "s.ancient"))[0] == "stored"
-    status, future_id, _, _ = ingest(service, event_at("2090-01-01T00:00:00Z", "s.future"))
+    assert ingest(service, event_at(noon(today - timedelta(days=400)), "s.ancient"))[0] == "stored"
+    status, future_id, _, _ = ingest(service, event_at(noon(today + timedelta(days=60)), "s.future"))
     assert status == "stored"
     learned = {name: dataset(owner, name) for name in ("s.shared", "s.day9", "s.ancient")}
 
@@ -91,8 +92,9 @@ def test_old_days_go_newer_days_stay_and_datasets_keep_what_was_learned(
 
 def test_retention_while_ingest_goes_on_loses_no_new_event(database: Database) -> None:
     today = utc_today()
-    with psycopg.connect(database.service_dsn, autocommit=True) as conn:
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
         create(conn, today - timedelta(days=30))
+    with psycopg.connect(database.service_dsn, autocommit=True) as conn:
         for back in range(10, 31):
             assert ingest(conn, event_at(noon(today - timedelta(days=back)), "s.old"))[0] == "stored"
 
@@ -136,7 +138,8 @@ def test_a_long_transaction_makes_it_give_up_with_55p03_and_remove_nothing(
     database: Database, service: psycopg.Connection[Any]
 ) -> None:
     today = utc_today()
-    create(service, today - timedelta(days=12))
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        create(owner, today - timedelta(days=12))
     assert ingest(service, event_at(noon(today - timedelta(days=12)), "s.old"))[0] == "stored"
     with psycopg.connect(database.owner_dsn) as reader, psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         reader.execute("SELECT count(*) FROM metastore.events")  # an open transaction that read them
@@ -159,3 +162,40 @@ def test_a_keep_under_one_day_is_refused(owner: psycopg.Connection[Any], keep: s
     with pytest.raises(psycopg.Error) as caught:
         owner.execute("SELECT metastore.apply_retention(%s::interval)", (keep,))
     assert caught.value.sqlstate == "22023"
+
+
+def test_old_rows_of_the_default_partition_go_and_newer_ones_stay(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    today = utc_today()
+    # Days without a partition (the deploy makes them from yesterday on): both in the default one.
+    old = ingest(service, event_at(noon(today - timedelta(days=20)), "s.old"))
+    recent = ingest(service, event_at(noon(today - timedelta(days=3)), "s.recent"))
+    assert old[0] == recent[0] == "stored"
+    for event_id in (old[1], recent[1]):
+        row = owner.execute("SELECT tableoid::regclass::text FROM metastore.events WHERE id = %s", (event_id,))
+        assert row.fetchone() == ("metastore.events_default",)
+    result = retain(owner, "7 days")
+    assert (result["partitions_dropped"], result["events_removed"]) == (0, 1)
+    assert {r[0] for r in owner.execute("SELECT id FROM metastore.events")} == {recent[1]}
+    links = owner.execute("SELECT DISTINCT event_id FROM metastore.event_datasets_default").fetchall()
+    assert links == [(recent[1],)]
+
+
+def test_rejected_events_received_before_the_cutoff_go(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    assert ingest(service, {"eventTime": "2024-01-01T00:00:00Z"})[0] == "rejected"  # received now
+    # Rows as an older release (or a long-running store) left them.
+    for days in (8, 30, 400):
+        owner.execute(
+            "INSERT INTO metastore.rejected_events "
+            "(body_prefix, body_bytes, body_sha256, sqlstate, reason, received_at) "
+            "VALUES ('{}', 2, sha256('{}'), '22023', 'old', now() - %s * interval '1 day')",
+            (days,),
+        )
+    result = retain(owner, "7 days")
+    assert result["rejected_removed"] == 3
+    assert owner.execute("SELECT sqlstate FROM metastore.rejected_events").fetchall() == [("22023",)]
+    assert owner.execute("SELECT count(*) FROM metastore.rejected_events WHERE reason = 'old'").fetchone() == (0,)
+    assert retain(owner, "7 days")["rejected_removed"] == 0

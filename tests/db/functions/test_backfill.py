@@ -48,6 +48,12 @@ def event_time(i: int) -> str:
     return (start + timedelta(minutes=(i * 7919) % (15 * 24 * 60))).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def allow_two_weeks_ahead(owner_dsn: str) -> None:
+    """generated_events reach two weeks ahead: past the default eventTime window, as a DBA may allow."""
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE metastore.settings SET event_time_future = '15 days'")
+
+
 def generated_events(n: int, prefix: str) -> list[dict[str, Any]]:
     return [
         {
@@ -70,8 +76,9 @@ def generated_events(n: int, prefix: str) -> list[dict[str, Any]]:
 
 
 def test_backfill_rebuilds_exactly_what_live_ingest_gave(
-    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+    database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
+    allow_two_weeks_ahead(database.owner_dsn)
     for event in all_fixture_events() + generated_events(40, "a"):
         ingest(service, event)
     live = snapshot(owner)
@@ -104,6 +111,7 @@ def test_backfill_of_an_empty_store_is_a_no_op(owner: psycopg.Connection[Any]) -
 
 def test_backfill_while_ingest_goes_on_misses_nothing(database: Database, pg_server: Any) -> None:
     first, second = generated_events(300, "before"), generated_events(300, "during")
+    allow_two_weeks_ahead(database.owner_dsn)
     with psycopg.connect(database.service_dsn, autocommit=True) as service:
         for event in first:
             ingest(service, event)
@@ -129,6 +137,7 @@ def test_backfill_while_ingest_goes_on_misses_nothing(database: Database, pg_ser
     # The same events ingested live only, in another database, must give the same state.
     reference = create_database(pg_server)
     try:
+        allow_two_weeks_ahead(reference.owner_dsn)
         with psycopg.connect(reference.service_dsn, autocommit=True) as conn:
             for event in first + second:
                 ingest(conn, event)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,11 @@ def test_every_fixture_is_stored_with_its_datasets_or_rejected_with_a_reason(
     if path.name in MATCHERS:
         assert (status, event_id, code) == ("rejected", None, MATCHERS[path.name])
         assert message
-        kept = owner.execute("SELECT payload, sqlstate FROM metastore.rejected_events").fetchall()
-        assert kept == [(event, MATCHERS[path.name])]
+        body = json.dumps(event).encode()  # what ingest() sent
+        kept = owner.execute(
+            "SELECT body_prefix, body_bytes, body_sha256, sqlstate FROM metastore.rejected_events"
+        ).fetchall()
+        assert kept == [(body[:4096].decode(), len(body), hashlib.sha256(body).digest(), MATCHERS[path.name])]
         assert owner.execute("SELECT count(*) FROM metastore.events").fetchone() == (0,)
         return
     assert (status, code) == ("stored", None), message
@@ -132,7 +136,7 @@ def test_a_resent_event_is_stored_once_and_both_calls_succeed(
 def test_an_event_that_differs_in_any_value_is_a_new_event(service: psycopg.Connection[Any]) -> None:
     event = load_fixture(FIXTURES / "trino" / "02-select-complete.json")
     changed = copy.deepcopy(event)
-    changed["eventTime"] = "2030-01-01T00:00:00Z"
+    changed["eventTime"] = "2025-01-01T00:00:00Z"
     assert ingest(service, event)[0] == "stored"
     assert ingest(service, changed)[0] == "stored"
 
@@ -276,3 +280,87 @@ def test_events_are_append_only_even_for_the_owner(
     for statement in ("UPDATE metastore.events SET event_type = 'X'", "DELETE FROM metastore.events"):
         with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
             owner.execute(statement)
+
+
+def ingest_as(
+    conn: psycopg.Connection[Any], body: bytes, kind: str | None, principal: str | None
+) -> tuple[str, int | None, str | None]:
+    row = conn.execute(
+        "SELECT status, event_id, error_code FROM metastore.ingest_event(%b, %s::text, %s::text)",
+        (body, kind, principal),
+    ).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2]
+
+
+def test_a_null_source_kind_is_unauthenticated_in_events_and_rejected_events(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    assert ingest_as(service, json.dumps(minimal_run()).encode(), None, None)[0] == "stored"
+    assert ingest_as(service, json.dumps(minimal_run(run={})).encode(), None, None)[2] == "22023"
+    assert owner.execute("SELECT source_kind, source_principal FROM metastore.events").fetchall() == [
+        ("unauthenticated", None)
+    ]
+    assert owner.execute("SELECT source_kind, source_principal FROM metastore.rejected_events").fetchall() == [
+        ("unauthenticated", None)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "principal"),
+    [("bogus", None), ("", None), ("Authenticated", "x"), ("unauthenticated", "CN=someone"), (None, "CN=someone")],
+)
+def test_an_undefined_source_is_refused_with_22023_and_nothing_is_recorded(
+    kind: str | None, principal: str | None, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    for body in (json.dumps(minimal_run()).encode(), json.dumps(minimal_run(run={})).encode()):
+        with pytest.raises(psycopg.Error) as caught:
+            ingest_as(service, body, kind, principal)
+        assert caught.value.sqlstate == "22023"
+    assert owner.execute(
+        "SELECT (SELECT count(*) FROM metastore.events), (SELECT count(*) FROM metastore.rejected_events)"
+    ).fetchone() == (0, 0)
+
+
+def test_an_authenticated_principal_is_recorded_with_stored_and_refused_events(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    assert ingest_as(service, json.dumps(minimal_run()).encode(), "authenticated", "CN=trino")[0] == "stored"
+    assert ingest_as(service, json.dumps(minimal_run(run={})).encode(), "inferred", "10.0.0.7")[0] == "rejected"
+    assert owner.execute("SELECT source_kind, source_principal FROM metastore.events").fetchall() == [
+        ("authenticated", "CN=trino")
+    ]
+    assert owner.execute("SELECT source_kind, source_principal FROM metastore.rejected_events").fetchall() == [
+        ("inferred", "10.0.0.7")
+    ]
+
+
+def test_rejected_events_keep_a_bounded_prefix_the_size_and_the_hash_of_the_body(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    # 1 MB of an invalid event, with a two-byte character across the 4096-byte cut.
+    text = json.dumps(minimal_run(run={}, facets={"x": "@"}))
+    body = text.replace("@", "a" * (4095 - text.index("@")) + "é" * 500_000).encode()
+    assert body[4095:4097] == "é".encode()
+    assert ingest(service, body)[2] == "22023"
+    row = owner.execute(
+        "SELECT body_prefix, body_bytes, body_sha256, sqlstate, reason FROM metastore.rejected_events"
+    ).fetchone()
+    assert row is not None
+    prefix, size, digest, sqlstate, reason = row
+    assert prefix == body[:4095].decode()  # the character cut in two is left out
+    assert (size, digest, sqlstate) == (len(body), hashlib.sha256(body).digest(), "22023")
+    assert "run.runId" in reason
+
+
+def test_the_app_role_cannot_read_or_change_settings_or_rejections(service: psycopg.Connection[Any]) -> None:
+    for statement in (
+        "SELECT * FROM metastore.settings",
+        "UPDATE metastore.settings SET max_batch_events = 100000",
+        "SELECT * FROM metastore.rejected_events",
+        "DELETE FROM metastore.rejected_events",
+        "SELECT metastore.record_rejection('\\x00'::bytea, '22023', 'x', 'unauthenticated', NULL)",
+        "SELECT * FROM metastore.read_event('{}'::bytea)",
+    ):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            service.execute(statement)

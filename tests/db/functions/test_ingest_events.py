@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import psycopg
@@ -31,7 +32,30 @@ def test_one_result_per_body_in_order(service: psycopg.Connection[Any], owner: p
         ("duplicate", None, "START"),
     ]
     assert owner.execute("SELECT count(*) FROM metastore.events").fetchone() == (1,)
-    assert owner.execute("SELECT count(*) FROM metastore.rejected_events").fetchone() == (1,)
+    # Only well-formed JSON is recorded, as the bytes received.
+    assert owner.execute("SELECT body_prefix, sqlstate FROM metastore.rejected_events").fetchall() == [
+        (bodies[2].decode(), "22023")
+    ]
+
+
+def test_a_poison_event_among_good_ones_is_refused_quickly_and_the_others_stored(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    def event(i: int, **extra: Any) -> bytes:
+        base = {"eventTime": "2024-01-01T00:00:00Z", "run": {"runId": f"r{i}"}, "job": {"namespace": "j", "name": "n"}}
+        return json.dumps({**base, **extra}).encode()
+
+    # 5000 numbers of 131,072 digits each, were they printed: about 650 MB of text.
+    numbers = b", ".join([b"1e131071"] * 5000)
+    poison = event(0).replace(b'"job"', b'"facets": {"x": [' + numbers + b'], "y": "z"}, "job"')
+    bodies = [event(1), poison, event(2)]
+    started = time.perf_counter()
+    rows = service.execute("SELECT status, error_code FROM metastore.ingest_events(%s::bytea[])", (bodies,)).fetchall()
+    elapsed = time.perf_counter() - started
+    assert rows == [("stored", None), ("rejected", "22003"), ("stored", None)]
+    assert elapsed < 0.5, elapsed
+    kept = owner.execute("SELECT body_bytes, sqlstate FROM metastore.rejected_events").fetchall()
+    assert kept == [(len(poison), "22003")]
 
 
 def test_an_empty_array_gives_no_rows(service: psycopg.Connection[Any]) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.conftest import ingest
+from tests.conftest import READER_ROLE, ingest
 
 
 def page(
@@ -119,7 +120,7 @@ def test_the_reader_role_may_list_but_not_ingest(database: Any, pg_server: Any) 
     with psycopg.connect(pg_server.dsn, autocommit=True) as su:
         su.execute(
             "DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'cockpit') THEN "
-            "CREATE ROLE cockpit LOGIN IN ROLE metastore_reader; END IF; END$$"
+            f"CREATE ROLE cockpit LOGIN IN ROLE {READER_ROLE}; END IF; END$$"
         )
     with psycopg.connect(pg_server.dsn_for("cockpit", database.name), autocommit=True) as reader:
         assert page(reader)["datasets"] == []
@@ -160,3 +161,72 @@ def test_summary_counts_schemes_and_namespaces(service: psycopg.Connection[Any])
         {"scheme": "trino", "datasets": 3},
     ]
     assert [n["namespace"] for n in summary["namespaces"]] == ["S3://bucket", "hive://m", "trino://h:8080"]
+
+
+def test_q_is_a_literal_case_insensitive_substring(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    names = ["a%b.t", "axb.t", "a_b.t", "a\\b.t", "A\\B_%.T", "Ünïcode.Tåble", "plain.t"]
+    event = {
+        "eventTime": "2024-01-01T00:00:00Z",
+        "run": {"runId": "r"},
+        "job": {"namespace": "j", "name": "n"},
+        "inputs": [{"namespace": "ns", "name": n} for n in names],
+    }
+    assert ingest(service, event)[0] == "stored"
+
+    def found(q: str) -> list[str]:
+        return sorted(d["name"] for d in page(service, q=q)["datasets"])
+
+    # %, _ and \ match themselves only, not as LIKE wildcards or escapes.
+    assert found("%") == ["A\\B_%.T", "a%b.t"]
+    assert found("_") == ["A\\B_%.T", "a_b.t"]
+    assert found("\\") == ["A\\B_%.T", "a\\b.t"]
+    assert found("a\\b") == ["A\\B_%.T", "a\\b.t"]
+    assert found("B_%") == ["A\\B_%.T"]
+    assert found("ÜNÏCODE.tå") == ["Ünïcode.Tåble"]
+    assert found("") == sorted(names)
+
+
+def test_a_rare_q_is_served_by_the_trigram_index_and_a_common_one_by_walking_the_names(
+    database: Any, owner: psycopg.Connection[Any]
+) -> None:
+    if owner.execute("SELECT to_regclass('metastore.datasets_name_trgm_idx')").fetchone() == (None,):
+        pytest.skip("pg_trgm is not available on this server")
+    owner.execute(
+        "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen) "
+        "SELECT 'trino://h:8080', 'hive.sales.orders_' || md5(g::text), 'dataset', now(), now() "
+        "FROM generate_series(1, 30000) AS g"
+    )
+    owner.execute("ANALYZE metastore.datasets")
+
+    def index_scans() -> dict[str, int]:
+        owner.execute("SELECT pg_stat_clear_snapshot()")
+        rows = owner.execute(
+            "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'datasets' "
+            "AND indexrelname IN ('datasets_name_trgm_idx', 'datasets_namespace_name_key')"
+        ).fetchall()
+        return dict(rows)
+
+    def used_by(q: str) -> set[str]:
+        before = index_scans()
+        # A backend reports its statistics when it ends: one connection per call.
+        with psycopg.connect(database.service_dsn, autocommit=True) as conn:
+            assert page(conn, q=q)["datasets"]
+        for _ in range(50):
+            after = index_scans()
+            if after != before:
+                break
+            time.sleep(0.1)
+        return {name for name, scans in after.items() if scans > before[name]}
+
+    rare = owner.execute("SELECT substr(md5('4242'), 3, 10)").fetchone()
+    assert rare is not None
+    assert used_by(rare[0]) == {"datasets_name_trgm_idx"}
+    assert used_by("SALES.orders") == {"datasets_namespace_name_key"}
+
+    # Without pg_trgm the statistics of lower(name) still tell a common q from a rare one: a
+    # common one walks the names instead of sorting the whole table.
+    owner.execute("DROP INDEX metastore.datasets_name_trgm_idx")
+    owner.execute("ANALYZE metastore.datasets")
+    assert used_by("SALES.orders") == {"datasets_namespace_name_key"}

@@ -24,4 +24,9 @@ COMMENT ON FUNCTION metastore.write_probe() IS
     'be stored from a database that cannot store anything right now.';
 
 REVOKE ALL ON FUNCTION metastore.write_probe() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION metastore.write_probe() TO metastore_app;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.write_probe() TO %I', metastore.group_role('app'));
+END
+$grant$;

@@ -1,0 +1,133 @@
+-- The event feed: stored events as they were sent, in an order a reader can page through while
+-- ingest goes on without ever skipping or repeating an event.
+--
+-- Why it never skips. Each event row carries xact_id, the id of the transaction that stored it
+-- (V0004). A page holds only rows whose xact_id is below h = pg_snapshot_xmin of the snapshot
+-- the page is read with: every transaction with an id below h had finished (committed or rolled
+-- back) when that snapshot was taken, so the page's snapshot sees all the rows they stored, and
+-- no row with xact_id < h can be stored later (new transactions get ids >= h). Pages are ordered
+-- by (xact_id, id), unique, and the cursor is the (xact_id, id) of the last row returned, which
+-- is below h. So the set of rows at or before a cursor is complete when the page is read and can
+-- never grow afterwards: the next page, starting strictly after the cursor, cannot miss a row and
+-- cannot repeat one. Rows stored by transactions still open wait (they are not lost) until those
+-- finish; an open writing transaction anywhere in the cluster holds the horizon back, so the
+-- feed lags by the longest such transaction. An id-only cursor has no such guarantee: ids are
+-- taken at insert and become visible at commit, in another order.
+--
+-- Rows create_partitions moves out of the default partition keep their xact_id (the move
+-- copies whole rows), so they keep their place; apply_retention removes old rows, which a
+-- reader behind them no longer gets. A logical dump restored into another cluster carries xact_ids
+-- of the old cluster: move events with `metastore export` and `metastore import` instead.
+CREATE OR REPLACE FUNCTION metastore.read_events(
+    p_limit             integer DEFAULT 100,
+    p_cursor            text DEFAULT NULL,
+    p_event_time_from   text DEFAULT NULL,
+    p_event_time_to     text DEFAULT NULL,
+    p_received_from     text DEFAULT NULL,
+    p_received_to       text DEFAULT NULL,
+    p_job_namespace     text DEFAULT NULL,
+    p_job_name          text DEFAULT NULL,
+    p_dataset_namespace text DEFAULT NULL,
+    p_dataset_name      text DEFAULT NULL,
+    p_event_type        text DEFAULT NULL
+) RETURNS TABLE (event text, cursor text, more boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET "TimeZone" = 'UTC'          -- a time without a zone is UTC, as eventTime is at ingest
+SET "DateStyle" = 'ISO, YMD'
+AS $fn$
+DECLARE
+    v_after   text[];
+    v_xact    xid8 := '0';
+    v_id      bigint := 0;
+    v_et_from timestamptz;
+    v_et_to   timestamptz;
+    v_rc_from timestamptz;
+    v_rc_to   timestamptz;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    IF p_cursor IS NOT NULL THEN
+        BEGIN
+            v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
+                                    '^([0-9]{1,20}):([0-9]{1,19})$');
+            v_xact := v_after[1]::xid8;
+            v_id := v_after[2]::bigint;
+        EXCEPTION WHEN data_exception THEN
+            v_after := NULL;
+        END;
+        IF v_after IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = 'cursor is not valid: pass the cursor of an event or the next_cursor of a page unchanged';
+        END IF;
+    END IF;
+    -- Bad times raise 22007/22008 (400) naming the value.
+    v_et_from := p_event_time_from::timestamptz;
+    v_et_to := p_event_time_to::timestamptz;
+    v_rc_from := p_received_from::timestamptz;
+    v_rc_to := p_received_to::timestamptz;
+
+    RETURN QUERY
+    WITH page AS (
+        SELECT e.xact_id, e.id, e.payload, e.received_at, e.source_kind, e.source_principal
+          FROM metastore.events AS e
+         WHERE (e.xact_id, e.id) > (v_xact, v_id)
+           -- The horizon of this statement's own snapshot (see above): below it, all is final.
+           AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
+           AND (v_et_from IS NULL OR e.event_time >= v_et_from)
+           AND (v_et_to IS NULL OR e.event_time < v_et_to)
+           AND (v_rc_from IS NULL OR e.received_at >= v_rc_from)
+           AND (v_rc_to IS NULL OR e.received_at < v_rc_to)
+           AND (p_job_namespace IS NULL OR e.job_namespace = p_job_namespace)
+           AND (p_job_name IS NULL OR e.job_name = p_job_name)
+           AND (p_event_type IS NULL OR e.event_type = upper(p_event_type))
+           AND (p_dataset_namespace IS NULL AND p_dataset_name IS NULL
+                OR EXISTS (SELECT FROM metastore.event_datasets AS l
+                             JOIN metastore.datasets AS d ON d.id = l.dataset_id
+                            WHERE l.event_id = e.id AND l.event_time = e.event_time
+                              AND (p_dataset_namespace IS NULL OR d.namespace = p_dataset_namespace)
+                              AND (p_dataset_name IS NULL OR d.name = p_dataset_name)))
+         ORDER BY e.xact_id, e.id
+         LIMIT p_limit + 1
+    ), numbered AS (
+        SELECT p.*, row_number() OVER (ORDER BY p.xact_id, p.id) AS n, count(*) OVER () AS total FROM page AS p
+    )
+    -- The payload as stored, rendered by PostgreSQL; the envelope around it is this store's.
+    SELECT jsonb_build_object(
+               'id', n.id,
+               'cursor', translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'),
+                                   E'+/\n', '-_'),
+               'received_at', n.received_at,
+               'source_kind', n.source_kind,
+               'source_principal', n.source_principal,
+               'event', n.payload)::text,
+           translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'), E'+/\n', '-_'),
+           n.total > p_limit
+      FROM numbered AS n
+     WHERE n.n <= p_limit
+     ORDER BY n.n;
+END
+$fn$;
+
+COMMENT ON FUNCTION metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text) IS
+    'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, in the order of '
+    '(transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", '
+    '"source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more '
+    'events follow the page. Only events of transactions below the snapshot xmin are returned, so a '
+    'reader paging with the cursor while ingest runs sees every committed event exactly once (the proof '
+    'is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at '
+    'ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and '
+    'name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor '
+    'not returned by this function; 22007/22008 a time that is not one.';
+
+REVOKE ALL ON FUNCTION metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)
+    FROM PUBLIC;
+-- To this installation's group roles (metastore.group_roles).
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text) TO %I, %I',
+                              metastore.group_role('app'), metastore.group_role('reader'));
+END
+$grant$;

@@ -1,0 +1,106 @@
+"""Checks every request passes before a route sees it, and headers every response carries.
+
+- Framing: header names must be RFC 9110 tokens. Sanic splits a header line at the first colon
+  and keeps the rest of the name, so `Transfer-Encoding : chunked` arrives as a header named
+  "transfer-encoding " that it ignores, framing the body by Content-Length instead: a proxy that
+  honours the chunked encoding then disagrees with us on where the request ends (smuggling).
+  Refused while the head is parsed, before any body is read, and the connection is closed.
+- Request ids: X-Request-ID is echoed and logged, so only printable ASCII of bounded length is
+  kept; anything else is replaced by a generated id (the response says which).
+- Cross-site writes: a browser lets any page POST text/plain, form encodings or multipart to any
+  origin without asking (no CORS preflight). POST needs a JSON media type, which a page of
+  another origin can only send after a preflight this service never grants.
+- A NUL in a query parameter cannot reach PostgreSQL (text holds none): a 400 here, not a
+  driver error that would read as "database unavailable".
+- Response headers: nosniff everywhere, HSTS when serving TLS, and a CSP on responses that set
+  none (JSON is never to be framed or run).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from sanic import Request as SanicRequest
+from sanic import Sanic
+from sanic.exceptions import BadRequest
+from sanic.response import BaseHTTPResponse
+
+from metastore import metrics
+from metastore.config import Config
+from metastore.errors import ApiError
+
+# RFC 9110 5.6.2: token = 1*tchar
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# Printable ASCII without space: safe in a header, a log line and a JSON string as it is.
+_REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
+# type "/" subtype, parameters ignored: application/json or application/<anything>+json.
+_JSON_MEDIA_TYPE = re.compile(r"application/(json|[!#$%&'*+.^_`|~0-9a-z-]+\+json)")
+
+HSTS = "max-age=31536000"
+JSON_CSP = "default-src 'none'; frame-ancestors 'none'"
+
+
+def clean_request_id(value: str | None) -> str:
+    if value is not None and _REQUEST_ID.fullmatch(value):
+        return value
+    return str(uuid.uuid4())
+
+
+class Request(SanicRequest):
+    """Sanic's request, refusing ambiguous framing while the head is parsed (before the body)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        names = self.headers.keys()
+        if not all(_TOKEN.fullmatch(name) for name in names):
+            metrics.REFUSED.labels("bad_header_name").inc()
+            raise BadRequest("a header name is not an RFC 9110 token (whitespace before the colon, or a folded line)")
+        if "transfer-encoding" in names and "content-length" in names:
+            metrics.REFUSED.labels("te_and_cl").inc()
+            raise BadRequest("Transfer-Encoding and Content-Length together")
+
+    @property
+    def id(self) -> str:
+        if not self._id:
+            self._id = clean_request_id(self.headers.getone(self.app.config.REQUEST_ID_HEADER, None))
+        return str(self._id)
+
+
+def is_json_media_type(content_type: str) -> bool:
+    return bool(_JSON_MEDIA_TYPE.fullmatch(content_type.split(";", 1)[0].strip().lower()))
+
+
+def ui_csp(config: Config) -> str:
+    # Everything comes from this server: no CDN, no inline script, nothing fetched elsewhere.
+    return (
+        "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+        f"base-uri 'none'; form-action 'self'; frame-ancestors {config.frame_ancestors}"
+    )
+
+
+def install(app: Sanic[Any, Any], config: Config) -> None:
+    async def check_request(request: SanicRequest) -> None:
+        if request.method == "POST" and not is_json_media_type(request.headers.get("content-type", "")):
+            metrics.REFUSED.labels("media_type").inc()
+            raise ApiError(
+                415,
+                "send the body as JSON with Content-Type: application/json (or application/*+json); "
+                f"got {ascii(request.headers.get('content-type', '(none)'))[:100]}",
+            )
+        for name, values in request.args.items():
+            if "\x00" in name or any("\x00" in v for v in values):
+                metrics.REFUSED.labels("nul_in_query").inc()
+                raise ApiError(400, "a query parameter contains a NUL character", "22021")
+
+    async def secure_headers(request: SanicRequest, response: BaseHTTPResponse) -> None:
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        if config.tls:
+            response.headers["Strict-Transport-Security"] = HSTS
+        if "content-security-policy" not in response.headers:
+            response.headers["Content-Security-Policy"] = JSON_CSP
+
+    # Priority: before the service's own middleware, and on every response, errors included.
+    app.register_middleware(check_request, "request", priority=100)
+    app.register_middleware(secure_headers, "response", priority=100)

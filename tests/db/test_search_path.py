@@ -1,0 +1,208 @@
+"""Owner code cannot be led astray by a search_path (issue 13, item 1).
+
+In a database where every role may create objects in schema public (what pg_upgrade leaves of a
+PostgreSQL 14 or older), the application role plants functions, aggregates and operators in
+public that would run with the rights of whoever calls them: each records that it ran and tries
+to give the application role TRUNCATE on metastore.events. The owner then calls every function
+and procedure of the schema, with the default search_path and with public ahead of pg_catalog,
+and none of the planted code runs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import SERVICE, Database, ingest
+from tests.db.functions.test_backfill import allow_two_weeks_ahead, generated_events
+
+# Each shadow records its call, tries the escalation, then answers as the real one would, so
+# that nothing fails before every shadow had its chance.
+_RECORD = f"""
+    INSERT INTO public.shadow_calls VALUES (%L);
+    BEGIN
+        GRANT TRUNCATE ON metastore.events TO {SERVICE};
+    EXCEPTION WHEN OTHERS THEN NULL;  -- not the owner: no escalation, but the call is recorded
+    END;
+"""
+
+
+def _shadow_function(signature: str, returns: str, body: str, label: str) -> str:
+    record = _RECORD.replace("%L", "'" + label + "'")
+    return (
+        f"CREATE FUNCTION public.{signature} RETURNS {returns} LANGUAGE plpgsql "
+        f"SET search_path = pg_catalog AS $$ BEGIN {record} RETURN {body}; END $$"
+    )
+
+
+SHADOWS = [
+    "CREATE TABLE public.shadow_calls (name text)",
+    "GRANT INSERT, SELECT ON public.shadow_calls TO PUBLIC",
+    # The one of the report: a better match for format('%s[%s]', text, bigint) than pg_catalog's.
+    _shadow_function(
+        "format(f text, a text, b bigint)", "text", "pg_catalog.format(f, a, b)", "format(text,text,bigint)"
+    ),
+    _shadow_function("format(f text, a text)", "text", "pg_catalog.format(f, a)", "format(text,text)"),
+    _shadow_function("format(f text, a text, b text)", "text", "pg_catalog.format(f, a, b)", "format(text,text,text)"),
+    _shadow_function("format(f text)", "text", "pg_catalog.format(f)", "format(text)"),
+    _shadow_function("lower(a text)", "text", "pg_catalog.lower(a)", "lower"),
+    _shadow_function("left(a text, n integer)", "text", "pg_catalog.left(a, n)", "left"),
+    _shadow_function("octet_length(a text)", "integer", "pg_catalog.octet_length(a)", "octet_length"),
+    _shadow_function("jsonb_typeof(a jsonb)", "text", "pg_catalog.jsonb_typeof(a)", "jsonb_typeof"),
+    _shadow_function("strpos(a text, b text)", "integer", "pg_catalog.strpos(a, b)", "strpos"),
+    _shadow_function("sha256(a bytea)", "bytea", "pg_catalog.sha256(a)", "sha256"),
+    _shadow_function("to_regclass(a text)", "regclass", "pg_catalog.to_regclass(a)", "to_regclass"),
+    _shadow_function("set_config(a text, b text, c boolean)", "text", "pg_catalog.set_config(a, b, c)", "set_config"),
+    # Aggregates: count(*), max(bigint).
+    _shadow_function("shadow_count(s bigint)", "bigint", "s + 1", "count(*)"),
+    "CREATE AGGREGATE public.count(*) (SFUNC = public.shadow_count, STYPE = bigint, INITCOND = '0')",
+    _shadow_function("shadow_max(s bigint, v bigint)", "bigint", "greatest(s, v)", "max(bigint)"),
+    "CREATE AGGREGATE public.max(bigint) (SFUNC = public.shadow_max, STYPE = bigint)",
+    # Operators: exact matches of pg_catalog's (they win when public comes first), and #>> with a
+    # text right side, which an unknown literal prefers over pg_catalog's text[] one.
+    _shadow_function("shadow_eq(a text, b text)", "boolean", "a OPERATOR(pg_catalog.=) b", "= text"),
+    "CREATE OPERATOR public.= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.shadow_eq)",
+    _shadow_function("shadow_gt(a bigint, b bigint)", "boolean", "a OPERATOR(pg_catalog.>) b", "> bigint"),
+    "CREATE OPERATOR public.> (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.shadow_gt)",
+    _shadow_function("shadow_arrow(a jsonb, b text)", "jsonb", "a OPERATOR(pg_catalog.->) b", "-> jsonb"),
+    "CREATE OPERATOR public.-> (LEFTARG = jsonb, RIGHTARG = text, FUNCTION = public.shadow_arrow)",
+    _shadow_function("shadow_path(a jsonb, b text)", "text", "a OPERATOR(pg_catalog.#>>) ARRAY[b]", "#>> jsonb text"),
+    "CREATE OPERATOR public.#>> (LEFTARG = jsonb, RIGHTARG = text, FUNCTION = public.shadow_path)",
+]
+
+EVENT = {
+    "eventTime": "2024-03-01T10:00:00Z",
+    "eventType": "COMPLETE",
+    "run": {"runId": "r-owner"},
+    "job": {"namespace": "j", "name": "owner"},
+    "inputs": [
+        {
+            "namespace": "trino://h:8080",
+            "name": "s.owner_in",
+            "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": "s.t", "type": "TABLE"}]}},
+        }
+    ],
+    "outputs": [{"namespace": "trino://h:8080", "name": "s.owner_out"}],
+}
+
+# Every function and procedure of the schema, as the owner calls it with a loose search_path.
+# Statements hold no operator and call nothing unqualified themselves.
+CALLS: dict[str, str] = {
+    "metastore.backfill(integer)": "CALL metastore.backfill(2)",
+    "metastore.json_text(jsonb,text,integer,boolean)": "SELECT metastore.json_text(%(one)s::jsonb, 'x', 10, false)",
+    "metastore.event_kind(jsonb)": "SELECT metastore.event_kind(%(event)s::jsonb)",
+    "metastore.extract_datasets(jsonb)": "SELECT * FROM metastore.extract_datasets(%(event)s::jsonb)",
+    "metastore.validate_event(jsonb)": "SELECT metastore.validate_event(%(event)s::jsonb)",
+    "metastore.check_event(jsonb)": "SELECT metastore.check_event(%(bad)s::jsonb)",
+    "metastore.lock_datasets(metastore.valid_event[])": (
+        "SELECT metastore.lock_datasets(ARRAY[metastore.validate_event(%(event)s::jsonb)])"
+    ),
+    "metastore.store_event(jsonb,metastore.valid_event,text,text)": (
+        "SELECT metastore.store_event(%(event2)s::jsonb, metastore.validate_event(%(event2)s::jsonb))"
+    ),
+    "metastore.ingest_event(bytea,text,text)": "SELECT metastore.ingest_event(%(body)s::bytea)",
+    "metastore.ingest_events(bytea[],text,text)": "SELECT * FROM metastore.ingest_events(ARRAY[%(body)s::bytea])",
+    "metastore.ingest_batch(bytea,text,text)": "SELECT metastore.ingest_batch(%(batch)s::bytea)",
+    "metastore.list_datasets(integer,text,text,text,text,text)": (
+        "SELECT metastore.list_datasets(1, NULL, NULL, 'TRINO', 'dataset', 'OWNER')"
+    ),
+    "metastore.get_dataset(bigint,integer)": (
+        "SELECT metastore.get_dataset((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
+    ),
+    "metastore.dataset_summary(integer)": "SELECT metastore.dataset_summary()",
+    "metastore.schema_version()": "SELECT metastore.schema_version()",
+    "metastore.create_partitions(date,integer)": "SELECT metastore.create_partitions()",
+    "metastore.apply_retention(interval)": "SELECT metastore.apply_retention('3650 days')",
+    "metastore.group_role(text)": "SELECT metastore.group_role('app')",
+    "metastore.use_group_roles(text,text)": "SELECT metastore.use_group_roles()",
+    "metastore.check_source(text,text)": "SELECT metastore.check_source('unauthenticated', NULL)",
+    "metastore.json_has_unique_keys(text,jsonb)": (
+        "SELECT metastore.json_has_unique_keys('{\"a\": 1}', '{\"a\": 1}'::jsonb)"
+    ),
+    "metastore.read_event(bytea)": "SELECT * FROM metastore.read_event(%(body)s::bytea)",
+    "metastore.record_rejection(bytea,text,text,text,text)": (
+        "SELECT metastore.record_rejection(%(body)s::bytea, '22023', 'why', 'unauthenticated', NULL)"
+    ),
+    "metastore.reject_event(bytea,text,text,text,text)": (
+        "SELECT metastore.reject_event(%(body)s::bytea, '22023', 'why', 'unauthenticated', NULL)"
+    ),
+    "metastore.ensure_partitions()": "SELECT metastore.ensure_partitions()",
+    "metastore.write_probe()": "SELECT metastore.write_probe()",
+    "metastore.read_events(integer,text,text,text,text,text,text,text,text,text,text)": (
+        "SELECT * FROM metastore.read_events(10, NULL, NULL, NULL, NULL, NULL, 'n', NULL, 'trino://h', NULL, NULL)"
+    ),
+    "metastore.forward_claim(text,text,integer)": "SELECT * FROM metastore.forward_claim('sp', 'owner', 30)",
+    "metastore.forward_ack(text,text,text,integer,integer,text)": (
+        "SELECT metastore.forward_ack('sp', 'owner', NULL, 0, 0, 'why')"
+    ),
+    "metastore.forward_status()": "SELECT metastore.forward_status()",
+    # Trigger functions: reached through triggers that refuse (55000).
+    "metastore.forbid_change()": "DELETE FROM metastore.events",
+    "metastore.settings_keep_row()": "DELETE FROM metastore.settings",
+}
+
+
+@pytest.fixture
+def planted(database: Database, service: psycopg.Connection[Any]) -> Database:
+    allow_two_weeks_ahead(database.owner_dsn)
+    for event in generated_events(6, "sp"):
+        assert ingest(service, event)[0] == "stored"
+    with psycopg.connect(database.server.dsn_for("postgres", database.name), autocommit=True) as su:
+        su.execute("GRANT CREATE ON SCHEMA public TO PUBLIC")  # as pg_upgrade leaves it
+    for statement in SHADOWS:
+        service.execute(statement)  # type: ignore[arg-type]
+    return database
+
+
+def shadow_calls(database: Database) -> list[str]:
+    with psycopg.connect(database.server.dsn_for("postgres", database.name)) as su:
+        return [r[0] for r in su.execute("SELECT name FROM public.shadow_calls ORDER BY name")]
+
+
+def test_the_calls_cover_every_function_of_the_schema(owner: psycopg.Connection[Any]) -> None:
+    names = {
+        r[0].replace(", ", ",")
+        for r in owner.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'metastore'::regnamespace"
+        )
+    }
+    assert names == set(CALLS), "a function of the schema is not called by the search_path test"
+
+
+@pytest.mark.parametrize("search_path", ['"$user", public', "public, pg_catalog"])
+def test_owner_calls_never_run_shadow_code_from_public(planted: Database, search_path: str) -> None:
+    event2 = dict(EVENT, run={"runId": "r-owner-2"})
+    params = {
+        "one": json.dumps("a"),
+        "event": json.dumps(EVENT),
+        "event2": json.dumps(event2),
+        "bad": json.dumps({"eventTime": "yesterday", "job": {"namespace": "n", "name": "x"}}),
+        "body": json.dumps(dict(EVENT, run={"runId": "r-owner-3"})).encode(),
+        "batch": json.dumps([dict(EVENT, run={"runId": "r-owner-4"}), {"not": "an event"}]).encode(),
+    }
+    with psycopg.connect(planted.owner_dsn, autocommit=True) as owner:
+        owner.execute(f"SET search_path = {search_path}")  # type: ignore[arg-type]
+        for name, statement in CALLS.items():
+            if name in ("metastore.forbid_change()", "metastore.settings_keep_row()"):
+                with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
+                    owner.execute(statement)  # type: ignore[arg-type]
+            else:
+                owner.execute(statement, params)  # type: ignore[arg-type]
+        assert owner.execute("SELECT pg_catalog.count(*) FROM metastore.datasets_view").fetchone() != (0,)
+
+    assert shadow_calls(planted) == []
+    with psycopg.connect(planted.service_dsn) as service:
+        row = service.execute("SELECT has_table_privilege('metastore.events', 'TRUNCATE')").fetchone()
+        assert row == (False,)
+
+    # The shadows are live: the same owner session running unqualified code of its own calls them.
+    with psycopg.connect(planted.owner_dsn, autocommit=True) as owner:
+        owner.execute(f"SET search_path = {search_path}")  # type: ignore[arg-type]
+        owner.execute("SELECT format('%s[%s]', 'inputs'::text, 1::bigint)")
+    assert shadow_calls(planted) == ["format(text,text,bigint)"]
+    with psycopg.connect(planted.service_dsn) as service:
+        row = service.execute("SELECT has_table_privilege('metastore.events', 'TRUNCATE')").fetchone()
+        assert row == (True,), "the planted code escalates when it runs as the owner"

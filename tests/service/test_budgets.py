@@ -1,0 +1,114 @@
+"""Separate budgets: reads never starve ingest or readiness, and writers that cannot progress
+turn the pod unready (and ready again once they can)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from tests.conftest import Database
+from tests.server_fixtures import TLSFiles, start_server
+from tests.service.test_operations import event, stored_run_ids
+
+
+def test_reads_saturating_their_pool_never_fail_ingest_or_readiness(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        # Enough datasets that a substring search is real work on every call.
+        owner.execute(
+            "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen) "
+            "SELECT 'trino://h:8080', 'cat.s.t' || g, 'dataset', now(), now() FROM generate_series(1, 20000) AS g"
+        )
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_READ_POOL_MAX="1",
+        METASTORE_READ_TIMEOUT_MS="100",
+    )
+    stop = time.monotonic() + 6
+    read_codes: list[int] = []
+    lock = threading.Lock()
+
+    def reader() -> None:
+        with server.client() as http:
+            while time.monotonic() < stop:
+                code = http.get("/api/v1/datasets", params={"q": "9x"}).status_code
+                with lock:
+                    read_codes.append(code)
+
+    readers = [threading.Thread(target=reader) for _ in range(12)]
+    for t in readers:
+        t.start()
+    tag = uuid.uuid4().hex[:8]
+    ingest_codes: list[int] = []
+    ready_codes: list[int] = []
+    try:
+        with server.client() as http:
+            i = 0
+            while time.monotonic() < stop:
+                ingest_codes.append(http.post("/api/v1/lineage", json=event(tag, i)).status_code)
+                ready_codes.append(http.get("/readyz").status_code)
+                i += 1
+                time.sleep(0.05)
+    finally:
+        for t in readers:
+            t.join(15)
+        assert server.stop() == 0
+    assert 503 in read_codes, "the reads never saturated their pool: the test proves nothing"
+    assert set(ingest_codes) == {201} and len(ingest_codes) > 10
+    assert set(ready_codes) == {200}
+    assert len(stored_run_ids(database, tag)) == len(ingest_codes)
+
+
+def test_stuck_writers_make_the_pod_unready_until_they_progress(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_INGEST_MODE="async",
+        METASTORE_DB_TIMEOUT_MS="500",
+        METASTORE_WRITER_STUCK_S="2",
+    )
+    tag = uuid.uuid4().hex[:8]
+    try:
+        with server.client() as http, psycopg.connect(database.owner_dsn) as blocker:
+            assert http.get("/readyz").status_code == 200
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            assert http.post("/api/v1/lineage", json=event(tag, 1)).status_code == 202
+            deadline = time.monotonic() + 15
+            while (ready := http.get("/readyz")).status_code == 200:
+                assert time.monotonic() < deadline, "readiness never noticed the stuck writers"
+                time.sleep(0.2)
+            assert ready.status_code == 503 and ready.json()["status"] == "writers stuck"
+            blocker.rollback()  # the lock goes: the writers store the event, readiness comes back
+            deadline = time.monotonic() + 15
+            while http.get("/readyz").status_code != 200:
+                assert time.monotonic() < deadline, "readiness did not come back"
+                time.sleep(0.2)
+        assert stored_run_ids(database, tag) == {f"{tag}-1"}
+        # Nothing was set aside: a locked table is nobody's fault.
+        with psycopg.connect(database.owner_dsn) as owner:
+            assert owner.execute("SELECT count(*) FROM metastore.rejected_events").fetchone() == (0,)
+    finally:
+        assert server.stop() == 0
+
+
+def test_made_up_methods_share_one_metrics_label(server: object, client: httpx.Client) -> None:
+    for i in range(50):
+        client.request(f"X{i}Y", "/api/v1/lineage")
+    text = client.get("/metrics").text
+    methods = {
+        line.split('method="', 1)[1].split('"', 1)[0]
+        for line in text.splitlines()
+        if line.startswith("metastore_http_request_duration_seconds_count")
+    }
+    assert "other" in methods and not any(m.startswith("X") for m in methods)
