@@ -90,8 +90,11 @@ def test_async_events_answered_202_survive_sigkill(
     assert {s for s, _ in answers} == {202}, answers
     server.stop(signal.SIGKILL)
     assert sum(p.stat().st_size for p in spool.glob("*.spool")) > 0
+    # Nothing got through the lock: at the kill, all of it was in the spool only. (Once the lock
+    # goes, a statement the dead process had sent may still commit: the replay dedupes it.)
+    rows = locked_events.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",))
+    assert rows.fetchall() == []
     locked_events.rollback()
-    assert stored(database, tag) == set()  # nothing got through the lock: all of it is in the spool
 
     again = spooled(database, tls_files, tmp_path / "second.log", spool, "async")
     try:
@@ -112,7 +115,8 @@ def test_sync_mode_hands_a_locked_database_to_the_spool_within_the_budget(
         assert {s for s, _ in answers} == {202}, answers
         # The ingest budget, then an fsync: far inside Trino's 5 s, with room for its one retry.
         assert max(t for _, t in answers) < INGEST_TIMEOUT_MS / 1000 + 0.7, answers
-        assert stored(database, tag) == set()
+        rows = locked_events.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",))
+        assert rows.fetchall() == []
         locked_events.rollback()
         assert wait_stored(database, tag, set(run_ids)) == set(run_ids)
         # Once the lock is gone, sync mode is sync again.
@@ -139,10 +143,12 @@ def test_a_torn_tail_is_cut_off_and_the_whole_records_before_it_are_stored(
 
     again = spooled(database, tls_files, tmp_path / "second.log", spool, "async")
     try:
-        assert wait_stored(database, tag, set(run_ids[:4])) == set(run_ids[:4])
+        # The four whole records are stored; the torn one is gone from the spool (a statement the
+        # killed process had sent may have stored it once the lock went: that is not a loss).
+        assert set(run_ids[:4]) <= wait_stored(database, tag, set(run_ids[:4]))
         assert any("after the last whole record dropped" in line for line in again.log_lines())
         with again.client() as http:  # and the spool takes new events after the cut
             assert http.post("/api/v1/lineage", json=event(f"{tag}-new")).status_code == 202
-        assert wait_stored(database, tag, {f"{tag}-new"}) == set(run_ids[:4]) | {f"{tag}-new"}
+        assert f"{tag}-new" in wait_stored(database, tag, {f"{tag}-new"})
     finally:
         assert again.stop() == 0, again.log.read_text()
