@@ -36,6 +36,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="METASTORE_X=VALUE",
+        help="a setting for both runs, e.g. METASTORE_ASYNC_QUEUE_BYTES=1073741824 so that the queue never fills",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spool_cost.json")
     args = parser.parse_args()
     if not shutil.which("wrk"):
@@ -53,7 +60,7 @@ def main() -> int:
         provision(pg, "bench")
         for round_ in range(args.rounds):
             for kind in ("memory", "spool"):
-                env = {"METASTORE_INGEST_MODE": "async"}
+                env = {"METASTORE_INGEST_MODE": "async", **dict(x.split("=", 1) for x in args.set)}
                 if kind == "spool":
                     env["METASTORE_SPOOL_DIR"] = str(work / f"spool-{round_}")
                 service = b.start_service(**env)
@@ -78,6 +85,7 @@ def main() -> int:
             "connections": args.connections,
             "seconds": args.seconds,
             "event_bytes_median": int(statistics.median(map(len, bodies))),
+            "settings": args.set,
         },
         "runs": runs,
         "median": {
