@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -360,7 +361,8 @@ def run(
             )
             poison["set_aside"] = bool(
                 conn.execute(
-                    "SELECT 1 FROM metastore.rejected_events WHERE payload->'run'->>'runId' = %s", (poison_id,)
+                    "SELECT 1 FROM metastore.rejected_events WHERE body_sha256 = %s OR body_prefix LIKE %s",
+                    (hashlib.sha256(poison_event(poison_id)).digest(), f"%{poison_id}%"),
                 ).fetchone()
             )
         missing = acknowledged - stored
