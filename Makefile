@@ -53,8 +53,11 @@ bench-replay: $(PY) ## feed, export, import and replay between two stores: event
 scale: $(PY) ## storage, ingest, get_dataset, partitions and retention at 0, 1 and 5 million events; lz4 vs pglz (~15 min, ~15 GB)
 	$(PY) -m bench.scale
 
-soak: system-deps $(PY) ## minutes of load with a PostgreSQL restart, a paused PostgreSQL and a SIGTERM of the service
+soak: system-deps $(PY) ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods and a SIGTERM; sync, async, async with spool (bench/results/soak.json)
 	$(PY) -m bench.soak
+
+floods: $(PY) ## each flood (slow uploads, gzip bombs, idle and half-open connections, methods, slowloris, full queue) at default settings: the memory bound (bench/results/memory.json, minutes)
+	$(PY) -m bench.floods --measure
 
 helm-check: ## lint, render and validate the Helm chart; hadolint the Dockerfile
 	helm/check.sh
@@ -77,4 +80,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv system-deps dev test test-db e2e trino-budget bench bench-smoke bench-replay scale soak helm-check lint format schema settings clean-dev
+.PHONY: help venv system-deps dev test test-db e2e trino-budget bench bench-smoke bench-replay scale soak floods helm-check lint format schema settings clean-dev

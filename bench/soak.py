@@ -1,14 +1,22 @@
 """`make soak`: sustained load for minutes with faults in the middle, the service under a
 supervisor that restarts it. Counts every 2xx the clients received and every row stored.
 
-Timeline (fractions of --minutes): 0.2 PostgreSQL restart (fast stop, start), 0.4 PostgreSQL
-paused (SIGSTOP of every server process for 5 s), 0.6 SIGTERM of the service (the supervisor
-starts it again on the same port). Run once per ingest mode. Loopback only; bounded in time.
+Timeline (fractions of --minutes): 0.08 PostgreSQL restart (fast stop, start), 0.16 PostgreSQL
+paused (SIGSTOP of every server process for 5 s), 0.25 a poison event (valid, but 40,000 input
+datasets: more than the writers' 2 s deadline) and a long lock (the owner holds metastore.datasets
+in ACCESS EXCLUSIVE mode for 14 s while 500 events of 60 KB arrive), 0.4 the floods of
+bench/floods.py, shortened (a minute or so), 0.9 SIGTERM of the service (the supervisor starts it again on the
+same port). Run in sync mode, async mode, and async mode with a spool (METASTORE_SPOOL_DIR; after
+the run the service is started once more on it, as a restarted pod would be, to store what it
+kept). Reports, per run, requests, acknowledged, missing (acknowledged and not stored: must be 0),
+503s and the service's peak RSS. Loopback only; bounded in time.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -24,6 +32,7 @@ from typing import Any
 import httpx
 import psycopg
 
+from bench import floods
 from bench.tls import throwaway_certificates
 from metastore.localpg import LocalPostgres, free_port, provision
 
@@ -79,8 +88,71 @@ class Supervisor:
             self.exit_codes.append(self.process.returncode)
 
 
-def run(mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Path, Path]) -> dict[str, Any]:
+class PeakRss:
+    """The service's peak resident memory across its restarts: VmRSS sampled, and VmHWM."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self.peak_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            process = self.supervisor.process
+            if process is not None:
+                try:
+                    text = Path(f"/proc/{process.pid}/status").read_text()
+                except OSError:
+                    text = ""
+                for line in text.splitlines():
+                    if line.startswith(("VmRSS:", "VmHWM:")):
+                        self.peak_kb = max(self.peak_kb, int(line.split()[1]))
+            time.sleep(0.05)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return round(self.peak_kb / 1024, 1)
+
+
+def poison_event(run_id: str, datasets: int = 40_000) -> bytes:
+    """Valid JSON and a valid event, but storing its datasets takes seconds (several times the
+    writers' 2 s deadline here): the writers must set it aside, not retry their batch forever."""
+    event = floods.event(run_id)
+    event["inputs"] = [{"namespace": "trino://poison:8080", "name": f"p.s{i // 1000}.t{i}"} for i in range(datasets)]
+    return json.dumps(event).encode()
+
+
+def run_floods(url: str, ca: Path, supervisor: Supervisor) -> list[dict[str, Any]]:
+    """The floods of bench/floods.py, shortened; what their clients saw, beside the soak's clients."""
+    assert supervisor.process is not None
+    target = floods.Target(url, ca, supervisor.process.pid)
+    plan = [
+        lambda: floods.slow_uploads(target, n=12, max_s=20),
+        lambda: floods.gzip_bombs(target, n=8),
+        lambda: floods.idle_connections(target, n=1100, raw=500, hold_s=3),
+        lambda: floods.made_up_methods(target, n=500, scrapes=10),
+        lambda: floods.slowloris(target, n=50, every_s=2, max_s=20),
+    ]
+    out = []
+    for flood in plan:
+        try:
+            result = asyncio.run(flood())
+        except Exception as exc:  # a flood's own failure is a finding, not a crash of the soak
+            out.append({"error": repr(exc)})
+            continue
+        keep = ("flood", "params", "seconds", "clients", "legit_during", "legit_after", "rss")
+        out.append({k: result[k] for k in keep if k in result})
+    return out
+
+
+def run(
+    name: str, mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Path, Path], spool: bool = False
+) -> dict[str, Any]:
     pg = LocalPostgres().start(durable=True)
+    supervisor: Supervisor | None = None
     try:
         provision(pg, "soak")
         port = free_port()
@@ -98,8 +170,11 @@ def run(mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Pa
                 "METASTORE_LOG_LEVEL": "WARNING",
             }
         )
-        supervisor = Supervisor(env, work / f"soak-{mode}.log")
+        if spool:
+            env["METASTORE_SPOOL_DIR"] = str(work / f"spool-{name}")
+        supervisor = Supervisor(env, work / f"soak-{name}.log")
         supervisor.start()
+        rss = PeakRss(supervisor)
         url = f"https://localhost:{port}"
         verify = ssl.create_default_context(cafile=str(ca))
         deadline = time.monotonic() + 30
@@ -113,7 +188,7 @@ def run(mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Pa
                 raise RuntimeError("the service did not become ready")
             time.sleep(0.1)
 
-        tag = f"soak-{mode}-{time.time_ns()}"
+        tag = f"soak-{name}-{time.time_ns()}"
         lock = threading.Lock()
         acknowledged: set[str] = set()
         outcomes: dict[str, int] = {}
@@ -156,14 +231,14 @@ def run(mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Pa
         def at(fraction: float) -> None:
             time.sleep(max(0.0, begin + seconds * fraction - time.monotonic()))
 
-        at(0.2)
+        at(0.08)
         t0 = time.monotonic() - begin
         pg.stop("fast")
         pg.start(durable=True)
         faults.append(
             {"fault": "postgresql restart", "at_s": round(t0, 1), "ended_s": round(time.monotonic() - begin, 1)}
         )
-        at(0.4)
+        at(0.16)
         t0 = time.monotonic() - begin
         pg.signal_all(signal.SIGSTOP)
         time.sleep(5)
@@ -171,7 +246,80 @@ def run(mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Pa
         faults.append(
             {"fault": "postgresql paused 5 s", "at_s": round(t0, 1), "ended_s": round(time.monotonic() - begin, 1)}
         )
-        at(0.6)
+
+        at(0.25)
+        t0 = time.monotonic() - begin
+        poison_id = f"poison-{tag}"
+        poison: dict[str, Any] = {"run_id": poison_id}
+
+        def send_poison() -> None:
+            started = time.perf_counter()
+            try:
+                with httpx.Client(base_url=url, verify=verify, timeout=30) as http:
+                    poison["status"] = http.post("/api/v1/lineage", content=poison_event(poison_id)).status_code
+            except httpx.HTTPError as exc:
+                poison["status"] = type(exc).__name__
+            poison["answer_s"] = round(time.perf_counter() - started, 2)
+
+        poisoner = threading.Thread(target=send_poison)
+        poisoner.start()
+        big_outcomes: dict[str, int] = {}
+
+        def big(n: int) -> None:
+            # Large events while the lock is held: they count like the others (acknowledged, missing).
+            with httpx.Client(base_url=url, verify=verify, timeout=6) as http:
+                for i in range(125):
+                    run_id = f"{tag}-big-{n}-{i}"
+                    try:
+                        outcome = str(
+                            http.post("/api/v1/lineage", content=floods.padded_event(run_id, 60_000)).status_code
+                        )
+                    except httpx.TransportError as exc:
+                        outcome = type(exc).__name__
+                    with lock:
+                        big_outcomes[outcome] = big_outcomes.get(outcome, 0) + 1
+                        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                        timeline.append((time.monotonic() - begin, outcome))
+                        if outcome in ("200", "201", "202"):
+                            acknowledged.add(run_id)
+                    time.sleep(0.1)
+
+        with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as owner:
+            owner.execute("LOCK TABLE metastore.datasets IN ACCESS EXCLUSIVE MODE")
+            bigs = [threading.Thread(target=big, args=(n,)) for n in range(4)]
+            for t in bigs:
+                t.start()
+            time.sleep(14)
+            owner.rollback()
+        lock_ended = time.monotonic()
+        faults.append(
+            {
+                "fault": "poison event; datasets locked 14 s while 500 events of 60 KB arrive",
+                "at_s": round(t0, 1),
+                "ended_s": round(lock_ended - begin, 1),
+            }
+        )
+        for t in bigs:
+            t.join(120)
+        poisoner.join(60)
+        # How long after the lock every large event answered 2xx was stored (the writers caught up).
+        with lock:
+            big_acknowledged = {r for r in acknowledged if r.startswith(f"{tag}-big-")}
+        caught_up: float | None = None
+        while time.monotonic() - lock_ended < 90:
+            with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
+                rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-big-%",))
+                if big_acknowledged <= {r[0] for r in rows}:
+                    caught_up = round(time.monotonic() - lock_ended, 1)
+                    break
+            time.sleep(0.5)
+        long_lock = {"large_events": big_outcomes, "all_stored_s_after_lock": caught_up}
+
+        at(0.4)
+        t0 = time.monotonic() - begin
+        flood_results = run_floods(url, ca, supervisor)
+        faults.append({"fault": "floods", "at_s": round(t0, 1), "ended_s": round(time.monotonic() - begin, 1)})
+        at(0.9)
         t0 = time.monotonic() - begin
         supervisor.terminate()
         faults.append({"fault": "SIGTERM of the service", "at_s": round(t0, 1), "ended_s": round(t0, 1)})
@@ -187,37 +335,75 @@ def run(mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Pa
             )
         # Async mode: stored by the writers after the answer; give them a moment.
         time.sleep(2)
+
+        def stored_ids() -> set[str]:
+            with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
+                rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",))
+                return {r[0] for r in rows}
+
+        stored = stored_ids()
+        missing_before_replay = len(acknowledged - stored)
+        if spool and acknowledged - stored:
+            # What the spool kept at the last SIGTERM: a restarted pod stores it.
+            replay = Supervisor(env, work / f"soak-{name}-replay.log")
+            replay.start()
+            deadline = time.monotonic() + 60
+            while acknowledged - stored and time.monotonic() < deadline:
+                time.sleep(1)
+                stored = stored_ids()
+            replay.stop()
+        rss_peak = rss.stop()
+        memory = ROOT / "bench" / "results" / "memory.json"
+        rss_bound = floods.bound_mb(json.loads(memory.read_text())["constants"], env) if memory.exists() else None
         with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
-            stored = {
-                r[0] for r in conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",))
-            }
+            poison["stored"] = bool(
+                conn.execute("SELECT 1 FROM metastore.events WHERE run_id = %s", (poison_id,)).fetchone()
+            )
+            poison["set_aside"] = bool(
+                conn.execute(
+                    "SELECT 1 FROM metastore.rejected_events WHERE body_sha256 = %s OR body_prefix LIKE %s",
+                    (hashlib.sha256(poison_event(poison_id)).digest(), f"%{poison_id}%"),
+                ).fetchone()
+            )
         missing = acknowledged - stored
         return {
+            "run": name,
             "mode": mode,
+            "spool": spool,
             "seconds": seconds,
             "clients": clients,
             "requests": sum(outcomes.values()),
             "outcomes": outcomes,
+            "503s": outcomes.get("503", 0),
             "acknowledged": len(acknowledged),
             "stored": len(stored & acknowledged),
             "missing": len(missing),
+            "missing_before_replay": missing_before_replay,
+            "rss_peak_mb": rss_peak,
+            "rss_bound_mb": rss_bound,
             "service_exit_codes": supervisor.exit_codes,
             "service_restarts": supervisor.restarts,
             "faults": faults,
+            "poison": poison,
+            "long_lock": long_lock,
+            "floods": flood_results,
         }
     finally:
+        if supervisor is not None:
+            supervisor.stop()  # after a failure: no service left running (a second stop does nothing)
         pg.cleanup()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="sustained load with faults")
-    parser.add_argument("--minutes", type=float, default=3.0)
+    parser.add_argument("--minutes", type=float, default=3.5, help="per run (three runs)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="metastore-soak-"))
     tls = throwaway_certificates(work)
-    results = [run(mode, args.minutes * 60, args.clients, work, tls) for mode in ("sync", "async")]
+    runs = [("sync", "sync", False), ("async", "async", False), ("async-spool", "async", True)]
+    results = [run(name, mode, args.minutes * 60, args.clients, work, tls, spool) for name, mode, spool in runs]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))

@@ -68,20 +68,22 @@ def run(app: Sanic[Any, Any], config: settings.Config, tls: ReloadingContext | N
 
     from metastore.limits import ConnectionLimits, GuardedProtocol
 
-    GuardedProtocol.limits = ConnectionLimits(config.max_connections, config.request_deadline_s)
+    # With TLS, the server listens in plain TCP and GuardedProtocol starts TLS on each connection
+    # once it is counted (see limits.py); a client that never finishes its handshake is cut off
+    # after seconds, not asyncio's default minute.
+    GuardedProtocol.limits = ConnectionLimits(
+        config.max_connections,
+        config.request_deadline_s,
+        tls.context if tls else None,
+        handshake_timeout_s=min(config.request_deadline_s, 10),
+    )
     app.prepare(
         host=config.host,
         port=config.port,
-        ssl=tls.context if tls else None,
         single_process=True,
         protocol=GuardedProtocol,
         access_log=False,
         motd=False,
-    )
-    # A client that opens TLS connections and never finishes the handshake is cut off after
-    # seconds, not asyncio's default minute.
-    app.state.server_info[0].settings["asyncio_server_kwargs"] = (
-        {"ssl_handshake_timeout": min(config.request_deadline_s, 10)} if tls else {}
     )
     Sanic.serve_single(primary=app)
 

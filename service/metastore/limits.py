@@ -11,6 +11,7 @@ timers restart on every byte, which a slow sender exploits). Inflation runs off 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 import time
 import zlib
@@ -144,44 +145,142 @@ _REFUSAL = (
 
 
 class ConnectionLimits:
-    def __init__(self, max_connections: int, header_deadline_s: float) -> None:
+    def __init__(
+        self,
+        max_connections: int,
+        header_deadline_s: float,
+        tls: ssl.SSLContext | None = None,
+        handshake_timeout_s: float = 10,
+    ) -> None:
         self.max_connections, self.header_deadline_s = max_connections, header_deadline_s
-        self.open = 0
+        self.tls, self.handshake_timeout_s = tls, handshake_timeout_s
+        self.open = 0  # connections counted against the cap: handshaking or established
+        self.refusing = 0  # TLS handshakes made only to answer 503
+
+
+# Beyond the cap, this many connections at most are still shaken hands with to be told 503 (what
+# an ordinary client understands and retries); past that, an attacker's connections are closed
+# before the handshake, which is what costs memory.
+_REFUSING_MAX = 64
+
+
+class _Refusal(asyncio.Protocol):
+    pass
+
+
+def _start_tls(transport: Any, protocol: asyncio.BaseProtocol, limits: ConnectionLimits, done: Any) -> None:
+    """loop.start_tls, done at once from connection_made: the event loop starts reading right after
+    connection_made returns, and the client's first bytes must reach the TLS layer, not Sanic.
+    done(transport) is called with the TLS transport, or None when the handshake did not finish."""
+    loop = asyncio.get_running_loop()
+    sslproto: Any
+    if type(loop).__module__.startswith("uvloop"):
+        import uvloop.loop as sslproto
+    else:
+        from asyncio import sslproto
+    waiter = loop.create_future()
+    tls = sslproto.SSLProtocol(
+        loop,
+        protocol,
+        limits.tls,
+        waiter,
+        server_side=True,
+        server_hostname=None,
+        call_connection_made=False,
+        ssl_handshake_timeout=limits.handshake_timeout_s,
+    )
+    app_transport = tls._get_app_transport()
+    transport.set_protocol(tls)
+    tls.connection_made(transport)
+
+    def finished(future: asyncio.Future[None]) -> None:
+        failed = future.cancelled() or future.exception() is not None
+        if failed or app_transport.is_closing():
+            transport.abort()
+            done(None)
+        else:
+            done(app_transport)
+
+    waiter.add_done_callback(finished)
 
 
 class GuardedProtocol(HttpProtocol):
-    """Sanic's HTTP protocol with a connection cap and a total deadline for a request's headers."""
+    """Sanic's HTTP protocol with a connection cap and a total deadline for a request's headers.
 
-    __slots__ = ("_counted", "_headers_since")
+    With TLS, the server listens in plain TCP and each connection starts TLS here, once counted:
+    a connection in its handshake holds TLS buffers (about 50 KB), and asyncio's own TLS calls
+    the protocol only once the handshake is done, so a cap counted there would leave any number
+    of clients that never finish their handshake uncounted.
+    """
+
+    __slots__ = ("_counted", "_headers_since", "_started")
     limits: ClassVar[ConnectionLimits] = ConnectionLimits(1000, 10)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._counted = False
+        self._started = False
         self._headers_since: float | None = None
 
     def connection_made(self, transport: Any) -> None:
         limits = self.limits
         if limits.open >= limits.max_connections:
             metrics.REFUSED.labels("connections").inc()
-            transport.write(_REFUSAL)
-            transport.close()
+            if limits.tls is None:
+                transport.write(_REFUSAL)
+                transport.close()
+            elif limits.refusing < _REFUSING_MAX:
+                limits.refusing += 1
+                _start_tls(transport, _Refusal(), limits, self._refuse_over_tls)
+            else:
+                transport.abort()
             return
         limits.open += 1
         self._counted = True
         metrics.CONNECTIONS.set(limits.open)
+        if limits.tls is None:
+            self._start(transport)
+        else:
+            _start_tls(transport, self, limits, self._tls_started)
+
+    def _start(self, transport: Any) -> None:
+        self._started = True
         super().connection_made(transport)  # type: ignore[no-untyped-call]
 
-    def connection_lost(self, exc: Exception | None) -> None:
+    def _tls_started(self, tls_transport: Any | None) -> None:
+        if tls_transport is None:
+            self._release()  # the handshake failed, timed out, or the client left
+        else:
+            self._start(tls_transport)
+
+    def _refuse_over_tls(self, tls_transport: Any | None) -> None:
+        self.limits.refusing -= 1
+        if tls_transport is not None:
+            tls_transport.write(_REFUSAL)
+            tls_transport.close()
+
+    def _release(self) -> None:
         if not self._counted:
             return
         self._counted = False
         self.limits.open -= 1
         metrics.CONNECTIONS.set(self.limits.open)
-        super().connection_lost(exc)  # type: ignore[no-untyped-call]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._release()
+        if self._started:
+            self._started = False
+            super().connection_lost(exc)  # type: ignore[no-untyped-call]
+
+    def data_received(self, data: bytes) -> None:
+        http = getattr(self, "_http", None)  # set once the connection's task runs
+        if http is None or http.stage is Stage.IDLE:
+            # The first bytes of a request: its headers' deadline runs from now.
+            self._headers_since = time.monotonic()
+        super().data_received(data)
 
     def check_timeouts(self) -> None:
-        http = self._http
+        http = getattr(self, "_http", None)
         if self._task and http is not None and http.stage is Stage.REQUEST:
             now = time.monotonic()
             if self._headers_since is None:
@@ -191,6 +290,6 @@ class GuardedProtocol(HttpProtocol):
                 http.exception = RequestTimeout("Request Timeout")
                 self._task.cancel()
                 return
-        else:
+        elif http is None or http.stage is not Stage.IDLE:
             self._headers_since = None
         super().check_timeouts()  # type: ignore[no-untyped-call]

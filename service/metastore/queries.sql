@@ -7,7 +7,7 @@ SELECT status, event_id, error_code, error_message, event_type
 
 -- name: ingest_events
 SELECT status, event_id, error_code, error_message, event_type
-  FROM metastore.ingest_events(%(bodies)s::bytea[], %(source_kind)s::text, %(source_principal)s::text);
+  FROM metastore.ingest_events(%(bodies)b::bytea[], %(source_kind)s::text, %(source_principal)s::text);
 
 -- name: ingest_batch
 SELECT status, result::text

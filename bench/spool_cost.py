@@ -1,0 +1,107 @@
+"""What the durable spool costs: async mode with and without METASTORE_SPOOL_DIR under the same
+load (wrk, 8 connections, 10 s, the benchmark's Trino events), alternated twice. Writes
+bench/results/spool_cost.json: events/s and p99 of each run, and the ratios spool / memory.
+
+    python -m bench.spool_cost [--seconds 10] [--connections 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench.run import FULL, Bench, templates, wrk
+from bench.tls import throwaway_certificates
+from metastore.localpg import LocalPostgres, provision
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def queue_full_count(metrics_text: str) -> float:
+    return sum(
+        float(line.split()[-1])
+        for line in metrics_text.splitlines()
+        if line.startswith("metastore_async_queue_full_total{")
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="METASTORE_X=VALUE",
+        help="a setting for both runs, e.g. METASTORE_ASYNC_QUEUE_BYTES=1073741824 so that the queue never fills",
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spool_cost.json")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        print("spool_cost: wrk is needed (apt-get install wrk)", file=sys.stderr)
+        return 2
+    work = Path(tempfile.mkdtemp(prefix="metastore-spool-cost-"))
+    tls = throwaway_certificates(work)
+    bodies = templates()
+    templates_file = work / "templates.txt"
+    templates_file.write_text("\n".join(bodies) + "\n")
+    pg = LocalPostgres().start(durable=True)
+    b = Bench(FULL, work, pg, tls, args.out.parent)
+    runs: list[dict[str, Any]] = []
+    try:
+        provision(pg, "bench")
+        for round_ in range(args.rounds):
+            for kind in ("memory", "spool"):
+                env = {"METASTORE_INGEST_MODE": "async", **dict(x.split("=", 1) for x in args.set)}
+                if kind == "spool":
+                    env["METASTORE_SPOOL_DIR"] = str(work / f"spool-{round_}")
+                service = b.start_service(**env)
+                try:
+                    row = wrk(service, templates_file, args.connections, args.seconds, "/api/v1/lineage")
+                    row.update(
+                        {"queue": kind, "round": round_, "queue_full_events": queue_full_count(service.metrics())}
+                    )
+                finally:
+                    service.stop()
+                print(f"  {row}", file=sys.stderr)
+                runs.append(row)
+    finally:
+        pg.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+
+    def median(kind: str, key: str) -> float:
+        return float(statistics.median(r[key] for r in runs if r["queue"] == kind))
+
+    result: dict[str, Any] = {
+        "load": {
+            "connections": args.connections,
+            "seconds": args.seconds,
+            "event_bytes_median": int(statistics.median(map(len, bodies))),
+            "settings": args.set,
+        },
+        "runs": runs,
+        "median": {
+            kind: {"events_per_s": median(kind, "events_per_s"), "p99_ms": median(kind, "p99_ms")}
+            for kind in ("memory", "spool")
+        },
+    }
+    med = result["median"]
+    result["ratio_spool_vs_memory"] = {
+        key: round(med["spool"][key] / med["memory"][key], 3) for key in ("events_per_s", "p99_ms")
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

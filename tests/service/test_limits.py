@@ -1,0 +1,153 @@
+"""Bounded resources under floods, against the real service over TLS with small limits: refusals
+come at once (503 with Retry-After, 408 at the total deadline), legitimate requests go through
+meanwhile, labels stay a fixed set, and resident memory stays under a bound of the settings."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from bench import floods
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Database
+from tests.server_fixtures import Server, TLSFiles, start_server
+
+MAX_CONNECTIONS = 50
+MAX_INFLIGHT = 4 << 20
+MAX_BODY = 1 << 20
+DEADLINE_S = 2
+# The constants of the documented bound (bench/results/memory.json, `make floods`: at most 58 KB
+# per connection, 3.23 bytes of memory per byte of the in-flight budget, both rounded up there);
+# the service's own RSS at the start of each flood stands for the base, plus allocator slack.
+PER_CONNECTION_MB = 75 / 1024
+PER_INFLIGHT_BYTE = 3.6
+SLACK_MB = 25
+
+
+def rss_bound_mb(start_mb: float) -> float:
+    return start_mb + MAX_CONNECTIONS * PER_CONNECTION_MB + PER_INFLIGHT_BYTE * MAX_INFLIGHT / 2**20 + SLACK_MB
+
+
+@pytest.fixture(scope="module")
+def limited(module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = start_server(
+        module_db.service_dsn,
+        tls_files,
+        tmp_path_factory.mktemp("limits") / "server.log",
+        METASTORE_MAX_CONNECTIONS=str(MAX_CONNECTIONS),
+        METASTORE_MAX_INFLIGHT_BYTES=str(MAX_INFLIGHT),
+        METASTORE_MAX_BODY_BYTES=str(MAX_BODY),
+        METASTORE_REQUEST_DEADLINE_S=str(DEADLINE_S),
+    )
+    asyncio.run(floods.warm(target(srv), 50))
+    yield srv
+    assert srv.stop() == 0, srv.log.read_text()
+
+
+def target(server: Server) -> floods.Target:
+    return floods.Target(server.url, server.ca, server.process.pid)
+
+
+def metric(server: Server, family: str, **labels: str) -> float:
+    with server.client() as http:
+        text = http.get("/metrics").text
+    for fam in text_string_to_metric_families(text):
+        for sample in fam.samples:
+            if sample.name == family and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def legit_ok(result: dict[str, Any]) -> None:
+    """Every small event posted beside the flood was stored, and one more after it."""
+    during = result["legit_during"]["outcomes"]
+    assert during and set(during) <= {"201"}, result["legit_during"]
+    assert result["legit_after"]["outcome"] == "201", result["legit_after"]
+
+
+def memory_ok(result: dict[str, Any]) -> None:
+    rss = result["rss"]
+    assert max(rss["hwm_mb"], rss["sampled_peak_mb"]) <= rss_bound_mb(rss["start_mb"]), rss
+
+
+def test_slow_uploads_beyond_the_budget_are_refused_at_once(limited: Server) -> None:
+    # 12 uploads announcing 1 MB each trickle 2 KB/s: the budget (4 MiB) admits four.
+    result = asyncio.run(floods.slow_uploads(target(limited), n=12, size=1_000_000, rate=2048, max_s=15))
+    seen, times = result["clients"]["outcomes"], result["clients"]["answer_s"]
+    assert set(seen) == {"503", "408"}, result["clients"]
+    assert 3 <= seen["408"] <= 4 and seen["503"] == 12 - seen["408"], seen
+    assert result["clients"]["retry_after"] == {"1": seen["503"]}
+    assert times["503"]["max"] < 1.0, times
+    # The body's deadline is total: 2 KB a second never restarts it.
+    assert times["408"]["min"] >= DEADLINE_S and times["408"]["max"] < DEADLINE_S + 2
+    legit_ok(result)
+    memory_ok(result)
+    assert metric(limited, "metastore_http_inflight_bytes") == 0
+
+
+def test_gzip_bombs_stop_at_the_body_limit_and_the_budget(limited: Server) -> None:
+    # 16 KB of gzip each, 8 MB once inflated: refused at the 1 MiB body limit, or by the budget.
+    result = asyncio.run(floods.gzip_bombs(target(limited), n=12, inflated=8_000_000))
+    seen, times = result["clients"]["outcomes"], result["clients"]["answer_s"]
+    assert result["compressed_bytes"] < 20_000
+    assert set(seen) <= {"413", "503"} and seen.get("413"), result["clients"]
+    assert result["clients"].get("retry_after", {}) == ({"1": seen["503"]} if "503" in seen else {})
+    assert max(t["max"] for t in times.values()) < 2.0, times
+    legit_ok(result)
+    memory_ok(result)
+    assert metric(limited, "metastore_http_inflight_bytes") == 0
+
+
+def test_idle_tls_connections_beyond_the_cap_are_refused(limited: Server) -> None:
+    refused_before = metric(limited, "metastore_http_refused_total", reason="connections")
+    result = asyncio.run(floods.idle_connections(target(limited), n=300, hold_s=2))
+    seen, times = result["clients"]["outcomes"], result["clients"]["answer_s"]
+    # The probe holds one connection; the cap counts it.
+    assert result["held"] <= MAX_CONNECTIONS - 1 and result["held"] >= MAX_CONNECTIONS - 5, seen
+    refused = 300 - result["held"]
+    assert sum(n for k, n in seen.items() if k != "held") == refused, seen
+    # Told 503 with Retry-After after a handshake, or, past the handshakes spent on refusing, reset.
+    assert seen.get("503", 0) > 0, seen
+    assert all(k in ("held", "503", "closed") or k.endswith("Error") for k in seen), seen
+    assert result["clients"]["retry_after"] == {"1": seen["503"]}
+    assert times["503"]["p99"] < 5, times
+    legit_ok(result)
+    memory_ok(result)
+    assert metric(limited, "metastore_http_refused_total", reason="connections") - refused_before >= refused
+
+
+def test_connections_that_never_finish_the_handshake_count_and_are_cut_off(limited: Server) -> None:
+    # 1500 TCP connections that never send a byte of TLS, then 20 TLS clients while they wait: the
+    # waiting ones count against the cap (each holds TLS buffers), so the 20 are refused.
+    result = asyncio.run(floods.idle_connections(target(limited), n=20, raw=1500, hold_s=DEADLINE_S + 2))
+    assert result["raw_opened"] == 1500, result
+    assert result["held"] == 0, result["clients"]
+    legit_ok(result)
+    memory_ok(result)
+    # Cut off at the handshake timeout: the count is back to what the scrape itself holds.
+    assert metric(limited, "metastore_http_connections") <= 2
+
+
+def test_made_up_methods_collapse_and_metrics_never_hold_requests(limited: Server) -> None:
+    result = asyncio.run(floods.made_up_methods(target(limited), n=300, scrapes=20, healthz=400))
+    assert set(result["clients"]["outcomes"]) == {"405"}, result["clients"]
+    assert result["metrics_lines_naming_a_made_up_method"] == 0
+    assert result["metrics_series"] < 500 and result["metrics_bytes_max"] < 100_000, result
+    health = result["healthz_during_scrapes_s"]
+    assert health["n"] >= 10 and health["p50"] < 0.03 and health["max"] < 0.1, health
+    legit_ok(result)
+    memory_ok(result)
+
+
+def test_slowloris_headers_meet_the_total_deadline(limited: Server) -> None:
+    # A byte every half second: Sanic's own timer restarts on each; the total deadline does not.
+    result = asyncio.run(floods.slowloris(target(limited), n=20, every_s=0.5, max_s=15))
+    seen, times = result["clients"]["outcomes"], result["clients"]["answer_s"]
+    assert seen == {"408": 20}, result["clients"]
+    # Checked every DEADLINE_S / 2: cut off between the deadline and one and a half times it.
+    assert times["408"]["min"] >= DEADLINE_S and times["408"]["max"] <= 1.5 * DEADLINE_S + 0.5, times
+    legit_ok(result)
+    memory_ok(result)

@@ -1,0 +1,154 @@
+"""The durable spool (METASTORE_SPOOL_DIR): what was answered 202 survives a SIGKILL, sync mode
+hands a locked database's events to it within the ingest budget, and a torn tail is cut off
+without losing the whole records before it."""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import Database
+from tests.server_fixtures import Server, TLSFiles, start_server
+
+INGEST_TIMEOUT_MS = 300
+
+
+def event(run_id: str) -> dict[str, Any]:
+    return {
+        "eventTime": "2024-05-01T12:00:00Z",
+        "eventType": "COMPLETE",
+        "producer": "https://example.com/tests",
+        "run": {"runId": run_id},
+        "job": {"namespace": "spool", "name": "q"},
+        "inputs": [{"namespace": "trino://h:8080", "name": "s.t"}],
+        "outputs": [{"namespace": "trino://h:8080", "name": "s.o"}],
+    }
+
+
+def stored(db: Database, tag: str) -> set[str]:
+    with psycopg.connect(db.owner_dsn) as conn:
+        rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",)).fetchall()
+    return {r[0] for r in rows}
+
+
+def wait_stored(db: Database, tag: str, expected: set[str], timeout: float = 30) -> set[str]:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = stored(db, tag)
+        if expected <= got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def locked_events(database: Database) -> Iterator[psycopg.Connection[Any]]:
+    """The owner holding metastore.events: nothing can be stored until rollback()."""
+    with psycopg.connect(database.owner_dsn) as conn:
+        conn.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+        yield conn
+        conn.rollback()
+
+
+def post_all(server: Server, run_ids: list[str]) -> list[tuple[int, float]]:
+    out = []
+    with server.client() as http:
+        for run_id in run_ids:
+            started = time.perf_counter()
+            status = http.post("/api/v1/lineage", json=event(run_id)).status_code
+            out.append((status, time.perf_counter() - started))
+    return out
+
+
+def spooled(database: Database, tls: TLSFiles, log: Path, spool: Path, mode: str, **env: str) -> Server:
+    return start_server(
+        database.service_dsn,
+        tls,
+        log,
+        METASTORE_INGEST_MODE=mode,
+        METASTORE_SPOOL_DIR=str(spool),
+        METASTORE_DB_TIMEOUT_MS="1000",
+        METASTORE_INGEST_TIMEOUT_MS=str(INGEST_TIMEOUT_MS),
+        **env,
+    )
+
+
+def test_async_events_answered_202_survive_sigkill(
+    database: Database, tls_files: TLSFiles, tmp_path: Path, locked_events: psycopg.Connection[Any]
+) -> None:
+    spool = tmp_path / "spool"
+    server = spooled(database, tls_files, tmp_path / "first.log", spool, "async")
+    tag = uuid.uuid4().hex[:8]
+    run_ids = [f"{tag}-{i}" for i in range(60)]
+    answers = post_all(server, run_ids)
+    assert {s for s, _ in answers} == {202}, answers
+    server.stop(signal.SIGKILL)
+    assert sum(p.stat().st_size for p in spool.glob("*.spool")) > 0
+    # Nothing got through the lock: at the kill, all of it was in the spool only. (Once the lock
+    # goes, a statement the dead process had sent may still commit: the replay dedupes it.)
+    rows = locked_events.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",))
+    assert rows.fetchall() == []
+    locked_events.rollback()
+
+    again = spooled(database, tls_files, tmp_path / "second.log", spool, "async")
+    try:
+        assert wait_stored(database, tag, set(run_ids)) == set(run_ids)
+    finally:
+        assert again.stop() == 0, again.log.read_text()
+    assert not any(p.stat().st_size for p in spool.glob("*.spool"))  # released once stored
+
+
+def test_sync_mode_hands_a_locked_database_to_the_spool_within_the_budget(
+    database: Database, tls_files: TLSFiles, tmp_path: Path, locked_events: psycopg.Connection[Any]
+) -> None:
+    server = spooled(database, tls_files, tmp_path / "server.log", tmp_path / "spool", "sync")
+    try:
+        tag = uuid.uuid4().hex[:8]
+        run_ids = [f"{tag}-{i}" for i in range(10)]
+        answers = post_all(server, run_ids)
+        assert {s for s, _ in answers} == {202}, answers
+        # The ingest budget, then an fsync: far inside Trino's 5 s, with room for its one retry.
+        assert max(t for _, t in answers) < INGEST_TIMEOUT_MS / 1000 + 0.7, answers
+        rows = locked_events.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",))
+        assert rows.fetchall() == []
+        locked_events.rollback()
+        assert wait_stored(database, tag, set(run_ids)) == set(run_ids)
+        # Once the lock is gone, sync mode is sync again.
+        with server.client() as http:
+            assert http.post("/api/v1/lineage", json=event(f"{tag}-after")).status_code == 201
+    finally:
+        assert server.stop() == 0, server.log.read_text()
+
+
+def test_a_torn_tail_is_cut_off_and_the_whole_records_before_it_are_stored(
+    database: Database, tls_files: TLSFiles, tmp_path: Path, locked_events: psycopg.Connection[Any]
+) -> None:
+    spool = tmp_path / "spool"
+    server = spooled(database, tls_files, tmp_path / "first.log", spool, "async")
+    tag = uuid.uuid4().hex[:8]
+    run_ids = [f"{tag}-{i}" for i in range(5)]
+    assert {s for s, _ in post_all(server, run_ids)} == {202}
+    server.stop(signal.SIGKILL)
+    (segment,) = spool.glob("*.spool")
+    size = segment.stat().st_size
+    with segment.open("r+b") as f:  # a crash in the middle of writing the last record
+        f.truncate(size - 7)
+    locked_events.rollback()
+
+    again = spooled(database, tls_files, tmp_path / "second.log", spool, "async")
+    try:
+        # The four whole records are stored; the torn one is gone from the spool (a statement the
+        # killed process had sent may have stored it once the lock went: that is not a loss).
+        assert set(run_ids[:4]) <= wait_stored(database, tag, set(run_ids[:4]))
+        assert any("after the last whole record dropped" in line for line in again.log_lines())
+        with again.client() as http:  # and the spool takes new events after the cut
+            assert http.post("/api/v1/lineage", json=event(f"{tag}-new")).status_code == 202
+        assert f"{tag}-new" in wait_stored(database, tag, {f"{tag}-new"})
+    finally:
+        assert again.stop() == 0, again.log.read_text()
