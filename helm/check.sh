@@ -146,7 +146,7 @@ echo "== values the chart refuses"
 refuse "additional properties 'replicas' not allowed" --set replicas=3
 refuse "additional properties 'requests' not allowed" --set resources.requests.memory=1Gi
 refuse "leaves no room for the async queue" --set resources.memory.limit=256Mi
-refuse "config.asyncQueueBytes=536870912 cannot fit resources.memory.limit=512Mi" --set config.asyncQueueBytes=536870912
+refuse "config.asyncQueueBytes=536870912 cannot fit resources.memory.limit=768Mi" --set config.asyncQueueBytes=536870912
 refuse "'/resources/memory/limit': '1.5Gi' does not match pattern" --set resources.memory.limit=1.5Gi
 refuse "a credentials Secret (keys username and password) is required" --set database.host=pg
 refuse "database.parameters.password" --set database.host=pg --set database.credentialsSecret=c \
