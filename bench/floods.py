@@ -39,6 +39,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
+JSON = {"Content-Type": "application/json"}
 
 
 # ---------------------------------------------------------------- the target and its memory
@@ -352,7 +353,7 @@ async def large_bodies(target: Target, n: int = 8, size: int = 15_000_000) -> di
                 data = padded_event(f"{tag}-{i}", size)
                 started = time.perf_counter()
                 try:
-                    r = await http.post("/api/v1/lineage", content=data, headers={"Content-Type": "application/json"})
+                    r = await http.post("/api/v1/lineage", content=data, headers=JSON)
                     seen.add(str(r.status_code), time.perf_counter() - started, r.headers.get("retry-after"))
                 except httpx.HTTPError as exc:
                     seen.add(type(exc).__name__, time.perf_counter() - started)
@@ -601,7 +602,7 @@ async def warm(target: Target, count: int = 200) -> None:
     """Every code path once, so that the baseline holds what any request imports and caches."""
     async with target.client() as http:
         for i in range(count):
-            await http.post("/api/v1/lineage", content=padded_event(f"warm-{time.time_ns()}-{i}", 20_000))
+            await http.post("/api/v1/lineage", content=padded_event(f"warm-{time.time_ns()}-{i}", 20_000), headers=JSON)
         await http.get("/metrics")
         await http.get("/api/v1/datasets")
 
@@ -622,7 +623,8 @@ async def queue_full(target: Target, owner_dsn: str, event_bytes: int = 1 << 20,
                 async def one(i: int) -> None:
                     async with gate:
                         started = time.perf_counter()
-                        r = await http.post("/api/v1/lineage", content=padded_event(f"{tag}-{i}", event_bytes))
+                        data = padded_event(f"{tag}-{i}", event_bytes)
+                        r = await http.post("/api/v1/lineage", content=data, headers=JSON)
                         seen.add(str(r.status_code), time.perf_counter() - started)
 
                 await asyncio.gather(*(one(i) for i in range(count)))
@@ -653,7 +655,7 @@ async def writers_large(target: Target, n: int = 8, size: int = 15_000_000, drai
         async with target.client(timeout=60) as http:
             for i in range(n):
                 started = time.perf_counter()
-                r = await http.post("/api/v1/lineage", content=padded_event(f"{tag}-{i}", size))
+                r = await http.post("/api/v1/lineage", content=padded_event(f"{tag}-{i}", size), headers=JSON)
                 seen.add(str(r.status_code), time.perf_counter() - started)
             begin = time.monotonic()
             while time.monotonic() - begin < drain_s:

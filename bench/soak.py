@@ -256,7 +256,8 @@ def run(
             started = time.perf_counter()
             try:
                 with httpx.Client(base_url=url, verify=verify, timeout=30) as http:
-                    poison["status"] = http.post("/api/v1/lineage", content=poison_event(poison_id)).status_code
+                    response = http.post("/api/v1/lineage", content=poison_event(poison_id), headers=floods.JSON)
+                    poison["status"] = response.status_code
             except httpx.HTTPError as exc:
                 poison["status"] = type(exc).__name__
             poison["answer_s"] = round(time.perf_counter() - started, 2)
@@ -271,9 +272,8 @@ def run(
                 for i in range(125):
                     run_id = f"{tag}-big-{n}-{i}"
                     try:
-                        outcome = str(
-                            http.post("/api/v1/lineage", content=floods.padded_event(run_id, 60_000)).status_code
-                        )
+                        data = floods.padded_event(run_id, 60_000)
+                        outcome = str(http.post("/api/v1/lineage", content=data, headers=floods.JSON).status_code)
                     except httpx.TransportError as exc:
                         outcome = type(exc).__name__
                     with lock:

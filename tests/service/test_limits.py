@@ -19,9 +19,9 @@ MAX_CONNECTIONS = 50
 MAX_INFLIGHT = 4 << 20
 MAX_BODY = 1 << 20
 DEADLINE_S = 2
-# The constants of the documented bound (bench/results/memory.json, `make floods`: at most 58 KB
-# per connection, 3.23 bytes of memory per byte of the in-flight budget, both rounded up there);
-# the service's own RSS at the start of each flood stands for the base, plus allocator slack.
+# Rounded up from the documented bound (bench/results/memory.json, `make floods`: at most 58 KB per
+# connection, a pending handshake; 3.1 bytes of memory per byte of the in-flight budget); the
+# service's own RSS at the start of each flood stands for the base, plus allocator slack.
 PER_CONNECTION_MB = 75 / 1024
 PER_INFLIGHT_BYTE = 3.6
 SLACK_MB = 25
