@@ -5,9 +5,9 @@
 #
 #   docker build -t metastore:0.1.0 .
 #
-# Runs as UID/GID 1000 and needs no writable root filesystem: only /tmp is written (pgmigrate's
-# scratch directory), plus /stackable/log/metastore when METASTORE_LOG_FILE points there; mount
-# both as emptyDir volumes.
+# Runs as UID/GID 1000 and needs no writable root filesystem: what it writes goes to /tmp, the
+# spool (METASTORE_SPOOL_DIR, e.g. /stackable/spool) and /stackable/log/metastore when
+# METASTORE_LOG_FILE points there; mount them as emptyDir volumes (the chart does).
 
 # python:3.11.16-slim-bookworm, pinned to the digest of its multi-platform image index as
 # published for that tag on 2026-09-01. To move to a newer patch release, change tag and digest
@@ -21,14 +21,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 
 FROM base AS builder
-# psycopg2 (the driver of yandex-pgmigrate) compiles from source: a C compiler, libc headers
-# and libpq's headers and pg_config. Debian package versions are not pinned: the base image is
-# pinned by digest, and bookworm's security updates replace the exact versions.
-# hadolint ignore=DL3008
-RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev libpq-dev \
- && rm -rf /var/lib/apt/lists/*
-
+# Every dependency installs from a wheel (psycopg's binary one brings its own libpq): no compiler.
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY service/ service/
@@ -50,15 +43,10 @@ LABEL org.opencontainers.image.title="metastore" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 
-# libpq5: the client library psycopg2 was built against (psycopg 3 brings its own).
-# hadolint ignore=DL3008
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libpq5 \
- && rm -rf /var/lib/apt/lists/* \
- && groupadd --gid 1000 stackable \
+RUN groupadd --gid 1000 stackable \
  && useradd --uid 1000 --gid 1000 --home-dir /stackable --no-create-home --shell /usr/sbin/nologin stackable \
- && mkdir -p /stackable/log/metastore \
- && chown -R 1000:1000 /stackable/log
+ && mkdir -p /stackable/log/metastore /stackable/spool \
+ && chown -R 1000:1000 /stackable/log /stackable/spool
 
 # Owned by root and read-only for the service's user: the code cannot be changed at runtime,
 # whether or not the root filesystem is mounted read-only. Bytecode was compiled at install.

@@ -9,8 +9,8 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
 
+# Only Python (3.11+) is needed for the virtualenv and `make dev`: every dependency is a wheel.
 $(PY): pyproject.toml
-	scripts/system-deps.sh
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
@@ -27,7 +27,10 @@ dev: $(PY) ## run the service on http://127.0.0.1:8080 against a local embedded 
 test: system-deps $(PY) ## run the tests (each starts its own throwaway PostgreSQL)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-e2e: $(PY) ## end to end with a real Trino 476 from Maven Central (cached in ~/.cache/metastore-e2e), then the listener's cost
+test-db: system-deps $(PY) ## only the SQL suite (tests/db): the functions, migrations, roles, as the app role
+	$(PY) -m pytest tests/db tests/test_sql_files.py $(PYTEST_ARGS)
+
+e2e: system-deps $(PY) ## end to end with a real Trino 476 from Maven Central (cached in ~/.cache/metastore-e2e), then the listener's cost
 	@status=0; \
 	bash tests/e2e/fetch_trino.sh >/dev/null || status=$$?; \
 	[ $$status -ne 0 ] || $(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
@@ -35,7 +38,10 @@ e2e: $(PY) ## end to end with a real Trino 476 from Maven Central (cached in ~/.
 	$(PY) -m tests.e2e.trino_server reap; \
 	exit $$status
 
-bench: $(PY) ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk)
+trino-budget: system-deps $(PY) ## emit() time of Trino 476's own OpenLineage client, retry included: healthy, locked and frozen database, sync and async (20 emits per case; ARGS="--env KEY=VALUE ...")
+	$(PY) -m tests.trino_client.budget --emits 20 $(ARGS) bench/results/trino-budget.json
+
+bench: system-deps $(PY) ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk)
 	$(PY) -m bench.run
 
 bench-smoke: $(PY) ## a seconds-long run of the benchmark harness, so that it does not rot
@@ -47,7 +53,7 @@ bench-replay: $(PY) ## feed, export, import and replay between two stores: event
 scale: $(PY) ## storage, ingest, get_dataset, partitions and retention at 0, 1 and 5 million events; lz4 vs pglz (~15 min, ~15 GB)
 	$(PY) -m bench.scale
 
-soak: $(PY) ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods and a SIGTERM; sync, async, async with spool (bench/results/soak.json)
+soak: system-deps $(PY) ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods and a SIGTERM; sync, async, async with spool (bench/results/soak.json)
 	$(PY) -m bench.soak
 
 floods: $(PY) ## each flood (slow uploads, gzip bombs, idle and half-open connections, methods, slowloris, full queue) at default settings: the memory bound (bench/results/memory.json, minutes)
@@ -74,4 +80,4 @@ settings: $(PY) ## print the settings table for the README
 clean-dev: ## delete the development database in .dev/
 	rm -rf .dev
 
-.PHONY: help venv system-deps dev test e2e bench bench-smoke bench-replay scale soak floods helm-check lint format schema settings clean-dev
+.PHONY: help venv system-deps dev test test-db e2e trino-budget bench bench-smoke bench-replay scale soak floods helm-check lint format schema settings clean-dev

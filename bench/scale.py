@@ -434,7 +434,8 @@ def measure_create_partitions(owner_dsn: str, service_dsn: str, bodies: list[str
     ahead = (last - datetime.now(UTC).date()).days + 1
 
     def action() -> int:
-        with psycopg.connect(service_dsn, autocommit=True) as conn:
+        # The owner's call (any range); the service's hourly ensure_partitions() takes the same locks.
+        with psycopg.connect(owner_dsn, autocommit=True) as conn:
             got = conn.execute("SELECT metastore.create_partitions(current_date - 1, %s)", (ahead,)).fetchone()
             return int(got[0]) if got else -1
 

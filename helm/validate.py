@@ -10,14 +10,33 @@ checked, so the fields the chart sets are checked here instead, against the oper
 APIs (Prometheus Operator's ServiceMonitor, the Stackable secret-operator's TrustStore).
 
 Then the chart's own rules, for every pod template: non-root, read-only root filesystem, no
-capabilities, no privilege escalation, the RuntimeDefault seccomp profile; and a grace period
-longer than the preStop sleep plus METASTORE_SHUTDOWN_GRACE_S.
+capabilities, no privilege escalation, the RuntimeDefault seccomp profile, a memory request equal
+to the memory limit; and a grace period longer than the preStop sleep plus
+METASTORE_SHUTDOWN_GRACE_S.
+
+Selectors, checked against every pod template of the file: the Services, the PodDisruptionBudget
+and the Deployment select the server pods and no Job's pod; the ServiceMonitor selects the metrics
+Service and no other, by a port that Service has.
+
+The Vector sidecar's configuration (the ConfigMap <release>-vector), against Vector's documented
+fields: each component's type and fields, every input names a component, the sink's address
+comes from the discovery ConfigMap. With --vrl, each remap program is also compiled and run by
+the VRL command line (the vrl crate) on the service's own log lines, and its output checked.
+
+--promql-out FILE writes every alert expression and every dashboard query as a recording rule,
+for `promtool check rules`; --rules-out FILE writes the PrometheusRule's groups as they are, for
+`promtool test rules`.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import json
+import re
+import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +58,12 @@ def _keys(where: str, value: Any, allowed: set[str], required: frozenset[str] | 
 
 def check_service_monitor(resource: Resource) -> list[str]:
     spec = resource.get("spec", {})
-    errors = _keys("spec", spec, {"selector", "namespaceSelector", "endpoints", "jobLabel"}, {"selector", "endpoints"})
+    errors = _keys(
+        "spec",
+        spec,
+        {"selector", "namespaceSelector", "endpoints", "jobLabel", "podTargetLabels"},
+        {"selector", "endpoints"},
+    )
     if not spec.get("selector", {}).get("matchLabels"):
         errors.append("spec.selector.matchLabels: empty, would select every Service")
     endpoints = spec.get("endpoints") or []
@@ -75,17 +99,289 @@ def check_trust_store(resource: Resource) -> list[str]:
     return errors
 
 
+def check_prometheus_rule(resource: Resource) -> list[str]:
+    spec = resource.get("spec", {})
+    errors = _keys("spec", spec, {"groups"}, {"groups"})
+    for i, group in enumerate(spec.get("groups") or []):
+        where = f"spec.groups[{i}]"
+        errors += _keys(where, group, {"name", "interval", "rules", "limit"}, {"name", "rules"})
+        for j, rule in enumerate(group.get("rules") or []):
+            at = f"{where}.rules[{j}]"
+            errors += _keys(at, rule, {"alert", "record", "expr", "for", "labels", "annotations"}, {"expr"})
+            if ("alert" in rule) == ("record" in rule):
+                errors.append(f"{at}: needs exactly one of alert and record")
+    return errors
+
+
 CUSTOM_KINDS: dict[tuple[str, str], Callable[[Resource], list[str]]] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): check_service_monitor,
+    ("monitoring.coreos.com/v1", "PrometheusRule"): check_prometheus_rule,
     ("secrets.stackable.tech/v1alpha1", "TrustStore"): check_trust_store,
 }
 
 
-def pod_spec(resource: Resource) -> Resource | None:
+def pod_template(resource: Resource) -> Resource | None:
     if resource["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
-        spec: Resource = resource["spec"]["template"]["spec"]
-        return spec
+        template: Resource = resource["spec"]["template"]
+        return template
+    if resource["kind"] == "CronJob":
+        template = resource["spec"]["jobTemplate"]["spec"]["template"]
+        return template
     return None
+
+
+def pod_spec(resource: Resource) -> Resource | None:
+    template = pod_template(resource)
+    return None if template is None else template["spec"]  # type: ignore[no-any-return]
+
+
+def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def check_selectors(resources: list[Resource]) -> list[str]:
+    """Each Service, PDB and Deployment selects the server pods and no other pod of the chart's;
+    the ServiceMonitor selects the metrics Service only."""
+    templates = [(r, pod_template(r)) for r in resources]
+    pods = [(f"{r['kind']}/{r['metadata']['name']}", t["metadata"].get("labels", {})) for r, t in templates if t]
+    servers = {name for name, labels in pods if labels.get("app.kubernetes.io/component") == "server"}
+    if not servers:
+        return ["no pod template is labelled app.kubernetes.io/component=server"]
+    errors = []
+    for r in resources:
+        name = f"{r['kind']}/{r['metadata']['name']}"
+        if r["kind"] == "Service":
+            selector = r["spec"].get("selector") or {}
+        elif r["kind"] in ("PodDisruptionBudget", "Deployment"):
+            selector = r["spec"]["selector"].get("matchLabels") or {}
+        else:
+            continue
+        selected = {pod for pod, labels in pods if _matches(selector, labels)}
+        if selected != servers:
+            errors.append(f"{name}: selects {sorted(selected)}, must select exactly {sorted(servers)}")
+    services = [r for r in resources if r["kind"] == "Service"]
+    for monitor in (r for r in resources if r["kind"] == "ServiceMonitor"):
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        chosen = [s for s in services if _matches(selector, s["metadata"].get("labels", {}))]
+        names = [s["metadata"]["name"] for s in chosen]
+        if len(chosen) != 1 or not names[0].endswith("-metrics"):
+            errors.append(
+                f"ServiceMonitor/{monitor['metadata']['name']}: selects Services {names}, must be the metrics one"
+            )
+            continue
+        ports = {p.get("name") for p in chosen[0]["spec"]["ports"]}
+        for endpoint in monitor["spec"]["endpoints"]:
+            if endpoint["port"] not in ports:
+                errors.append(f"ServiceMonitor: port {endpoint['port']!r} is not a port of Service/{names[0]}")
+    return errors
+
+
+# Vector's documented fields (vector.dev, reference: configuration, sources/file,
+# sources/internal_logs, transforms/remap, sinks/vector) that this chart may use.
+VECTOR_TOP = {"data_dir", "log_schema", "sources", "transforms", "sinks", "api", "acknowledgements"}
+VECTOR_LOG_SCHEMA = {"host_key", "message_key", "timestamp_key", "source_type_key", "metadata_key"}
+VECTOR_COMPONENTS: dict[str, dict[str, tuple[set[str], set[str]]]] = {
+    "sources": {
+        "file": (
+            {
+                "type",
+                "include",
+                "exclude",
+                "read_from",
+                "ignore_older_secs",
+                "data_dir",
+                "max_line_bytes",
+                "glob_minimum_cooldown_ms",
+                "fingerprint",
+                "line_delimiter",
+                "multiline",
+                "file_key",
+                "host_key",
+            },
+            {"type", "include"},
+        ),
+        "internal_logs": ({"type", "host_key", "pid_key"}, {"type"}),
+    },
+    "transforms": {
+        "remap": (
+            {"type", "inputs", "source", "file", "drop_on_error", "drop_on_abort", "reroute_dropped", "timezone"},
+            {"type", "inputs", "source"},
+        ),
+        "filter": ({"type", "inputs", "condition"}, {"type", "inputs", "condition"}),
+    },
+    "sinks": {
+        "vector": (
+            {
+                "type",
+                "inputs",
+                "address",
+                "version",
+                "compression",
+                "buffer",
+                "batch",
+                "acknowledgements",
+                "healthcheck",
+                "request",
+                "tls",
+            },
+            {"type", "inputs", "address"},
+        ),
+    },
+}
+
+# Lines as the service writes them (metastore.logs.JsonFormatter), and what the sidecar must make of them.
+VRL_SAMPLES = [
+    (
+        '{"asctime": "2026-03-01 12:34:56,789", "levelname": "WARNING", "name": "metastore.db", '
+        '"message": "database call ingest_event failed", "request_id": "r-1"}',
+        {
+            "level": "WARN",
+            "logger": "metastore.db",
+            "message": "database call ingest_event failed",
+            "timestamp": "2026-03-01T12:34:56.789Z",
+            "request_id": "r-1",
+        },
+    ),
+    (
+        '{"asctime": "2026-03-01 12:34:57,001", "levelname": "ERROR", "name": "sanic.error", '
+        '"message": "Exception occurred", "exc_info": "Traceback (most recent call last):\\n  boom"}',
+        {
+            "level": "ERROR",
+            "logger": "sanic.error",
+            "message": "Exception occurred\nTraceback (most recent call last):\n  boom",
+        },
+    ),
+    (
+        "not json at all",
+        {"level": "INFO", "message": "not json at all", "errors": ["not a JSON object, shipped as it is"]},
+    ),
+]
+
+
+def check_vector_config(text: str, vrl: Path | None) -> list[str]:
+    errors: list[str] = []
+    config = yaml.safe_load(text)
+    errors += _keys("vector.yaml", config, VECTOR_TOP, {"data_dir", "sources", "sinks"})
+    errors += _keys("vector.yaml.log_schema", config.get("log_schema", {}), VECTOR_LOG_SCHEMA)
+    names: set[str] = set()
+    for section, kinds in VECTOR_COMPONENTS.items():
+        for name, component in (config.get(section) or {}).items():
+            names.add(name)
+            kind = component.get("type")
+            if kind not in kinds:
+                errors.append(f"{section}.{name}: type {kind!r} is not one this chart may use ({sorted(kinds)})")
+                continue
+            allowed, required = kinds[kind]
+            errors += _keys(f"{section}.{name}", component, allowed, required)
+    for section in ("transforms", "sinks"):
+        for name, component in (config.get(section) or {}).items():
+            for pattern in component.get("inputs", []):
+                if not any(fnmatch.fnmatchcase(other, pattern) for other in names - {name}):
+                    errors.append(f"{section}.{name}.inputs: {pattern!r} names no component")
+    sinks = config.get("sinks") or {}
+    if [s.get("address") for s in sinks.values()] != ["${VECTOR_AGGREGATOR_ADDRESS}"]:
+        errors.append("sinks: one vector sink whose address is ${VECTOR_AGGREGATOR_ADDRESS}")
+    if vrl is not None and not errors:
+        errors += run_vrl_chain(config, vrl)
+    return errors
+
+
+def run_vrl_chain(config: dict[str, Any], vrl: Path) -> list[str]:
+    """The file source's events through processed_files_py, extended_logs_files, extended_logs."""
+    transforms = config["transforms"]
+    chain = ["processed_files_py", "extended_logs_files", "extended_logs"]
+    errors = []
+    env = {"NAMESPACE": "lineage", "VECTOR_AGGREGATOR_ADDRESS": "aggregator:6000"}
+    for line, expected in VRL_SAMPLES:
+        event: dict[str, Any] = {
+            "message": line,
+            "file": "/stackable/log/metastore/metastore.py.json",
+            "pod": "metastore-0",
+            "source_type": "file",
+            "timestamp": "2026-03-01T00:00:00Z",
+        }
+        for name in chain:
+            program = transforms[name]["source"]
+            for key, value in env.items():
+                program = program.replace("${" + key + "}", value)
+            with tempfile.TemporaryDirectory() as tmp:
+                (Path(tmp) / "program.vrl").write_text(program)
+                (Path(tmp) / "input.json").write_text(json.dumps(event) + "\n")
+                result = subprocess.run(
+                    [str(vrl), "--input", "input.json", "--program", "program.vrl", "--print-object"],
+                    cwd=tmp,
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+            lines = result.stdout.strip().splitlines()
+            if result.returncode != 0 or not lines:
+                return [f"vrl {name}: {result.stderr.strip() or result.stdout.strip()}"]
+            # The VRL command line prints objects as JSON, except timestamps: t'2026-...Z'.
+            event = json.loads(re.sub(r"t'([^']*)'", r'"\1"', lines[-1]))
+        want = {
+            "container": "metastore",
+            "file": "metastore.py.json",
+            "pod": "metastore-0",
+            "namespace": "lineage",
+            "role": "server",
+            **expected,
+        }
+        for key, value in want.items():
+            if event.get(key) != value:
+                errors.append(f"vrl: {line[:40]!r} gave {key}={event.get(key)!r}, expected {value!r}")
+        for key in ("cluster", "roleGroup", "timestamp"):
+            if not event.get(key):
+                errors.append(f"vrl: {line[:40]!r} has no {key}")
+        if "errors" not in expected and "errors" in event:
+            errors.append(f"vrl: {line[:40]!r} reported {event['errors']}")
+        if "source_type" in event:
+            errors.append("vrl: source_type was not removed")
+    return errors
+
+
+def promql_rules(resources: list[Resource]) -> dict[str, Any]:
+    """Every alert expression and dashboard query as a recording rule, for promtool's parser."""
+    rules: list[dict[str, str]] = []
+    for r in resources:
+        if r["kind"] == "PrometheusRule":
+            for group in r["spec"]["groups"]:
+                rules += [{"record": f"check:alert:{i}", "expr": rule["expr"]} for i, rule in enumerate(group["rules"])]
+        if r["kind"] == "ConfigMap" and r["metadata"]["name"].endswith("-dashboard"):
+            for text in r["data"].values():
+                for panel in json.loads(text)["panels"]:
+                    for target in panel["targets"]:
+                        expr = (
+                            target["expr"]
+                            .replace("$__rate_interval", "5m")
+                            .replace('"$job"', '".*"')
+                            .replace('"$namespace"', '".*"')
+                        )
+                        rules.append({"record": f"check:panel:{panel['id']}:{target['refId']}", "expr": expr})
+    return {"groups": [{"name": "chart-expressions", "rules": rules}]} if rules else {}
+
+
+def check_escape_hatches(resources: list[Resource]) -> list[str]:
+    """ci/secret-operator-values.yaml sets every escape hatch: each pod template must carry them."""
+    errors = []
+    for r in resources:
+        template = pod_template(r)
+        if template is None:
+            continue
+        name, spec = f"{r['kind']}/{r['metadata']['name']}", template["spec"]
+        if "example.com/owner" not in (template["metadata"].get("annotations") or {}):
+            errors.append(f"{name}: no podAnnotations")
+        for field in ("tolerations", "affinity"):
+            if not spec.get(field):
+                errors.append(f"{name}: no {field}")
+        if "extra-ca" not in {v["name"] for v in spec.get("volumes", [])}:
+            errors.append(f"{name}: no extraVolumes")
+        for container in spec["containers"]:
+            if "TZ" not in {e["name"] for e in container.get("env", [])}:
+                errors.append(f"{name}: container {container['name']} has no extraEnv")
+            if "/stackable/extra-ca" not in {m["mountPath"] for m in container.get("volumeMounts", [])}:
+                errors.append(f"{name}: container {container['name']} has no extraVolumeMounts")
+    return errors
 
 
 def check_pod_rules(resource: Resource, config: dict[str, str]) -> list[str]:
@@ -111,8 +407,12 @@ def check_pod_rules(resource: Resource, config: dict[str, str]) -> list[str]:
             errors.append(f"{where}.capabilities: must drop ALL and add none")
         if not any(m["mountPath"] == TMP for m in container.get("volumeMounts", [])):
             errors.append(f"containers[{container['name']}]: no writable /tmp")
+        resources = container.get("resources", {})
+        limit = resources.get("limits", {}).get("memory")
+        if limit is None or resources.get("requests", {}).get("memory") != limit:
+            errors.append(f"containers[{container['name']}].resources: the memory request must equal a memory limit")
         pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
-        if resource["kind"] == "Deployment":
+        if resource["kind"] == "Deployment" and container["name"] == "metastore":
             if pre_stop[:1] != ["sleep"]:
                 errors.append(f"containers[{container['name']}].lifecycle.preStop: no sleep")
                 continue
@@ -125,11 +425,38 @@ def check_pod_rules(resource: Resource, config: dict[str, str]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kubernetes-version", required=True)
+    parser.add_argument("--vrl", type=Path, help="the vrl command line, to run the Vector remap programs")
+    parser.add_argument("--promql-out", type=Path, help="write the chart's PromQL as recording rules here")
+    parser.add_argument("--rules-out", type=Path, help="write the PrometheusRule's groups here")
+    parser.add_argument("--escape-hatches", action="store_true", help="every pod must carry the escape hatches")
     parser.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
     failed = False
+    promql: list[Any] = []
+    alert_groups: list[Any] = []
     for path in args.files:
         resources = [r for r in yaml.safe_load_all(path.read_text("utf-8")) if r]
+        checks = [("selectors", check_selectors(resources))]
+        if args.escape_hatches:
+            checks.append(("escape hatches", check_escape_hatches(resources)))
+        for r in resources:
+            if r["kind"] == "ConfigMap" and "vector.yaml" in (r.get("data") or {}):
+                checks.append(("vector.yaml", check_vector_config(r["data"]["vector.yaml"], args.vrl)))
+            if r["kind"] == "ConfigMap" and r["metadata"]["name"].endswith("-dashboard"):
+                for key, text in r["data"].items():
+                    try:
+                        json.loads(text)
+                    except ValueError as exc:
+                        checks.append((f"dashboard {key}", [str(exc)]))
+            if r["kind"] == "PrometheusRule":
+                alert_groups += r["spec"]["groups"]
+        promql += promql_rules(resources).get("groups", [])
+        for what, errors in checks:
+            for error in errors:
+                print(f"FAIL {path.name}: {what}: {error}")
+            if not errors:
+                print(f"ok   {path.name}: {what}")
+            failed = failed or bool(errors)
         config: dict[str, str] = {}
         for r in resources:
             if r["kind"] == "ConfigMap":
@@ -154,6 +481,12 @@ def main() -> int:
             if not errors:
                 print(f"ok   {name} ({how})")
             failed = failed or bool(errors)
+    if args.promql_out:
+        for i, group in enumerate(promql):
+            group["name"] = f"{group['name']}-{i}"
+        args.promql_out.write_text(yaml.safe_dump({"groups": promql}))
+    if args.rules_out:
+        args.rules_out.write_text(yaml.safe_dump({"groups": alert_groups[:1]}))
     return 1 if failed else 0
 
 

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The system packages the tests and tools need, installed when missing (Debian; as root):
-# PostgreSQL 15 (a TLS-capable server for the libpq TLS tests), libpq-dev and gcc (pgmigrate's
-# psycopg2 builds from source), Chromium (the view's browser tests), wrk (benchmarks), Maven
-# (Trino for the end-to-end tests). Elsewhere it only says what is missing.
+# PostgreSQL 15 (a TLS-capable server for the libpq TLS tests, and the second version CI runs),
+# Chromium (the view's browser tests), wrk (benchmarks), Maven
+# (Trino for the end-to-end tests) and a JDK (Maven builds Trino's OpenLineage client for
+# tests/trino_client). Elsewhere it only says what is missing.
 set -euo pipefail
 
 missing=()
 [ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql-15)
-command -v pg_config >/dev/null || missing+=(libpq-dev)
-command -v gcc >/dev/null || missing+=(gcc)
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
 command -v wrk >/dev/null || missing+=(wrk)
 command -v mvn >/dev/null || missing+=(maven)
+command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then

@@ -26,10 +26,6 @@ BEGIN
     -- Whole-body errors (not UTF-8, not JSON, a duplicate key) propagate with their SQLSTATE.
     v_text := pg_catalog.convert_from(p_body, 'UTF8');
     v_batch := v_text::jsonb;
-    -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
-    IF NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
-        RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
-    END IF;
     IF pg_catalog.jsonb_typeof(v_batch) <> 'array' THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023',
@@ -55,6 +51,14 @@ BEGIN
 
     -- 1. Check every event, writing nothing. In the batch's order: the function scan keeps it.
     v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM pg_catalog.jsonb_array_elements(v_batch) AS a (e));
+    -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
+    -- After the checks: on PostgreSQL 15 this check prints the jsonb, which the numbers check
+    -- (22003) must have ruled safe first; a batch holding such a number is not checked there.
+    IF (pg_catalog.current_setting('server_version_num')::integer >= 160000
+        OR NOT EXISTS (SELECT FROM pg_catalog.unnest(v_checked) AS c WHERE c.error_code = '22003'))
+       AND NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
+        RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
+    END IF;
 
     -- 2. Lock the datasets they mention in one order, then store or record each, in order.
     PERFORM metastore.lock_datasets(ARRAY(SELECT c.valid FROM pg_catalog.unnest(v_checked) AS c

@@ -52,6 +52,10 @@ BEGIN
         BEGIN
             v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
                                     '^([0-9]{1,20}):([0-9]{1,19})$');
+            -- PostgreSQL 15 reads a transaction id past 2^64 - 1 without an error: refuse it here.
+            IF v_after[1]::numeric > 18446744073709551615 THEN
+                v_after := NULL;
+            END IF;
             v_xact := v_after[1]::xid8;
             v_id := v_after[2]::bigint;
         EXCEPTION WHEN data_exception THEN

@@ -25,7 +25,8 @@ BEGIN
     FOREACH v_fn IN ARRAY ARRAY['metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
                                 'metastore.dataset_summary(integer)',
-                                'metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)'] LOOP
+                                'metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)',
+                                'metastore.partitions_ahead()'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_reader, v_fn, 'EXECUTE'), v_fn;
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
     END LOOP;

@@ -1,14 +1,46 @@
 -- Statements of `metastore db ...` (migrations), loaded by name like queries.sql.
 
+-- name: session_limits
+-- The command's statement deadline; lock_timeout keeps a deploy from queueing behind a long
+-- transaction for longer than that (the advisory lock below is taken first and waits).
+SELECT pg_catalog.set_config('statement_timeout', %(statement_timeout)s, false),
+       pg_catalog.set_config('lock_timeout', '30s', false);
+
 -- name: advisory_lock
--- Serialises concurrent deploys and reverts (the same key is in db/migrations.yml).
+-- Serialises concurrent deploys and reverts (until the transaction ends).
 SELECT pg_catalog.pg_advisory_xact_lock(7262001);
+
+-- name: ledger_schema
+CREATE SCHEMA IF NOT EXISTS metastore_migrations;
+
+-- name: ledger_type
+-- The ledger's layout is the one yandex-pgmigrate created, so earlier databases keep working.
+DO $$
+BEGIN
+    IF pg_catalog.to_regtype('metastore_migrations.schema_version_type') IS NULL THEN
+        CREATE TYPE metastore_migrations.schema_version_type AS ENUM ('auto', 'manual');
+    END IF;
+END
+$$;
+
+-- name: ledger_table
+CREATE TABLE IF NOT EXISTS metastore_migrations.schema_version (
+    version BIGINT NOT NULL PRIMARY KEY,
+    description TEXT NOT NULL,
+    type metastore_migrations.schema_version_type NOT NULL DEFAULT 'auto',
+    installed_by TEXT NOT NULL,
+    installed_on TIMESTAMP WITHOUT TIME ZONE DEFAULT now() NOT NULL
+);
 
 -- name: migrations_table
 SELECT pg_catalog.to_regclass('metastore_migrations.schema_version') IS NOT NULL;
 
 -- name: applied_versions
 SELECT version FROM metastore_migrations.schema_version ORDER BY version;
+
+-- name: record_version
+INSERT INTO metastore_migrations.schema_version (version, description, installed_by)
+VALUES (%(version)s::bigint, %(description)s, CURRENT_USER);
 
 -- name: forget_version
 DELETE FROM metastore_migrations.schema_version WHERE version = %(version)s::bigint;
@@ -20,3 +52,6 @@ SELECT metastore.use_group_roles(%(app_role)s::text, %(reader_role)s::text);
 -- name: group_roles_chosen
 -- False on a new installation: its group roles are still change 1's placeholders.
 SELECT r.chosen FROM metastore.group_roles AS r;
+
+-- name: apply_retention
+SELECT metastore.apply_retention(%(keep)s::interval);

@@ -10,8 +10,9 @@ from sanic import Request, Sanic
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw
 
+from metastore import metrics
 from metastore.errors import ApiError
-from metastore.ingest import Source, Stored, store_now
+from metastore.ingest import Breaker, Source, Stored, store_now
 from metastore.limits import Reservation, inflate, receive_body
 from metastore.provenance import source_of
 from metastore.state import Service, error_body
@@ -47,6 +48,8 @@ def _int_param(args: RequestParameters, name: str, default: int) -> int:
 
 def routes(app: Sanic[Any, Any], svc: Service) -> None:
     config, db, ingest = svc.config, svc.db, svc.ingest
+    breaker = Breaker()
+    handoff_s = min(config.spool_handoff_ms, config.ingest_timeout_ms) / 1000
 
     async def body_of(request: Request, reservation: Reservation) -> bytes:
         body = await receive_body(request, reservation, config.max_body_bytes, config.request_deadline_s)
@@ -57,17 +60,28 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         """Store the event, or queue it (None: answered 202)."""
         if ingest is not None and config.ingest_mode == "async":
             return await ingest.submit(body, str(request.id), source)
-        try:
-            return await store_now(db.ingest, body, source)
-        except ApiError as exc:
-            # The database missed the budget or is away: with a spool the event waits on disk for
-            # the writers, and Trino gets its answer now instead of a 503 and a retry.
-            if exc.status < 500 or ingest is None or ingest.spool is None:
-                raise
-            if not await ingest.enqueue(body, str(request.id), source):
-                raise
-            log.warning("the database missed the ingest budget (%s): event spooled for the writers", exc.code)
+        spooled = ingest is not None and ingest.spool is not None
+        failure: ApiError
+        if breaker.allow():
+            try:
+                # With a spool, a commit that is not there quickly is not waited for: the event waits
+                # on disk for the writers, and Trino gets its 202 now instead of a 503 and a retry.
+                result = await store_now(db.ingest, body, source, handoff_s if spooled else None)
+            except ApiError as exc:
+                breaker.done(ok=exc.status < 500)
+                if exc.status < 500:
+                    raise
+                failure = exc
+            else:
+                breaker.done(ok=True)
+                return result
+        else:
+            metrics.REFUSED.labels("database_failing").inc()
+            failure = ApiError(503, "the database keeps failing; retry in a second")
+        if ingest is not None and spooled and await ingest.enqueue(body, str(request.id), source):
+            log.warning("the database did not commit in time (%s): event spooled for the writers", failure.code)
             return None
+        raise failure
 
     @app.post("/api/v1/lineage", stream=True)
     async def post_lineage(request: Request) -> HTTPResponse:

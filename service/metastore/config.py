@@ -54,6 +54,11 @@ SETTINGS: tuple[Setting, ...] = (
         "when the database misses the ingest budget) and replayed at start. Unset: no spool.",
     ),
     Setting("METASTORE_SPOOL_MAX_BYTES", "1073741824", "Most bytes the spool holds on disk; beyond, 503."),
+    Setting(
+        "METASTORE_SPOOL_HANDOFF_MS",
+        "250",
+        "Sync mode with a spool: how long a POST waits for its commit before the event is spooled (202).",
+    ),
     Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events accepted and not yet stored."),
     Setting(
         "METASTORE_ASYNC_QUEUE_BYTES",
@@ -92,6 +97,11 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("METASTORE_READY_TIMEOUT_MS", "800", "Bound of the readiness probe's database canary (own connection)."),
     Setting("METASTORE_LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR."),
+    Setting(
+        "METASTORE_LOG_LEVELS",
+        None,
+        "Levels of single loggers, e.g. `sanic.access=WARNING,metastore.db=DEBUG` (the rest: METASTORE_LOG_LEVEL).",
+    ),
     Setting(
         "METASTORE_LOG_FILE",
         None,
@@ -151,6 +161,7 @@ class Config:
     ingest_mode: str
     spool_dir: Path | None
     spool_max_bytes: int
+    spool_handoff_ms: int
     queue_size: int
     queue_bytes: int
     queue_full: str
@@ -273,6 +284,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         ingest_mode=_choice(env, "METASTORE_INGEST_MODE", ("sync", "async")),
         spool_dir=Path(spool_dir) if spool_dir else None,
         spool_max_bytes=_int(env, "METASTORE_SPOOL_MAX_BYTES", 1 << 20, 1 << 50),
+        spool_handoff_ms=_int(env, "METASTORE_SPOOL_HANDOFF_MS", 10, 60_000),
         queue_size=_int(env, "METASTORE_ASYNC_QUEUE_SIZE", 1, 10_000_000),
         queue_bytes=_int(env, "METASTORE_ASYNC_QUEUE_BYTES", 1024, 1 << 40),
         queue_full=_choice(env, "METASTORE_ASYNC_QUEUE_FULL", ("sync", "wait", "reject")),

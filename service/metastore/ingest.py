@@ -55,8 +55,9 @@ def record(result: Stored) -> None:
         metrics.count_event(result.status, None, result.event_type)
 
 
-async def store_now(pool: Pool, body: bytes, source: Source) -> Stored:
-    row = await pool.one("ingest_event", {"body": body, "source_kind": source[0], "source_principal": source[1]})
+async def store_now(pool: Pool, body: bytes, source: Source, deadline_s: float | None = None) -> Stored:
+    params = {"body": body, "source_kind": source[0], "source_principal": source[1]}
+    row = await pool.one("ingest_event", params, deadline_s=deadline_s)
     result = Stored(*row)
     record(result)
     return result
@@ -75,8 +76,37 @@ class Item:
     stored: bool = False
 
 
-class QueueFull(Exception):
-    pass
+class Breaker:
+    """Stops sync requests from each waiting out the budget while the database keeps failing.
+
+    After `threshold` failures in a row (deadline missed, database away) it opens for
+    `cooldown_s`: requests then skip the database (spooled, or a 503 at once) except one probe at
+    a time, whose success closes it. So a burst of queries meets a broken database in
+    milliseconds, not budget after budget queued behind Trino's five connections."""
+
+    def __init__(self, threshold: int = 3, cooldown_s: float = 1.0) -> None:
+        self.threshold, self.cooldown_s = threshold, cooldown_s
+        self._failures = 0
+        self._open_until = 0.0
+        self._probing = False
+
+    def allow(self) -> bool:
+        """May this request try the database? (Call done() with the outcome when it did.)"""
+        if self._failures < self.threshold:
+            return True
+        if time.monotonic() >= self._open_until and not self._probing:
+            self._probing = True  # half-open: this one request finds out
+            return True
+        return False
+
+    def done(self, ok: bool) -> None:
+        self._probing = False
+        if ok:
+            self._failures = 0
+            return
+        self._failures += 1
+        if self._failures >= self.threshold:
+            self._open_until = time.monotonic() + self.cooldown_s
 
 
 class EventQueue:

@@ -50,7 +50,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False).encode("utf-8", "replace").decode("utf-8")
 
 
-def setup(level: str, file: Path | None = None) -> None:
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def parse_levels(text: str) -> dict[str, str]:
+    """`logger=LEVEL,other.logger=LEVEL` (METASTORE_LOG_LEVELS) as a dict; ValueError if malformed."""
+    levels: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, level = item.partition("=")
+        name, level = name.strip(), level.strip().upper()
+        if not sep or not name or level not in LEVELS:
+            raise ValueError(
+                f"METASTORE_LOG_LEVELS: {item!r} is not logger=LEVEL with LEVEL one of {', '.join(LEVELS)}"
+            )
+        levels[name] = level
+    return levels
+
+
+def setup(level: str, file: Path | None = None, levels: dict[str, str] | None = None) -> None:
     formatter = JsonFormatter()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
     if file is not None:
@@ -66,3 +83,6 @@ def setup(level: str, file: Path | None = None) -> None:
         logger = logging.getLogger(name)
         logger.handlers[:] = []
         logger.propagate = True
+    # Per logger, as the platform's logging config offers it (loggers.<name>.level).
+    for name, logger_level in (levels or {}).items():
+        logging.getLogger(name).setLevel(logger_level)

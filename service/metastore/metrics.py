@@ -30,7 +30,7 @@ REQUESTS = Histogram(
     "metastore_http_request_duration_seconds",
     "HTTP request latency by route and status.",
     ["method", "route", "status"],
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 1.5, 2.5, 5, 10),
 )
 DB_CALLS = Histogram(
     "metastore_db_call_duration_seconds",
@@ -68,11 +68,15 @@ CONNECTIONS = Gauge("metastore_http_connections", "Client connections open.")
 REFUSED = Counter(
     "metastore_http_refused_total",
     "Requests or connections refused, by reason: to stay within bounds (connections, inflight_bytes, "
-    "request_deadline, spool_full) or before reaching a route (bad_header_name, te_and_cl, media_type, "
-    "nul_in_query).",
+    "request_deadline, spool_full, database_failing) or before reaching a route (bad_header_name, te_and_cl, "
+    "media_type, nul_in_query).",
     ["reason"],
 )
 INFLIGHT = Gauge("metastore_http_inflight_bytes", "Request bytes being received or inflated now.")
+PARTITIONS_AHEAD = Gauge(
+    "metastore_partitions_ahead_days",
+    "Whole days after today with their daily partition (14 after the hourly maintenance; -1: not even today).",
+)
 READY = Gauge("metastore_ready", "1 when the last readiness check passed, else 0.")
 SCHEMA_VERSION = Gauge("metastore_schema_version", "Schema version the last readiness check read from the database.")
 BUILD = Info("metastore_build", "The running release.")

@@ -1,32 +1,53 @@
-"""`metastore db deploy|revert|verify|status`: Sqitch-style changes applied with pgmigrate.
+"""`metastore db deploy|revert|verify|status`: Sqitch-style changes, applied with psycopg 3.
 
-Each change is a triple db/deploy|revert|verify/VNNNN__name.sql. pgmigrate applies
-deploys (it knows no revert or verify); db/functions/*.sql is re-applied after every
-deploy, whether or not a change was pending. Deploys and reverts take one advisory
-lock, so concurrent runs queue instead of colliding.
+Each change is a triple db/deploy|revert|verify/VNNNN__name.sql. A deploy applies the pending
+changes and then re-applies db/functions, all in one transaction under one advisory lock, so
+concurrent runs queue instead of colliding and a failed deploy leaves nothing behind. The ledger
+is metastore_migrations.schema_version, in the layout yandex-pgmigrate made (databases deployed
+by earlier releases keep working). Connections are made like the service's own (psycopg 3, the
+same libpq), so any connection string `serve` accepts works here too.
+
+Every command has a connect timeout and a statement deadline; the deadline is also enforced on
+the client, so a server that stops answering cannot hang a command (or a Helm hook) forever.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
-import shutil
-import tempfile
-import types
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import LiteralString
+from typing import Any, LiteralString
 
 import psycopg
+from psycopg import conninfo
 
 from metastore import sql
 
 log = logging.getLogger("metastore.migrations")
-_VERSION = re.compile(r"^V(\d+)__.+\.sql$")
+_VERSION = re.compile(r"^V(\d+)__(.+)\.sql$")
+
+# Exit status when the database cannot be reached in time; the CLI documents it.
+EXIT_UNREACHABLE = 3
 # Group role names: no quoting needed anywhere; metastore.use_group_roles checks the same.
 _ROLE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # The change that records the installation's group roles (metastore.group_roles).
 ROLES_CHANGE = 3
+
+
+class MigrationError(Exception):
+    """An expected failure with a message for the operator (no traceback)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    connect_timeout_s: int = 5
+    statement_timeout_s: float = 600.0
 
 
 def db_dir() -> Path:
@@ -45,6 +66,12 @@ class Change:
 
     def file(self, kind: str) -> Path:
         return db_dir() / kind / self.name
+
+    @property
+    def description(self) -> str:
+        # As pgmigrate wrote it into the ledger: the name's words, without the extension.
+        match = _VERSION.match(self.name)
+        return match.group(2).replace("_", " ") if match else self.name
 
 
 def changes() -> list[Change]:
@@ -70,11 +97,75 @@ def _file_sql(path: Path) -> LiteralString:
     return text
 
 
-def applied_versions(conn: psycopg.Connection) -> list[int]:
-    row = conn.execute(sql.query("migrations_table", "admin")).fetchone()
+@contextmanager
+def _deadline(seconds: float, what: str) -> Iterator[None]:
+    """Exit the process when `what` takes longer than `seconds`. A paused or blackholed server
+    answers neither the statement nor a cancel request; only the client can end the wait."""
+
+    def expire() -> None:
+        print(
+            f"metastore: the database did not answer within {seconds:g} s ({what}); nothing was committed",
+            file=sys.stderr,
+            flush=True,
+        )
+        os._exit(EXIT_UNREACHABLE)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _connect_kwargs(dsn: str, limits: Limits) -> dict[str, Any]:
+    """Defaults the connection string and the PG* variables leave open; theirs win."""
+    try:
+        given = conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise MigrationError(f"the connection string is not valid: {exc}") from None
+    defaults: dict[str, Any] = {
+        "connect_timeout": limits.connect_timeout_s,
+        "application_name": "metastore-db",
+        # Notice a peer that vanished (dropped packets) within seconds, not hours.
+        "keepalives": 1,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+    }
+    env = {"connect_timeout": "PGCONNECT_TIMEOUT", "application_name": "PGAPPNAME"}
+    return {k: v for k, v in defaults.items() if k not in given and not os.environ.get(env.get(k, ""), "")}
+
+
+@contextmanager
+def connect(dsn: str, limits: Limits, autocommit: bool = False) -> Iterator[psycopg.Connection[Any]]:
+    """A connection with the command's deadlines: connect_timeout, and statement_timeout both
+    in the server and as a client-side deadline a few seconds later."""
+    kwargs = _connect_kwargs(dsn, limits)
+    # libpq's connect_timeout applies per address tried; the client-side bound caps the total.
+    with _deadline(limits.connect_timeout_s * 2 + 5, "connecting"):
+        conn = psycopg.connect(dsn, autocommit=autocommit, **kwargs)
+    try:
+        ms = str(int(limits.statement_timeout_s * 1000))
+        with _deadline(limits.statement_timeout_s + 5, "setting up the session"):
+            conn.execute(sql.query("session_limits", "admin"), {"statement_timeout": ms})
+        yield conn
+    finally:
+        conn.close()
+
+
+def run(conn: psycopg.Connection[Any], statement: LiteralString, limits: Limits, what: str, **params: Any) -> Any:
+    with _deadline(limits.statement_timeout_s + 5, what):
+        return conn.execute(statement, params or None)
+
+
+def applied_versions(conn: psycopg.Connection[Any], limits: Limits | None = None) -> list[int]:
+    limits = limits or Limits()
+    row = run(conn, sql.query("migrations_table", "admin"), limits, "reading the ledger").fetchone()
     if not row or not row[0]:
         return []
-    return [r[0] for r in conn.execute(sql.query("applied_versions", "admin"))]
+    return [r[0] for r in run(conn, sql.query("applied_versions", "admin"), limits, "reading the ledger")]
 
 
 def check_role_name(name: str, setting: str) -> str:
@@ -97,7 +188,11 @@ def default_group_roles(dbname: str) -> tuple[str, str]:
 
 
 def deploy(
-    dsn: str, target: int | None = None, app_role: str | None = None, reader_role: str | None = None
+    dsn: str,
+    target: int | None = None,
+    limits: Limits | None = None,
+    app_role: str | None = None,
+    reader_role: str | None = None,
 ) -> list[int]:
     """Apply pending changes up to target (default: all), then re-apply db/functions.
 
@@ -107,79 +202,112 @@ def deploy(
     for name, setting in ((app_role, "--app-role"), (reader_role, "--reader-role")):
         if name is not None:
             check_role_name(name, setting)
-    import pgmigrate
-    import sqlparse.engine.grouping
-
-    # pgmigrate's own CLI lifts sqlparse's limits for long files; its API does not.
-    sqlparse.engine.grouping.MAX_GROUPING_DEPTH = None  # type: ignore[assignment]
-    sqlparse.engine.grouping.MAX_GROUPING_TOKENS = None  # type: ignore[assignment]
-    with psycopg.connect(dsn) as conn:
-        before = set(applied_versions(conn))
-    with tempfile.TemporaryDirectory(prefix="metastore-migrate-") as tmp:
-        # pgmigrate reads <base>/migrations.yml and <base>/migrations/: lay that out over db/.
-        base = Path(tmp)
-        shutil.copy(db_dir() / "migrations.yml", base / "migrations.yml")
-        (base / "migrations").symlink_to(db_dir() / "deploy", target_is_directory=True)
-        args = types.SimpleNamespace(target=target if target is not None else "latest", conn=dsn, base_dir=str(base))
-        config = pgmigrate.get_config(str(base), args)
-        try:
-            pgmigrate.migrate(config)
-        finally:
-            if not config.conn_instance.closed:
-                config.conn_instance.close()
-    with psycopg.connect(dsn) as conn:
-        conn.execute(sql.query("advisory_lock", "admin"))
+    limits = limits or Limits()
+    known = changes()
+    new: list[int] = []
+    with connect(dsn, limits) as conn:
+        # Concurrent deploys and reverts queue here, before anything is read.
+        run(conn, sql.query("advisory_lock", "admin"), limits, "waiting for the migrations lock")
+        for name in ("ledger_schema", "ledger_type", "ledger_table"):
+            run(conn, sql.query(name, "admin"), limits, "creating the ledger")
+        applied = set(applied_versions(conn, limits))
+        newer = sorted(v for v in applied if v > latest_version())
+        if newer:
+            raise MigrationError(
+                f"the database has change(s) {newer}, newer than this release's {latest_version()}: "
+                "deploy the newer release, or revert with it first"
+            )
+        for change in known:
+            if change.version in applied or (target is not None and change.version > target):
+                continue
+            log.info("applying %s", change.name)
+            run(conn, _file_sql(change.file("deploy")), limits, f"applying {change.name}")
+            run(
+                conn,
+                sql.query("record_version", "admin"),
+                limits,
+                "recording the change",
+                version=change.version,
+                description=change.description,
+            )
+            new.append(change.version)
         for path in sorted((db_dir() / "functions").glob("*.sql")):
-            log.info("applying %s", path.name)
-            conn.execute(_file_sql(path))
-        after = applied_versions(conn)
-        if ROLES_CHANGE in after:
-            row = conn.execute(sql.query("group_roles_chosen", "admin")).fetchone()
+            log.debug("applying %s", path.name)
+            run(conn, _file_sql(path), limits, f"applying functions/{path.name}")
+        if ROLES_CHANGE in applied or ROLES_CHANGE in new:
+            row = run(conn, sql.query("group_roles_chosen", "admin"), limits, "reading the group roles").fetchone()
             if row and not row[0]:
                 # A new installation (or one whose first deploy failed after the changes).
                 derived = default_group_roles(conn.info.dbname)
                 app_role, reader_role = app_role or derived[0], reader_role or derived[1]
             # Last, so that it moves the grants the files above made too; in their transaction.
-            row = conn.execute(
-                sql.query("use_group_roles", "admin"), {"app_role": app_role, "reader_role": reader_role}
+            row = run(
+                conn,
+                sql.query("use_group_roles", "admin"),
+                limits,
+                "granting to the group roles",
+                app_role=app_role,
+                reader_role=reader_role,
             ).fetchone()
             log.info("group roles: %s", row[0] if row else None)
-    new = [v for v in after if v not in before]
+        conn.commit()
+        after = applied_versions(conn, limits)
     log.info("deployed changes %s; schema at version %s", new or "none", max(after, default=0))
     return new
 
 
-def revert(dsn: str, to_version: int) -> list[int]:
-    """Revert applied changes above to_version, newest first, in one transaction."""
+def to_revert(applied: list[int], to_version: int) -> list[int]:
+    return [v for v in reversed(applied) if v > to_version]
+
+
+def revert(dsn: str, to_version: int, limits: Limits | None = None, expected: list[int] | None = None) -> list[int]:
+    """Revert applied changes above to_version, newest first, in one transaction. With
+    `expected`, refuse unless exactly those would be reverted (what the operator confirmed)."""
+    limits = limits or Limits()
     reverted: list[int] = []
     by_version = {c.version: c for c in changes()}
-    with psycopg.connect(dsn) as conn:
-        conn.execute(sql.query("advisory_lock", "admin"))
-        for version in reversed(applied_versions(conn)):
-            if version <= to_version:
-                break
+    with connect(dsn, limits) as conn:
+        run(conn, sql.query("advisory_lock", "admin"), limits, "waiting for the migrations lock")
+        pending = to_revert(applied_versions(conn, limits), to_version)
+        if expected is not None and pending != expected:
+            raise MigrationError(f"the database changed meanwhile: would now revert {pending}, not {expected}")
+        for version in pending:
             change = by_version.get(version)
             if change is None:
-                raise FileNotFoundError(f"version {version} is applied but this release has no db/revert for it")
+                raise MigrationError(f"version {version} is applied but this release has no db/revert for it")
             log.info("reverting %s", change.name)
-            conn.execute(_file_sql(change.file("revert")))
-            conn.execute(sql.query("forget_version", "admin"), {"version": version})
+            run(conn, _file_sql(change.file("revert")), limits, f"reverting {change.name}")
+            run(conn, sql.query("forget_version", "admin"), limits, "recording the revert", version=version)
             reverted.append(version)
+        conn.commit()
     return reverted
 
 
-def verify(dsn: str) -> list[str]:
-    """Run db/verify for every applied change, then db/verify/functions.sql; return what failed."""
+def verify(dsn: str, limits: Limits | None = None) -> list[str]:
+    """What is wrong with the database for this release: changes not deployed (or newer than
+    the release), then a db/verify script for every applied change and db/verify/functions.sql."""
+    limits = limits or Limits()
     failures: list[str] = []
     by_version = {c.version: c for c in changes()}
-    with psycopg.connect(dsn) as conn:
-        scripts = [by_version[v].file("verify") for v in applied_versions(conn) if v in by_version]
+    with connect(dsn, limits) as conn:
+        applied = applied_versions(conn, limits)
+        pending = [c.name for c in changes() if c.version not in applied]
+        unknown = [v for v in applied if v not in by_version]
+        if not applied:
+            failures.append(f"nothing is deployed: {len(pending)} change(s) pending ({', '.join(pending)})")
+        elif pending:
+            failures.append(f"change(s) not deployed: {', '.join(pending)}")
+        if unknown:
+            failures.append(f"change(s) {unknown} are applied but unknown to this release (a newer release's)")
+        scripts = [by_version[v].file("verify") for v in applied if v in by_version]
         if scripts:
             scripts.append(db_dir() / "verify" / "functions.sql")
         for script in scripts:
             try:
                 with conn.transaction(force_rollback=True):
-                    conn.execute(_file_sql(script))
+                    run(conn, _file_sql(script), limits, f"verifying {script.name}")
+            except psycopg.OperationalError:
+                raise  # the connection is gone: not a finding about the schema
             except psycopg.Error as exc:
                 failures.append(f"{script.name}: {exc}")
             else:
@@ -187,9 +315,18 @@ def verify(dsn: str) -> list[str]:
     return failures
 
 
-def status(dsn: str) -> dict[str, object]:
-    with psycopg.connect(dsn) as conn:
-        applied = applied_versions(conn)
+def retention(dsn: str, keep: str, limits: Limits | None = None) -> Any:
+    """metastore.apply_retention as the owner: what it dropped, as it reports it."""
+    limits = limits or Limits()
+    with connect(dsn, limits, autocommit=True) as conn:
+        row = run(conn, sql.query("apply_retention", "admin"), limits, "applying retention", keep=keep).fetchone()
+    return row[0] if row else None
+
+
+def status(dsn: str, limits: Limits | None = None) -> dict[str, object]:
+    limits = limits or Limits()
+    with connect(dsn, limits) as conn:
+        applied = applied_versions(conn, limits)
     known = [c.version for c in changes()]
     return {
         "applied": applied,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -55,7 +56,11 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                     log.info("created %d partitions ahead", created)
             except ApiError as exc:
                 log.warning("creating partitions ahead failed, will retry in an hour: %s %s", exc.code, exc.message)
-            await asyncio.sleep(3600)
+            for _ in range(60):  # the gauge each minute, the partitions each hour
+                with contextlib.suppress(ApiError):
+                    (ahead,) = await db.writer.one("partitions_ahead", {})
+                    metrics.PARTITIONS_AHEAD.set(ahead)
+                await asyncio.sleep(60)
 
     @app.before_server_stop
     async def begin_drain(app: Sanic[Any, Any]) -> None:

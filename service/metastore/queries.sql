@@ -56,3 +56,6 @@ SELECT metastore.forward_ack(%(target)s::text, %(owner)s::text, %(cursor)s::text
 
 -- name: forward_status
 SELECT metastore.forward_status()::text;
+
+-- name: partitions_ahead
+SELECT metastore.partitions_ahead();

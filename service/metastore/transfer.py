@@ -27,20 +27,11 @@ from pathlib import Path
 from typing import IO, Any, TextIO
 from urllib.parse import urljoin
 
+from metastore.feed import FILTERS  # the filters of GET /api/v1/events, which these commands pass on
+
 log = logging.getLogger("metastore.transfer")
 
 COMMANDS = ("export", "import", "replay")
-FILTERS = (
-    "event_time_from",
-    "event_time_to",
-    "received_from",
-    "received_to",
-    "job_namespace",
-    "job_name",
-    "dataset_namespace",
-    "dataset_name",
-    "event_type",
-)
 _LINE_HEAD = re.compile(r'\{"id": (\d+), "event": ')
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

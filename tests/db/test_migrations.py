@@ -151,7 +151,8 @@ def test_v0002_keeps_what_rejected_events_held_and_its_revert_gives_it_back(empt
                 (json.dumps(payload), kind, principal),
             )
     assert migrations.deploy(dsn, 2) == [2]
-    assert migrations.verify(dsn) == []
+    # Short of the release's version, verify says so, and finds nothing else wrong.
+    assert [f for f in migrations.verify(dsn) if not f.startswith("change(s) not deployed")] == []
     with psycopg.connect(dsn, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT body_prefix, body_bytes, body_sha256 = sha256(convert_to(body_prefix, 'UTF8')), reason, "

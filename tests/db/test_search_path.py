@@ -131,6 +131,7 @@ CALLS: dict[str, str] = {
     ),
     "metastore.ensure_partitions()": "SELECT metastore.ensure_partitions()",
     "metastore.write_probe()": "SELECT metastore.write_probe()",
+    "metastore.partitions_ahead()": "SELECT metastore.partitions_ahead()",
     "metastore.read_events(integer,text,text,text,text,text,text,text,text,text,text)": (
         "SELECT * FROM metastore.read_events(10, NULL, NULL, NULL, NULL, NULL, 'n', NULL, 'trino://h', NULL, NULL)"
     ),

@@ -157,8 +157,10 @@ def test_any_duplicate_key_is_refused(client: httpx.Client, value: Any, data: st
     response = client.post("/api/v1/lineage", content=text.encode())
     check_answer(response)
     assert response.status_code == 400, text
-    # A duplicate, or an earlier refusal of the text itself (a \u0000 escape, nesting too deep).
-    assert response.json()["error"]["code"] in ("22030", "22P05", "54001"), response.text
+    # Never stored: refused for the duplicate (22030), or before that check for what else is wrong
+    # with the text or the event (a \u0000 escape, nesting too deep, not an event, ...): the duplicate
+    # check runs on events that passed the others (tests/service/test_strict_parsing.py pins 22030).
+    assert response.json()["error"]["code"][:2] in ("22", "54"), response.text
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

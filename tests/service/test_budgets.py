@@ -112,3 +112,63 @@ def test_made_up_methods_share_one_metrics_label(server: object, client: httpx.C
         if line.startswith("metastore_http_request_duration_seconds_count")
     }
     assert "other" in methods and not any(m.startswith("X") for m in methods)
+
+
+def test_a_failing_database_is_not_waited_for_again_and_again(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """Sync mode without a spool: after three requests that each waited out the budget, the next
+    ones are answered 503 at once (one probe at a time tries the database), and all is well again
+    once the database is."""
+    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log", METASTORE_INGEST_TIMEOUT_MS="500")
+    tag = uuid.uuid4().hex[:8]
+    try:
+        with server.client() as http, psycopg.connect(database.owner_dsn) as blocker:
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            waited = []
+            for i in range(3):
+                started = time.monotonic()
+                response = http.post("/api/v1/lineage", json=event(tag, i))
+                waited.append(time.monotonic() - started)
+                assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+            assert min(waited) > 0.4  # each waited out the budget
+            started = time.monotonic()
+            fast = http.post("/api/v1/lineage", json=event(tag, 3))
+            assert fast.status_code == 503 and time.monotonic() - started < 0.3
+            blocker.rollback()
+            deadline = time.monotonic() + 10
+            while http.post("/api/v1/lineage", json=event(tag, 4)).status_code != 201:
+                assert time.monotonic() < deadline, "the service never tried the database again"
+                time.sleep(0.2)
+        assert stored_run_ids(database, tag) == {f"{tag}-4"}
+    finally:
+        assert server.stop() == 0
+
+
+def test_with_a_spool_sync_mode_hands_a_slow_event_over_within_the_handoff(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
+        METASTORE_SPOOL_HANDOFF_MS="200",
+    )
+    tag = uuid.uuid4().hex[:8]
+    try:
+        with server.client() as http:
+            assert http.post("/api/v1/lineage", json=event(tag, 0)).status_code == 201  # a healthy database
+            with psycopg.connect(database.owner_dsn) as blocker:
+                blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+                for i in range(1, 6):
+                    started = time.monotonic()
+                    response = http.post("/api/v1/lineage", json=event(tag, i))
+                    assert response.status_code == 202 and time.monotonic() - started < 1.0
+                blocker.rollback()
+            deadline = time.monotonic() + 20
+            while len(stored_run_ids(database, tag)) < 6:
+                assert time.monotonic() < deadline, "the spooled events were not stored"
+                time.sleep(0.2)
+    finally:
+        assert server.stop() == 0

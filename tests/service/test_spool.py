@@ -119,9 +119,13 @@ def test_sync_mode_hands_a_locked_database_to_the_spool_within_the_budget(
         assert rows.fetchall() == []
         locked_events.rollback()
         assert wait_stored(database, tag, set(run_ids)) == set(run_ids)
-        # Once the lock is gone, sync mode is sync again.
+        # Once the lock is gone, sync mode is sync again (as soon as the circuit breaker's probe
+        # has found the database back: within its one-second cool-down).
         with server.client() as http:
-            assert http.post("/api/v1/lineage", json=event(f"{tag}-after")).status_code == 201
+            deadline = time.monotonic() + 10
+            while http.post("/api/v1/lineage", json=event(f"{tag}-after-{time.monotonic()}")).status_code != 201:
+                assert time.monotonic() < deadline, "sync mode did not come back"
+                time.sleep(0.2)
     finally:
         assert server.stop() == 0, server.log.read_text()
 

@@ -75,7 +75,7 @@ def stored(db: Database, name: str) -> int:
     with psycopg.connect(db.owner_dsn) as owner:
         row = owner.execute(
             "SELECT (SELECT count(*) FROM metastore.events WHERE job_name = %(n)s)"
-            " + (SELECT count(*) FROM metastore.rejected_events WHERE payload -> 'job' ->> 'name' = %(n)s)",
+            " + (SELECT count(*) FROM metastore.rejected_events WHERE strpos(body_prefix, %(n)s) > 0)",
             {"n": name},
         ).fetchone()
     assert row is not None

@@ -47,3 +47,11 @@ def test_a_reader_cannot_call_it(database: Any) -> None:
     finally:
         with psycopg.connect(database.server.dsn, autocommit=True) as admin:
             admin.execute(f"DROP ROLE {reader}")
+
+
+def test_partitions_ahead_says_how_far_ingest_is_covered(service: Any, owner: Any) -> None:
+    assert service.execute("SELECT metastore.ensure_partitions()").fetchone() is not None
+    assert service.execute("SELECT metastore.partitions_ahead()").fetchone() == (14,)
+    # A DBA's partitions further ahead count too, as long as no day is missing.
+    owner.execute("SELECT metastore.create_partitions(CURRENT_DATE, 20)")
+    assert service.execute("SELECT metastore.partitions_ahead()").fetchone() == (15,)

@@ -1,0 +1,248 @@
+"""`metastore db ...` as an operator meets it: bounded waits, no tracebacks for expected
+failures, verify that fails unless the database is at the release's version, a guarded revert."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from metastore import migrations
+from metastore.localpg import free_port
+from tests.conftest import Database, create_database, create_group_roles, drop_database
+
+
+def metastore_db(*args: str, dsn: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "PG"))}
+    env["METASTORE_ADMIN_DATABASE_URL"] = dsn
+    env.update(kwargs.pop("env", {}))
+    return subprocess.run(
+        [sys.executable, "-m", "metastore", "db", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        **kwargs,
+    )
+
+
+def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+
+
+@pytest.fixture
+def empty_db(pg_server: Any) -> Iterator[Database]:
+    db = create_database(pg_server, template="template0")
+    create_group_roles(pg_server, db.name)  # what a DBA does before the first deploy
+    yield db
+    drop_database(db)
+
+
+def schema_exists(db: Database) -> bool:
+    with psycopg.connect(db.owner_dsn) as conn:
+        row = conn.execute("SELECT to_regnamespace('metastore') IS NOT NULL").fetchone()
+        return bool(row and row[0])
+
+
+def test_verify_fails_on_a_database_where_nothing_is_deployed(empty_db: Database) -> None:
+    result = metastore_db("verify", dsn=empty_db.owner_dsn)
+    assert result.returncode == 1
+    assert "nothing is deployed" in result.stdout and migrations.changes()[0].name in result.stdout
+    no_traceback(result)
+
+
+def test_verify_fails_when_the_database_is_ahead_of_the_release(database: Database) -> None:
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO metastore_migrations.schema_version (version, description, installed_by) "
+            "VALUES (9999, 'from the future', current_user)"
+        )
+    result = metastore_db("verify", dsn=database.owner_dsn)
+    assert result.returncode == 1
+    assert "[9999]" in result.stdout and "unknown to this release" in result.stdout
+    # A deploy of this release refuses to put its older functions over the newer schema.
+    deploy = metastore_db("deploy", dsn=database.owner_dsn)
+    assert deploy.returncode == 1 and "newer than this release" in deploy.stderr
+    no_traceback(deploy)
+
+
+def test_verify_passes_at_the_release_version(database: Database) -> None:
+    result = metastore_db("verify", dsn=database.owner_dsn)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "at this release's version" in result.stdout
+
+
+def test_revert_without_yes_and_without_a_terminal_changes_nothing(database: Database) -> None:
+    result = metastore_db("revert", "--to", "0", dsn=database.owner_dsn)
+    assert result.returncode == 2
+    assert "--yes" in result.stderr and "V0001" in result.stderr
+    assert schema_exists(database)
+    assert migrations.status(database.owner_dsn)["pending"] == []
+    no_traceback(result)
+
+
+def test_revert_with_yes_reverts(database: Database) -> None:
+    result = metastore_db("revert", "--to", "0", "--yes", dsn=database.owner_dsn)
+    assert result.returncode == 0, result.stderr
+    assert not schema_exists(database)
+    # Nothing left to revert: no confirmation needed.
+    assert metastore_db("revert", "--to", "0", dsn=database.owner_dsn).returncode == 0
+
+
+def run_on_a_terminal(args: list[str], dsn: str, answer: str) -> tuple[int, str]:
+    """Run with stdin and stderr on a pseudo-terminal, type `answer` once asked."""
+    controller, terminal = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "PG"))}
+    env["METASTORE_ADMIN_DATABASE_URL"] = dsn
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metastore", "db", *args], env=env, stdin=terminal, stderr=terminal, stdout=terminal
+    )
+    os.close(terminal)
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"Type 'revert'" not in seen and time.monotonic() < deadline:
+        try:
+            seen += os.read(controller, 4096)
+        except OSError:
+            break
+    os.write(controller, answer.encode() + b"\n")
+    code = proc.wait(60)
+    try:
+        while chunk := os.read(controller, 4096):
+            seen += chunk
+    except OSError:
+        pass
+    os.close(controller)
+    return code, seen.decode(errors="replace")
+
+
+def test_revert_on_a_terminal_asks_and_does_only_what_was_confirmed(database: Database) -> None:
+    code, output = run_on_a_terminal(["revert", "--to", "0"], database.owner_dsn, "no")
+    assert code == 2 and "not confirmed" in output
+    assert schema_exists(database)
+    code, output = run_on_a_terminal(["revert", "--to", "0"], database.owner_dsn, "revert")
+    assert code == 0, output
+    assert not schema_exists(database)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """A TCP listener that accepts connections and never says a word."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    for conn in accepted:
+        conn.close()
+    listener.close()
+
+
+@pytest.mark.parametrize("command", [["status"], ["verify"], ["deploy"], ["revert", "--to", "0", "--yes"]])
+def test_an_unresponsive_server_ends_each_command_within_15_s(silent_server: int, command: list[str]) -> None:
+    started = time.monotonic()
+    result = metastore_db(
+        *command, dsn=f"host=127.0.0.1 port={silent_server} dbname=metastore user=metastore_owner", timeout=30
+    )
+    elapsed = time.monotonic() - started
+    assert elapsed < 15, elapsed
+    assert result.returncode == migrations.EXIT_UNREACHABLE
+    assert "did not answer" in result.stderr or "timeout" in result.stderr, result.stderr
+    no_traceback(result)
+
+
+def test_a_missing_role_is_a_clear_message(database: Database) -> None:
+    dsn = database.server.dsn_for("nobody_here", database.name)
+    result = metastore_db("status", dsn=dsn)
+    assert result.returncode == migrations.EXIT_UNREACHABLE
+    assert 'role "nobody_here" does not exist' in result.stderr
+    no_traceback(result)
+
+
+def test_an_unreachable_host_is_a_clear_message() -> None:
+    for dsn in (
+        f"host=127.0.0.1 port={free_port()} dbname=metastore user=metastore_owner",  # refused
+        "host=metastore-db.invalid dbname=metastore user=metastore_owner",  # no such name
+    ):
+        started = time.monotonic()
+        result = metastore_db("deploy", dsn=dsn)
+        assert time.monotonic() - started < 15
+        assert result.returncode == migrations.EXIT_UNREACHABLE
+        assert "cannot connect to the database" in result.stderr
+        no_traceback(result)
+
+
+def test_a_missing_privilege_is_a_clear_message(empty_db: Database) -> None:
+    # The service's role may not create schemas: a deploy as that role is a misconfiguration.
+    result = metastore_db("deploy", dsn=empty_db.service_dsn)
+    assert result.returncode == 1
+    assert "42501" in result.stderr and "METASTORE_ADMIN_DATABASE_URL" in result.stderr
+    no_traceback(result)
+
+
+def test_libpq_options_newer_than_psycopg2_knew_work_as_in_serve(empty_db: Database) -> None:
+    # require_auth and load_balance_hosts (libpq 16), sslnegotiation (17): accepted by the
+    # service's psycopg 3; pgmigrate's psycopg2 on Debian's libpq 15 crashed on them.
+    server = empty_db.server
+    url = (
+        f"postgresql://metastore_owner@127.0.0.1:{server.port}/{empty_db.name}"
+        "?load_balance_hosts=disable&sslnegotiation=postgres&require_auth=none"
+    )
+    assert metastore_db("deploy", dsn=url).returncode == 0
+    result = metastore_db("verify", dsn=url)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_statement_deadline_bounds_a_stuck_deploy(database: Database) -> None:
+    # Another session holds the migrations lock: the deploy waits at most its statement deadline.
+    with psycopg.connect(database.owner_dsn) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(7262001)")
+        started = time.monotonic()
+        result = metastore_db("deploy", dsn=database.owner_dsn, env={"METASTORE_ADMIN_STATEMENT_TIMEOUT_S": "2"})
+        elapsed = time.monotonic() - started
+    assert result.returncode == 1 and "57014" in result.stderr, result.stderr
+    assert elapsed < 15
+    no_traceback(result)
+
+
+def test_retention_runs_as_the_owner_and_reports_what_it_did(database: Database) -> None:
+    result = metastore_db("retention", "--keep", "30 days", dsn=database.owner_dsn)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert "cutoff" in report
+    too_short = metastore_db("retention", "--keep", "1 hour", dsn=database.owner_dsn)
+    assert too_short.returncode == 1 and "22023" in too_short.stderr
+    as_service = metastore_db("retention", dsn=database.service_dsn)
+    assert as_service.returncode == 1 and "42501" in as_service.stderr
+    no_traceback(as_service)
+
+
+def test_status_reads_through_the_connection_string_only(database: Database, tmp_path: Path) -> None:
+    result = metastore_db("status", dsn=database.owner_dsn, cwd=tmp_path)
+    assert json.loads(result.stdout)["pending"] == []
