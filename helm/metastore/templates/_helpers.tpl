@@ -66,7 +66,7 @@ below base + connections x perConnection + inflightFactor x METASTORE_MAX_INFLIG
 queueFactor x METASTORE_ASYNC_QUEUE_BYTES, and that must fit headroomPercent of the limit. */}}
 {{- define "metastore.memoryModel" -}}
 {{- /* Fitted to the peaks `make floods` measured (bench/results/memory.json): RSS <= 80 MiB
-     + 75 KiB per connection + 3.7 x the bytes in flight + 3.9 x writers x max(batch, body)
+     + 75 KiB per connection + 3.5 x the bytes in flight + 5 x writers x max(batch, body)
      (the writers' batch and its copies) + 1.8 x the async queue held in memory. */ -}}
 {{- $base := mul 80 1048576 }}
 {{- $perConnection := mul 75 1024 }}
@@ -75,19 +75,19 @@ queueFactor x METASTORE_ASYNC_QUEUE_BYTES, and that must fit headroomPercent of 
 {{- $limit := include "metastore.bytes" (required "resources.memory.limit is required" .Values.resources.memory.limit) | int64 }}
 {{- $budget := div (mul $limit $headroomPercent) 100 }}
 {{- $batch := max (int64 (default 4194304 $c.asyncBatchBytes)) (int64 $c.maxBodyBytes) }}
-{{- $writers := div (mul 39 (mul (int64 $c.asyncWriters) $batch)) 10 }}
-{{- $fixed := add $base (mul $c.maxConnections $perConnection) (div (mul 37 $c.maxInflightBytes) 10) $writers }}
+{{- $writers := mul 5 (mul (int64 $c.asyncWriters) $batch) }}
+{{- $fixed := add $base (mul $c.maxConnections $perConnection) (div (mul 35 $c.maxInflightBytes) 10) $writers }}
 {{- $room := sub $budget $fixed }}
 {{- $queue := 0 }}
 {{- if kindIs "invalid" $c.asyncQueueBytes }}
 {{- $queue = div (mul $room 10) 18 }}
 {{- if lt $queue 1048576 }}
-{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the process (80 MiB), config.maxConnections=%d (75 KiB each), 3.7 x config.maxInflightBytes=%d and 3.9 x config.asyncWriters x max(batch, body) need %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) (add $fixed (div (mul 18 1048576) 10))) }}
+{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the process (80 MiB), config.maxConnections=%d (75 KiB each), 3.5 x config.maxInflightBytes=%d and 5 x config.asyncWriters x max(batch, body) need %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) (add $fixed (div (mul 18 1048576) 10))) }}
 {{- end }}
 {{- else }}
 {{- $queue = int64 $c.asyncQueueBytes }}
 {{- if gt (add $fixed (div (mul 18 $queue) 10)) $budget }}
-{{- fail (printf "config.asyncQueueBytes=%d cannot fit resources.memory.limit=%s: 80 MiB + config.maxConnections x 75 KiB + 3.7 x config.maxInflightBytes + 3.9 x writers x max(batch, body) + 1.8 x config.asyncQueueBytes = %d bytes, above %d%% of the limit (%d); at most %d fits (leave asyncQueueBytes null to derive it)" $queue (toString .Values.resources.memory.limit) (add $fixed (div (mul 18 $queue) 10)) $headroomPercent $budget (div (mul (max $room 0) 10) 18)) }}
+{{- fail (printf "config.asyncQueueBytes=%d cannot fit resources.memory.limit=%s: 80 MiB + config.maxConnections x 75 KiB + 3.5 x config.maxInflightBytes + 5 x writers x max(batch, body) + 1.8 x config.asyncQueueBytes = %d bytes, above %d%% of the limit (%d); at most %d fits (leave asyncQueueBytes null to derive it)" $queue (toString .Values.resources.memory.limit) (add $fixed (div (mul 18 $queue) 10)) $headroomPercent $budget (div (mul (max $room 0) 10) 18)) }}
 {{- end }}
 {{- end }}
 {{- dict "limit" $limit "budget" $budget "fixed" $fixed "asyncQueueBytes" $queue | toJson }}
