@@ -20,7 +20,8 @@ import pytest
 
 from metastore import migrations
 from metastore.localpg import free_port
-from tests.conftest import Database, create_database, create_group_roles, drop_database
+from tests.conftest import Database
+from tests.db.test_migrations import schema_exists
 
 
 def metastore_db(*args: str, dsn: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -40,20 +41,6 @@ def metastore_db(*args: str, dsn: str, timeout: float = 60, **kwargs: Any) -> su
 
 def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
-
-
-@pytest.fixture
-def empty_db(pg_server: Any) -> Iterator[Database]:
-    db = create_database(pg_server, template="template0")
-    create_group_roles(pg_server, db.name)  # what a DBA does before the first deploy
-    yield db
-    drop_database(db)
-
-
-def schema_exists(db: Database) -> bool:
-    with psycopg.connect(db.owner_dsn) as conn:
-        row = conn.execute("SELECT to_regnamespace('metastore') IS NOT NULL").fetchone()
-        return bool(row and row[0])
 
 
 def test_verify_fails_on_a_database_where_nothing_is_deployed(empty_db: Database) -> None:

@@ -10,19 +10,10 @@ import threading
 from typing import Any
 
 import psycopg
-import pytest
 
 from metastore import migrations
-from tests.conftest import APP_ROLE, Database, create_database, create_group_roles, drop_database
+from tests.conftest import APP_ROLE, Database
 from tests.schema_dump import SCHEMA_FILE, dump
-
-
-@pytest.fixture
-def empty_db(pg_server: Any) -> Any:
-    db = create_database(pg_server, template="template0")
-    create_group_roles(pg_server, db.name)
-    yield db
-    drop_database(db)
 
 
 def schema_exists(db: Database) -> bool:
