@@ -80,7 +80,8 @@ def test_slow_uploads_beyond_the_budget_are_refused_at_once(limited: Server) -> 
     assert set(seen) == {"503", "408"}, result["clients"]
     assert 3 <= seen["408"] <= 4 and seen["503"] == 12 - seen["408"], seen
     assert result["clients"]["retry_after"] == {"1": seen["503"]}
-    assert times["503"]["max"] < 1.0, times
+    # At once: well before the deadline the 408s wait for.
+    assert times["503"]["max"] < DEADLINE_S / 2, times
     # The body's deadline is total: 2 KB a second never restarts it.
     assert times["408"]["min"] >= DEADLINE_S and times["408"]["max"] < DEADLINE_S + 2
     legit_ok(result)
@@ -137,7 +138,9 @@ def test_made_up_methods_collapse_and_metrics_never_hold_requests(limited: Serve
     assert result["metrics_lines_naming_a_made_up_method"] == 0
     assert result["metrics_series"] < 500 and result["metrics_bytes_max"] < 100_000, result
     health = result["healthz_during_scrapes_s"]
-    assert health["n"] >= 10 and health["p50"] < 0.03 and health["max"] < 0.1, health
+    # A scrape rendered on the event loop held /healthz for 5.4 s; the bound is that order, not a
+    # latency figure (bench/floods.py measures those) so a busy CI machine does not fail it.
+    assert health["n"] >= 10 and health["p50"] < 0.25 and health["max"] < 1.0, health
     legit_ok(result)
     memory_ok(result)
 

@@ -141,7 +141,8 @@ def test_refused_events_are_recorded_in_order_and_a_poison_one_without_its_text(
     elapsed = time.perf_counter() - started
     assert status == "partial_success"
     assert [(f["index"], f["code"]) for f in result["failed_events"]] == [(1, "22003"), (2, "22008"), (3, "22023")]
-    assert elapsed < 0.5, elapsed
+    # Printing the numbers took about 10 s; refusing them takes milliseconds. Only the order is asserted.
+    assert elapsed < 3, elapsed
     kept = owner.execute(
         "SELECT body_prefix, body_bytes IS NULL, body_sha256 IS NULL, sqlstate "
         "FROM metastore.rejected_events ORDER BY id"

@@ -53,7 +53,8 @@ def test_a_poison_event_among_good_ones_is_refused_quickly_and_the_others_stored
     rows = service.execute("SELECT status, error_code FROM metastore.ingest_events(%s::bytea[])", (bodies,)).fetchall()
     elapsed = time.perf_counter() - started
     assert rows == [("stored", None), ("rejected", "22003"), ("stored", None)]
-    assert elapsed < 0.5, elapsed
+    # Printing the numbers took about 10 s; refusing them takes milliseconds. Only the order is asserted.
+    assert elapsed < 3, elapsed
     kept = owner.execute("SELECT body_bytes, sqlstate FROM metastore.rejected_events").fetchall()
     assert kept == [(len(poison), "22003")]
 

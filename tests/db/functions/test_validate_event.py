@@ -62,7 +62,8 @@ def test_thousands_of_huge_numbers_are_refused_well_under_a_second(
     status, _, code, _ = ingest(service, body)
     elapsed = time.perf_counter() - started
     assert (status, code) == ("rejected", "22003")
-    assert elapsed < 0.5, elapsed
+    # Printing the numbers took about 10 s; refusing them takes milliseconds. Only the order is asserted.
+    assert elapsed < 3, elapsed
     assert owner.execute("SELECT body_bytes FROM metastore.rejected_events").fetchall() == [(len(body),)]
 
 
