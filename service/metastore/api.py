@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json as jsonlib
 import logging
 from typing import Any
 
+from psycopg.types.json import Jsonb
 from sanic import Request, Sanic
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw
@@ -108,17 +108,15 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         try:
             body = await body_of(request, reservation)
             kind, principal = source_of(request)
-            status, result = await db.ingest.one(
-                "ingest_batch", {"body": body, "source_kind": kind, "source_principal": principal}
+            # Nothing accepted: a client error, in the error shape every 4xx has, with the per-event reasons.
+            failure = error_body(400, "no event of the batch was accepted; see failed_events", None, request)
+            batch = await db.ingest.one(
+                "ingest_batch",
+                {"body": body, "source_kind": kind, "source_principal": principal, "on_failure": Jsonb(failure)},
             )
         finally:
             reservation.release()
-        if status == "failure":
-            # Nothing accepted: a client error, in the error shape every 4xx has, with the per-event reasons.
-            failure = jsonlib.loads(result)
-            failure.update(error_body(400, "no event of the batch was accepted; see failed_events", None, request))
-            return json(failure, status=400)
-        return json_text(result)
+        return json_text(batch.result, status=400 if batch.status == "failure" else 200)
 
     @app.get("/api/v1/datasets")
     async def list_datasets(request: Request) -> HTTPResponse:

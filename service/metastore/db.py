@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import psycopg
+from psycopg.rows import AsyncRowFactory, namedtuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from metastore import metrics, sql
@@ -72,20 +73,26 @@ class Pool:
         metrics.POOL.labels(self.name, "busy").set(size - idle)
         metrics.POOL_WAITING.labels(self.name).set(stats.get("requests_waiting", 0))
 
-    async def _run(self, query: str, params: dict[str, Any], fetch_all: bool) -> list[tuple[Any, ...]]:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(sql.query(query), params)
-            rows = await cur.fetchall() if fetch_all else [r for r in [await cur.fetchone()] if r is not None]
-        return [tuple(r) for r in rows]
+    async def _run(self, query: str, params: dict[str, Any], fetch_all: bool, row: AsyncRowFactory[Any]) -> list[Any]:
+        async with self.pool.connection() as conn, conn.cursor(row_factory=row) as cur:
+            await cur.execute(sql.query(query), params)
+            return await cur.fetchall() if fetch_all else [r for r in [await cur.fetchone()] if r is not None]
 
     async def call(
-        self, query: str, params: dict[str, Any], *, deadline_s: float | None = None, fetch_all: bool = False
-    ) -> list[tuple[Any, ...]]:
+        self,
+        query: str,
+        params: dict[str, Any],
+        *,
+        deadline_s: float | None = None,
+        fetch_all: bool = False,
+        row: AsyncRowFactory[Any] = namedtuple_row,
+    ) -> list[Any]:
         """Run a named query; raise ApiError (4xx for the client's mistakes, 503 when the
-        database is unavailable or misses the deadline)."""
+        database is unavailable or misses the deadline). Rows are read by column name: named
+        tuples, or what `row` makes (e.g. class_row(Stored))."""
         deadline = self.deadline_s if deadline_s is None else deadline_s
         started = time.perf_counter()
-        task = asyncio.create_task(self._run(query, params, fetch_all))
+        task = asyncio.create_task(self._run(query, params, fetch_all, row))
         result = "error"
         try:
             # Not asyncio.wait_for: cancelling a query waits for PostgreSQL to confirm, and a
@@ -121,8 +128,15 @@ class Pool:
         finally:
             metrics.DB_CALLS.labels(query, result).observe(time.perf_counter() - started)
 
-    async def one(self, query: str, params: dict[str, Any], *, deadline_s: float | None = None) -> tuple[Any, ...]:
-        rows = await self.call(query, params, deadline_s=deadline_s)
+    async def one(
+        self,
+        query: str,
+        params: dict[str, Any],
+        *,
+        deadline_s: float | None = None,
+        row: AsyncRowFactory[Any] = namedtuple_row,
+    ) -> Any:
+        rows = await self.call(query, params, deadline_s=deadline_s, row=row)
         if not rows:
             raise ApiError(500, f"{query} returned no row")
         return rows[0]

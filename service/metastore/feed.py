@@ -70,13 +70,13 @@ def register(app: Sanic[Any, Any], db: Pool) -> None:
         rows = await db.call(
             "read_events", {"limit": _limit(request, 100), "cursor": cursor, **filters}, fetch_all=True
         )
-        next_cursor = rows[-1][1] if rows else cursor
-        more = bool(rows and rows[0][2])
+        next_cursor = rows[-1].cursor if rows else cursor
+        more = bool(rows and rows[0].more)
         # The envelope is assembled around the events' text, which is passed through unparsed.
         body = "".join(
             (
                 '{"events": [',
-                ", ".join(row[0] for row in rows),
+                ", ".join(row.event for row in rows),
                 '], "next_cursor": ',
                 json.dumps(next_cursor),
                 ', "has_more": ',
@@ -98,10 +98,10 @@ def register(app: Sanic[Any, Any], db: Pool) -> None:
         sent = 0
         while True:
             if rows:
-                await response.send("".join(row[0] + "\n" for row in rows))
+                await response.send("".join(row.event + "\n" for row in rows))
                 sent += len(rows)
-                cursor = rows[-1][1]
-            if not rows or not rows[0][2] or (total is not None and sent >= total):
+                cursor = rows[-1].cursor
+            if not rows or not rows[0].more or (total is not None and sent >= total):
                 break
             size = STREAM_PAGE if total is None else min(STREAM_PAGE, total - sent)
             try:

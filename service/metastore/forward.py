@@ -13,7 +13,6 @@ with 200. One replica at a time sends to a target, under a lease (metastore.forw
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import socket
@@ -94,12 +93,10 @@ class Forwarder:
     async def step(self) -> float:
         """Send one page; return how long to wait before the next."""
         target = self.config.target
-        (claimed, cursor) = await self.db.one(
-            "forward_claim", {"target": target, "owner": self.owner, "lease_s": LEASE_S}
-        )
-        if not claimed:
+        claim = await self.db.one("forward_claim", {"target": target, "owner": self.owner, "lease_s": LEASE_S})
+        if not claim.claimed:
             return LEASE_S / 3  # another replica sends; take over if its lease expires
-        rows = await self.db.call("forward_page", {"limit": PAGE, "cursor": cursor}, fetch_all=True)
+        rows = await self.db.call("forward_page", {"limit": PAGE, "cursor": claim.cursor}, fetch_all=True)
         if not rows:
             await self.record_lag()
             self.backoff = 0.0
@@ -107,21 +104,21 @@ class Forwarder:
         sent = refused = 0
         error = None
         last = None
-        for event_cursor, payload, event_id in rows:
+        for row in rows:
             try:
-                response = await asyncio.to_thread(self.transport.emit_text, payload)
+                response = await asyncio.to_thread(self.transport.emit_text, row.payload)
             except Exception as exc:  # retried by the transport already
-                error = f"event {event_id}: {exc}"
+                error = f"event {row.event_id}: {exc}"
                 break
             if response.status_code >= 500 or response.status_code in (408, 429):
-                error = f"event {event_id}: {response.status_code} {response.text[:200]}"
+                error = f"event {row.event_id}: {response.status_code} {response.text[:200]}"
                 break
             if response.status_code >= 400:
                 refused += 1  # the target will never take it: skip, do not block every event after it
-                log.warning("%s refused event %d: %s", target, event_id, response.text[:200])
+                log.warning("%s refused event %d: %s", target, row.event_id, response.text[:200])
             else:
                 sent += 1
-            last = event_cursor
+            last = row.cursor
         EVENTS.labels(target, "sent").inc(sent)
         EVENTS.labels(target, "refused").inc(refused)
         if error:
@@ -140,10 +137,8 @@ class Forwarder:
         return 0.0
 
     async def record_lag(self) -> None:
-        (status,) = await self.db.one("forward_status", {})
-        for entry in json.loads(status)["targets"]:
-            if entry["target"] == self.config.target:
-                LAG.labels(self.config.target).set(float(entry["lag_seconds"]))
+        for row in await self.db.call("forward_lag", {"target": self.config.target}):
+            LAG.labels(self.config.target).set(row.lag_seconds)
 
 
 def register(app: Sanic[Any, Any], db: Pool) -> None:

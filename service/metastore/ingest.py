@@ -23,6 +23,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from psycopg.rows import class_row
+
 from metastore import metrics
 from metastore.config import Config
 from metastore.db import Database, Pool
@@ -57,8 +59,7 @@ def record(result: Stored) -> None:
 
 async def store_now(pool: Pool, body: bytes, source: Source, deadline_s: float | None = None) -> Stored:
     params = {"body": body, "source_kind": source[0], "source_principal": source[1]}
-    row = await pool.one("ingest_event", params, deadline_s=deadline_s)
-    result = Stored(*row)
+    result: Stored = await pool.one("ingest_event", params, deadline_s=deadline_s, row=class_row(Stored))
     record(result)
     return result
 
@@ -309,7 +310,7 @@ class Ingest:
         bodies = await self._bodies(items)
         params: dict[str, Any] = {"bodies": bodies, "source_kind": source[0], "source_principal": source[1]}
         try:
-            rows = await self.writer_pool.call("ingest_events", params, fetch_all=True)
+            rows = await self.writer_pool.call("ingest_events", params, fetch_all=True, row=class_row(Stored))
         except ApiError as exc:
             if _environmental(exc) or not await self._writable():
                 raise _Blocked(exc.message) from None
@@ -322,8 +323,7 @@ class Ingest:
             await self._store_group(source, items[half:])
             return
         self._committed(items)
-        for item, row in zip(items, rows, strict=True):
-            result = Stored(*row)
+        for item, result in zip(items, rows, strict=True):
             record(result)
             if result.status == "rejected":
                 log.warning(

@@ -10,7 +10,9 @@ SELECT status, event_id, error_code, error_message, event_type
   FROM metastore.ingest_events(%(bodies)b::bytea[], %(source_kind)s::text, %(source_principal)s::text);
 
 -- name: ingest_batch
-SELECT status, result::text
+-- When no event is accepted, the answer carries the error object (on_failure) too: joined here,
+-- so that Python passes the text through instead of parsing it to add a key.
+SELECT status, (CASE WHEN status = 'failure' THEN result || %(on_failure)s::jsonb ELSE result END)::text AS result
   FROM metastore.ingest_batch(%(body)b::bytea, %(source_kind)s::text, %(source_principal)s::text);
 
 -- name: list_datasets
@@ -42,12 +44,17 @@ SELECT event, cursor, more
                              %(job_namespace)s::text, %(job_name)s::text, %(dataset_namespace)s::text,
                              %(dataset_name)s::text, %(event_type)s::text);
 
+-- name: forward_lag
+SELECT (t ->> 'lag_seconds')::float8 AS lag_seconds
+  FROM pg_catalog.jsonb_array_elements(metastore.forward_status() -> 'targets') AS t
+ WHERE t ->> 'target' = %(target)s::text;
+
 -- name: forward_claim
 SELECT claimed, cursor FROM metastore.forward_claim(%(target)s::text, %(owner)s::text, %(lease_s)s::integer);
 
 -- name: forward_page
 -- The payload's text as stored, cut out of the feed's envelope by PostgreSQL, for sending on.
-SELECT r.cursor, (r.event::jsonb -> 'event')::text, (r.event::jsonb ->> 'id')::bigint
+SELECT r.cursor, (r.event::jsonb -> 'event')::text AS payload, (r.event::jsonb ->> 'id')::bigint AS event_id
   FROM metastore.read_events(%(limit)s::integer, %(cursor)s::text) AS r;
 
 -- name: forward_ack

@@ -123,6 +123,9 @@ def test_batch_endpoint(client: httpx.Client) -> None:
     assert [f["index"] for f in response.json()["failed_events"]] == [1]
     all_bad = client.post("/api/v1/lineage/batch", json=[bad])
     assert all_bad.status_code == 400 and all_bad.json()["status"] == "failure"
+    # The spec's batch response and the error shape of every 4xx, in one object.
+    assert [f["index"] for f in all_bad.json()["failed_events"]] == [0]
+    assert all_bad.json()["error"]["status"] == 400 and all_bad.json()["error"]["request_id"]
     assert_error(client.post("/api/v1/lineage/batch", json={"not": "an array"}), 400, "22023")
 
 
