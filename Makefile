@@ -22,7 +22,7 @@ system-deps: ## install the Debian packages the tests need, when missing (Postgr
 	scripts/system-deps.sh
 
 dev: $(PY) ## run the service on http://127.0.0.1:8080 against a local embedded PostgreSQL
-	$(PY) -m metastore.dev
+	$(PY) -m devtools.dev
 
 test: system-deps $(PY) ## run the tests (each starts its own throwaway PostgreSQL)
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -63,13 +63,13 @@ helm-check: ## lint, render and validate the Helm chart; hadolint the Dockerfile
 	helm/check.sh
 
 lint: $(PY) ## ruff, ruff format and mypy
-	$(VENV)/bin/ruff check service tests bench helm
-	$(VENV)/bin/ruff format --check service tests bench helm
+	$(VENV)/bin/ruff check service devtools tests bench helm
+	$(VENV)/bin/ruff format --check service devtools tests bench helm
 	$(VENV)/bin/mypy
 
 format: $(PY) ## apply ruff's fixes and formatting
-	$(VENV)/bin/ruff check --fix service tests bench helm
-	$(VENV)/bin/ruff format service tests bench helm
+	$(VENV)/bin/ruff check --fix service devtools tests bench helm
+	$(VENV)/bin/ruff format service devtools tests bench helm
 
 schema: $(PY) ## rewrite db/schema.sql from a fresh deploy (commit it with the change)
 	$(PY) -m tests.schema_dump

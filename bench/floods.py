@@ -558,7 +558,7 @@ class Service:
 
 def start_service(dsn: str, tls: tuple[Path, Path, Path], log: Path, **env: str) -> Service:
     """The real service (`metastore serve`) over TLS on a free loopback port, ready."""
-    from metastore.localpg import free_port
+    from devtools.localpg import free_port
 
     port = free_port()
     ca, cert, key = tls
@@ -676,7 +676,7 @@ async def writers_large(target: Target, n: int = 8, size: int = 15_000_000, drai
 
 @contextmanager
 def database() -> Iterator[tuple[str, str]]:
-    from metastore.localpg import LocalPostgres, provision
+    from devtools.localpg import LocalPostgres, provision
 
     pg = LocalPostgres().start()
     try:

@@ -38,8 +38,8 @@ import requests
 
 from bench.run import templates
 from bench.tls import throwaway_certificates
+from devtools.localpg import LocalPostgres, free_port, provision
 from metastore import transfer
-from metastore.localpg import LocalPostgres, free_port, provision
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -31,7 +31,7 @@ import httpx
 import psycopg
 
 from bench.tls import throwaway_certificates
-from metastore.localpg import LocalPostgres, free_port, provision
+from devtools.localpg import LocalPostgres, free_port, provision
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openlineage" / "trino"

@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 
 from bench.run import FIXTURES, templates
-from metastore.localpg import LocalPostgres, provision
+from devtools.localpg import LocalPostgres, provision
 
 ROOT = Path(__file__).resolve().parent.parent
 DAYS = 60  # eventTime spread of the bulk events, ending today

@@ -34,7 +34,7 @@ import psycopg
 
 from bench import floods
 from bench.tls import throwaway_certificates
-from metastore.localpg import LocalPostgres, free_port, provision
+from devtools.localpg import LocalPostgres, free_port, provision
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.run import FULL, Bench, templates, wrk
 from bench.tls import throwaway_certificates
-from metastore.localpg import LocalPostgres, provision
+from devtools.localpg import LocalPostgres, provision
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psycopg
 
-from metastore import localpg
-from metastore.localpg import LocalPostgres
+from devtools import localpg
+from devtools.localpg import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 NOOP = """CREATE OR REPLACE FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb)

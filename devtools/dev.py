@@ -10,8 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from devtools.localpg import LocalPostgres, provision
 from metastore import cli
-from metastore.localpg import LocalPostgres, provision
 
 
 def main() -> int:

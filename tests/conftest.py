@@ -14,8 +14,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from metastore import localpg, migrations
-from metastore.localpg import LocalPostgres
+from devtools import localpg
+from devtools.localpg import LocalPostgres
+from metastore import migrations
 
 ROOT = Path(__file__).resolve().parent.parent
 # Copied from the platform's shared reference data (see tests/fixtures/openlineage/*/README*).

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import psycopg
 
+from devtools.localpg import LocalPostgres
 from metastore import migrations
-from metastore.localpg import LocalPostgres
 
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "db" / "schema.sql"
 # Comments, session settings, pg_dump 17+'s \restrict lines, and the lz4 compression V0001

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import trustme
 
-from metastore.localpg import free_port
+from devtools.localpg import free_port
 from tests.conftest import Database, create_database, drop_database
 
 

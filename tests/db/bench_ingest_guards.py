@@ -27,7 +27,7 @@ from typing import Any
 
 import psycopg
 
-from metastore.localpg import LocalPostgres, provision
+from devtools.localpg import LocalPostgres, provision
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openlineage" / "trino"
 COMPLETE = ("02-select-complete.json", "04-ctas-complete.json", "07-ctas-complete-trino476.json")
@@ -198,12 +198,15 @@ def bench_names(server: LocalPostgres, count: int, calls: int) -> dict[str, Any]
 
 def deploy_old(server: LocalPostgres, old: Path) -> tuple[str, str]:
     """An older checkout's schema, deployed by its own code, in a database of its own."""
+    # Checkouts before devtools/ kept the launcher in the package (metastore.localpg).
     code = (
-        "import sys; from metastore.localpg import provision, LocalPostgres; from pathlib import Path;"
+        "from pathlib import Path\n"
+        "try:\n    from devtools.localpg import provision, LocalPostgres\n"
+        "except ImportError:\n    from metastore.localpg import provision, LocalPostgres\n"
         f"s = LocalPostgres(data_dir=Path({str(server.base)!r}), port={server.port}); provision(s, 'old')"
     )
-    env = {**os.environ, "PYTHONPATH": str(old / "service")}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=600)
+    env = {**os.environ, "PYTHONPATH": f"{old / 'service'}:{old}"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=old, timeout=600)
     return server.dsn_for("metastore_service", "old"), server.dsn_for("metastore_owner", "old")
 
 

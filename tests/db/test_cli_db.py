@@ -18,8 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from devtools.localpg import free_port
 from metastore import migrations
-from metastore.localpg import free_port
 from tests.conftest import Database
 from tests.db.test_migrations import schema_exists
 

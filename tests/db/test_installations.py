@@ -16,8 +16,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from devtools.localpg import LocalPostgres
 from metastore import migrations
-from metastore.localpg import LocalPostgres
 from tests.conftest import ROOT, ingest
 from tests.db.functions.test_backfill import allow_two_weeks_ahead, generated_events
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from metastore.localpg import LocalPostgres
+from devtools.localpg import LocalPostgres
 from tests import server_fixtures
 from tests.conftest import Database, create_database, drop_database
 from tests.e2e.trino_server import E2ESetupError, QueryRun, TrinoServer, fetch_trino, find_java, query_set, run_queries

@@ -35,7 +35,7 @@ from unittest import mock
 import psycopg
 import trustme
 
-from metastore.localpg import LocalPostgres, free_port
+from devtools.localpg import LocalPostgres, free_port
 from tests import server_fixtures
 from tests.conftest import Database, provision
 from tests.e2e.trino_server import (

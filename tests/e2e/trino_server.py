@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from metastore.localpg import free_port
+from devtools.localpg import free_port
 
 if TYPE_CHECKING:
     import trino.dbapi

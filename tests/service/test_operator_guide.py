@@ -25,8 +25,8 @@ import pytest
 import trustme
 from psycopg import sql
 
+from devtools.localpg import LocalPostgres
 from metastore import migrations
-from metastore.localpg import LocalPostgres
 from tests.conftest import FIXTURES
 from tests.server_fixtures import TLSFiles, start_server
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from metastore.localpg import LocalPostgres
+from devtools.localpg import LocalPostgres
 from tests.conftest import Database, provision
 from tests.server_fixtures import Server, TLSFiles, start_server
 

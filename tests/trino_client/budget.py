@@ -7,7 +7,7 @@ socket, response and connection request, and HttpClient's default retry strategy
 POST again once, after 1 s or Retry-After, when it got 429 or 503. The time of one emit() therefore
 includes that retry; it is the time a Trino query waits for its event.
 
-Everything is real: a throwaway PostgreSQL (metastore.localpg), the service over TLS
+Everything is real: a throwaway PostgreSQL (devtools.localpg), the service over TLS
 (tests.server_fixtures.start_server, a trustme CA in a PKCS12 trust store for the JVM), one JVM per
 ingest mode with a client kept warm between cases, as in a running Trino. Faults:
 
@@ -56,7 +56,7 @@ import psycopg
 from bench.tls import throwaway_certificates
 from prometheus_client.parser import text_string_to_metric_families
 
-from metastore.localpg import LocalPostgres
+from devtools.localpg import LocalPostgres
 from tests.conftest import FIXTURES, Database, provision
 from tests.e2e.trino_server import TRUSTSTORE_PASSWORD, java_version, make_truststore
 from tests.server_fixtures import Server, TLSFiles, start_server

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from playwright.sync_api import Browser, Page
 
-from metastore.localpg import free_port
+from devtools.localpg import free_port
 from tests.conftest import Database
 from tests.server_fixtures import Server
 from tests.ui.test_datasets_view import browser  # noqa: F401 - the fixture
