@@ -18,11 +18,8 @@ import argparse
 import asyncio
 import gzip
 import json
-import os
-import signal
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -541,63 +538,6 @@ async def slowloris(target: Target, n: int = 200, every_s: float = 2, max_s: flo
 # ---------------------------------------------------------------- measuring the bound
 
 
-@dataclass
-class Service:
-    process: subprocess.Popen[bytes]
-    target: Target
-    env: dict[str, str]
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def start_service(dsn: str, tls: tuple[Path, Path, Path], log: Path, **env: str) -> Service:
-    """The real service (`metastore serve`) over TLS on a free loopback port, ready."""
-    from devtools.localpg import free_port
-
-    port = free_port()
-    ca, cert, key = tls
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "OTEL_"))}
-    environ.update(
-        {
-            "METASTORE_DATABASE_URL": dsn,
-            "METASTORE_HOST": "127.0.0.1",
-            "METASTORE_PORT": str(port),
-            "METASTORE_TLS_CERT": str(cert),
-            "METASTORE_TLS_KEY": str(key),
-            "METASTORE_LOG_LEVEL": "WARNING",
-            **env,
-        }
-    )
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "metastore", "serve"],
-            env=environ,
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    service = Service(process, Target(f"https://localhost:{port}", ca, process.pid), environ)
-    verify = ssl.create_default_context(cafile=str(ca))
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{service.target.url}/readyz", verify=verify, timeout=2).status_code == 200:
-                return service
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            service.stop()
-            raise RuntimeError(f"the service did not start; see {log}")
-        time.sleep(0.1)
-
-
 async def warm(target: Target, count: int = 200) -> None:
     """Every code path once, so that the baseline holds what any request imports and caches."""
     async with target.client() as http:
@@ -688,12 +628,12 @@ def database() -> Iterator[tuple[str, str]]:
 
 def measure(out: Path, quick: bool = False) -> dict[str, Any]:
     """Every flood at default settings on a fresh service each; then the constants of the bound."""
-    from bench.tls import throwaway_certificates
     from metastore import config as settings
+    from tests.support.certs import write_tls_files
+    from tests.support.servers import start_server
 
     work = Path(tempfile.mkdtemp(prefix="metastore-floods-"))
-    tls = throwaway_certificates(work)
-    log = work / "service.log"
+    tls = write_tls_files(work)
     defaults = {s.env: s.default for s in settings.SETTINGS}
     max_connections = int(defaults["METASTORE_MAX_CONNECTIONS"] or 0)
     inflight = int(defaults["METASTORE_MAX_INFLIGHT_BYTES"] or 0)
@@ -703,11 +643,13 @@ def measure(out: Path, quick: bool = False) -> dict[str, Any]:
 
     def run(name: str, flood: Callable[[Target], Coroutine[Any, Any, dict[str, Any]]], **env: str) -> None:
         print(f"floods: {name} ...", file=sys.stderr)
-        service = start_service(service_dsn, tls, log, **env)
+        log = work / f"service-{name}.log"
+        service = start_server(service_dsn, tls, log, ready="/readyz", **{"METASTORE_LOG_LEVEL": "WARNING", **env})
+        target = Target(service.url, tls.ca, service.process.pid)
         try:
-            asyncio.run(warm(service.target))
+            asyncio.run(warm(target))
             baseline = _status_kb(service.process.pid, "VmRSS") / 1024
-            result = asyncio.run(flood(service.target))
+            result = asyncio.run(flood(target))
             result["baseline_mb"] = round(baseline, 1)
             result["settings"] = env
             runs[name] = result

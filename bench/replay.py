@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,44 +36,12 @@ import psycopg
 import requests
 
 from bench.run import templates
-from bench.tls import throwaway_certificates
-from devtools.localpg import LocalPostgres, free_port, provision
+from devtools.localpg import LocalPostgres, provision
 from metastore import transfer
+from tests.support.certs import write_tls_files
+from tests.support.servers import Server, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def start(dsn: str, tls: tuple[Path, Path, Path], work: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    _, cert, key = tls
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "OTEL_"))}
-    env.update(
-        {
-            "METASTORE_DATABASE_URL": dsn,
-            "METASTORE_HOST": "127.0.0.1",
-            "METASTORE_PORT": str(port),
-            "METASTORE_TLS_CERT": str(cert),
-            "METASTORE_TLS_KEY": str(key),
-            "METASTORE_LOG_LEVEL": "WARNING",
-        }
-    )
-    log = (work / f"service-{port}.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "metastore", "serve"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"https://localhost:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{url}/readyz", verify=str(tls[0]), timeout=2).status_code == 200:
-                return process, url
-        except requests.RequestException:
-            time.sleep(0.1)
-    raise RuntimeError(f"the service did not start; see {log.name}")
 
 
 def rss_mb(pid: int) -> float:
@@ -162,9 +129,9 @@ def main() -> int:
         "events": events,
     }
     work = Path(tempfile.mkdtemp(prefix="metastore-bench-replay-"))
-    tls = throwaway_certificates(work)
+    tls = write_tls_files(work)
     pg = LocalPostgres().start(durable=True)
-    processes: list[subprocess.Popen[bytes]] = []
+    servers: list[Server] = []
     try:
         for name in ("source", "imported", "replayed", "posted"):
             provision(pg, name)
@@ -183,12 +150,14 @@ def main() -> int:
 
         urls = {}
         for name in ("source", "imported", "replayed", "posted"):
-            process, url = start(pg.dsn_for("metastore_service", name), tls, work)
-            processes.append(process)
-            urls[name] = url
-        ca = str(tls[0])
+            dsn = pg.dsn_for("metastore_service", name)
+            servers.append(
+                start_server(dsn, tls, work / f"service-{name}.log", ready="/readyz", METASTORE_LOG_LEVEL="WARNING")
+            )
+            urls[name] = servers[-1].url
+        ca = str(tls.ca)
 
-        results["feed_ndjson"] = stream_feed(urls["source"], tls[0], processes[0].pid)
+        results["feed_ndjson"] = stream_feed(urls["source"], tls.ca, servers[0].process.pid)
         print("feed", results["feed_ndjson"], file=sys.stderr)
         dump = work / "events.ndjson.gz"
         results["export"] = cli("export", "--from", urls["source"], "--ca", ca, "-o", str(dump))
@@ -198,7 +167,7 @@ def main() -> int:
         print("import", results["import"], file=sys.stderr)
         results["replay"] = cli("replay", "--from", urls["source"], "--ca", ca, "--to", urls["replayed"], "--to-ca", ca)
         print("replay", results["replay"], file=sys.stderr)
-        results["post_floor"] = post_floor(urls["posted"], tls[0], dump)
+        results["post_floor"] = post_floor(urls["posted"], tls.ca, dump)
         results["replay"]["ratio_to_post_floor"] = round(
             results["replay"]["events_per_second"] / results["post_floor"]["events_per_second"], 2
         )
@@ -209,9 +178,8 @@ def main() -> int:
             if not stored or stored[0] != events:
                 raise RuntimeError(f"{name} has {stored} events, not {events}")
     finally:
-        for process in processes:
-            process.send_signal(signal.SIGTERM)
-            process.wait(30)
+        for server in servers:
+            server.stop()
         pg.cleanup()
     if not args.smoke:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import ssl
 import statistics
 import subprocess
@@ -30,8 +29,9 @@ from typing import Any
 import httpx
 import psycopg
 
-from bench.tls import throwaway_certificates
 from devtools.localpg import LocalPostgres, free_port, provision
+from tests.support.certs import TLSFiles, write_tls_files
+from tests.support.servers import Server, start_server
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openlineage" / "trino"
@@ -92,33 +92,8 @@ def body(template: str, run_id: str) -> bytes:
 # ---------------------------------------------------------------- processes
 
 
-@dataclass
-class Service:
-    process: subprocess.Popen[bytes]
-    url: str
-    ca: Path
-
-    def client(self) -> httpx.Client:
-        verify = ssl.create_default_context(cafile=str(self.ca))
-        return httpx.Client(base_url=self.url, verify=verify, timeout=30, headers={"Content-Type": "application/json"})
-
-    def metrics(self) -> str:
-        with self.client() as c:
-            return c.get("/metrics").text
-
-    def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+# The service under test (tests.support.servers.Server): its client, /metrics, RSS, stop.
+Service = Server
 
 
 @dataclass
@@ -126,7 +101,7 @@ class Bench:
     plan: Plan
     work: Path
     pg: LocalPostgres
-    tls: tuple[Path, Path, Path]  # ca, cert, key
+    tls: TLSFiles
     results_dir: Path
     results: dict[str, Any] = field(default_factory=dict)
 
@@ -140,41 +115,17 @@ class Bench:
 
     def start_service(self, **env: str) -> Service:
         port = free_port()
-        ca, cert, key = self.tls
-        environ = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "OTEL_"))}
-        environ.update(
-            {
-                "METASTORE_DATABASE_URL": self.service_dsn,
-                "METASTORE_HOST": "127.0.0.1",
-                "METASTORE_PORT": str(port),
-                "METASTORE_TLS_CERT": str(cert),
-                "METASTORE_TLS_KEY": str(key),
-                "METASTORE_POOL_MAX": "32",
-                "METASTORE_LOG_LEVEL": "WARNING",
-                **env,
-            }
+        service = start_server(
+            self.service_dsn,
+            self.tls,
+            self.work / f"service-{port}.log",
+            port=port,
+            module="bench.noop_server",
+            ready="/readyz",
+            **{"METASTORE_POOL_MAX": "32", "METASTORE_LOG_LEVEL": "WARNING", **env},
         )
-        log = (self.work / f"service-{port}.log").open("wb")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bench.noop_server"],
-            env=environ,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        service = Service(process, f"https://localhost:{port}", ca)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with service.client() as c:
-                    if c.get("/readyz").status_code == 200:
-                        return service
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the service did not start; see {log.name}")
-            time.sleep(0.1)
+        service.timeout = 30
+        return service
 
 
 def wrk(service: Service, templates_file: Path, concurrency: int, duration: float, path: str) -> dict[str, Any]:
@@ -607,7 +558,7 @@ def main() -> int:
     plan = SMOKE if args.smoke else FULL
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="metastore-bench-"))
-    tls = throwaway_certificates(work)
+    tls = write_tls_files(work)
     bodies = templates()
     templates_file = work / "templates.txt"
     templates_file.write_text("\n".join(bodies) + "\n")

@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import signal
 import ssl
 import subprocess
@@ -33,8 +32,9 @@ import httpx
 import psycopg
 
 from bench import floods
-from bench.tls import throwaway_certificates
 from devtools.localpg import LocalPostgres, free_port, provision
+from tests.support.certs import TLSFiles, write_tls_files
+from tests.support.servers import Server, service_env, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -149,44 +149,32 @@ def run_floods(url: str, ca: Path, supervisor: Supervisor) -> list[dict[str, Any
 
 
 def run(
-    name: str, mode: str, seconds: float, clients: int, work: Path, tls: tuple[Path, Path, Path], spool: bool = False
+    name: str, mode: str, seconds: float, clients: int, work: Path, tls: TLSFiles, spool: bool = False
 ) -> dict[str, Any]:
     pg = LocalPostgres().start(durable=True)
     supervisor: Supervisor | None = None
     try:
         provision(pg, "soak")
         port = free_port()
-        ca, cert, key = tls
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "OTEL_"))}
-        env.update(
-            {
-                "METASTORE_DATABASE_URL": pg.dsn_for("metastore_service", "soak"),
-                "METASTORE_HOST": "127.0.0.1",
-                "METASTORE_PORT": str(port),
-                "METASTORE_TLS_CERT": str(cert),
-                "METASTORE_TLS_KEY": str(key),
-                "METASTORE_INGEST_MODE": mode,
-                "METASTORE_DB_TIMEOUT_MS": "2000",
-                "METASTORE_LOG_LEVEL": "WARNING",
-            }
+        env = service_env(
+            pg.dsn_for("metastore_service", "soak"),
+            tls,
+            port,
+            METASTORE_INGEST_MODE=mode,
+            METASTORE_DB_TIMEOUT_MS="2000",
+            METASTORE_LOG_LEVEL="WARNING",
         )
         if spool:
             env["METASTORE_SPOOL_DIR"] = str(work / f"spool-{name}")
-        supervisor = Supervisor(env, work / f"soak-{name}.log")
+        log = work / f"soak-{name}.log"
+        supervisor = Supervisor(env, log)
         supervisor.start()
         rss = PeakRss(supervisor)
         url = f"https://localhost:{port}"
+        assert supervisor.process is not None
+        wait_until_serving(Server(supervisor.process, url, tls.ca, log), path="/readyz")
+        ca = tls.ca
         verify = ssl.create_default_context(cafile=str(ca))
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", verify=verify, timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the service did not become ready")
-            time.sleep(0.1)
 
         tag = f"soak-{name}-{time.time_ns()}"
         lock = threading.Lock()
@@ -401,7 +389,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "soak.json")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="metastore-soak-"))
-    tls = throwaway_certificates(work)
+    tls = write_tls_files(work)
     runs = [("sync", "sync", False), ("async", "async", False), ("async-spool", "async", True)]
     results = [run(name, mode, args.minutes * 60, args.clients, work, tls, spool) for name, mode, spool in runs]
     args.out.parent.mkdir(parents=True, exist_ok=True)

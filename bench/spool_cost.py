@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.run import FULL, Bench, templates, wrk
-from bench.tls import throwaway_certificates
 from devtools.localpg import LocalPostgres, provision
+from tests.support.certs import write_tls_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +49,7 @@ def main() -> int:
         print("spool_cost: wrk is needed (apt-get install wrk)", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="metastore-spool-cost-"))
-    tls = throwaway_certificates(work)
+    tls = write_tls_files(work)
     bodies = templates()
     templates_file = work / "templates.txt"
     templates_file.write_text("\n".join(bodies) + "\n")

@@ -30,13 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
-from unittest import mock
 
 import psycopg
-import trustme
 
 from devtools.localpg import LocalPostgres, free_port
-from tests import server_fixtures
 from tests.conftest import Database, provision
 from tests.e2e.trino_server import (
     TRINO_VERSION,
@@ -49,7 +46,8 @@ from tests.e2e.trino_server import (
     run_queries,
     start_trino,
 )
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles, write_tls_files
+from tests.support.servers import Server, start_server
 
 RESULTS = Path(__file__).resolve().parent / "results" / "listener-overhead.json"
 LISTENER_SETTINGS = ("sync", "async", "stopped")
@@ -86,9 +84,8 @@ class ServiceOnFixedPort:
             self.starts += 1
             ingest = "sync" if mode == FROZEN else mode
             log = self.logs / f"service-{self.starts:03d}-{mode}.log"
-            # start_server picks a free port itself; here it must be the one Trino knows.
-            with mock.patch.object(server_fixtures, "free_port", return_value=self.port):
-                self.server = start_server(self.db.service_dsn, self.tls, log, METASTORE_INGEST_MODE=ingest)
+            # The one port Trino knows.
+            self.server = start_server(self.db.service_dsn, self.tls, log, port=self.port, METASTORE_INGEST_MODE=ingest)
             if mode == FROZEN:
                 self.server.process.send_signal(signal.SIGSTOP)
         self.mode = mode
@@ -124,16 +121,6 @@ def p90(values: list[float]) -> float:
     if len(values) < 2:
         return values[0]
     return statistics.quantiles(values, n=10, method="inclusive")[8]
-
-
-def make_tls(directory: Path) -> TLSFiles:
-    ca = trustme.CA()
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    files = TLSFiles(directory / "ca.pem", directory / "cert.pem", directory / "key.pem")
-    ca.cert_pem.write_to_path(str(files.ca))
-    cert.private_key_and_cert_chain_pem.write_to_path(str(files.cert))
-    cert.private_key_pem.write_to_path(str(files.key))
-    return files
 
 
 def stored_events(db: Database, query_ids: list[str]) -> int:
@@ -180,7 +167,7 @@ def measure(rounds: int, warmup: int, baseline: bool, frozen: bool, work: Path) 
         stack.callback(pg.cleanup)
         pg.start()
         db = provision(pg, "metastore")
-        tls = make_tls(work)
+        tls = write_tls_files(work)
         service = ServiceOnFixedPort(db, tls, free_port(), work)
         stack.callback(service.stop)
         print(f"starting Trino {TRINO_VERSION} (listener -> {service.listener_url})", file=sys.stderr)

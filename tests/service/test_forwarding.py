@@ -10,9 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
-from tests import server_fixtures
 from tests.conftest import Database, create_database, drop_database
 from tests.server_fixtures import Server, TLSFiles, start_server
 
@@ -56,20 +54,13 @@ def post_runs(server: Server, count: int) -> None:
                 assert client.post("/api/v1/lineage", json=event).status_code == 201
 
 
-def restart_on_same_port(
-    monkeypatch: pytest.MonkeyPatch, old: Server, dsn: str, tls: TLSFiles, log: Path, **env: str
-) -> Server:
-    port = int(old.url.rsplit(":", 1)[1])
+def restart_on_same_port(old: Server, dsn: str, tls: TLSFiles, log: Path, **env: str) -> Server:
     assert old.stop() == 0
-    monkeypatch.setattr(server_fixtures, "free_port", lambda: port)
-    try:
-        return start_server(dsn, tls, log, **env)
-    finally:
-        monkeypatch.undo()
+    return start_server(dsn, tls, log, port=old.port, **env)
 
 
 def test_forwarding_survives_restarts_of_the_receiver_and_of_the_sender(
-    pg_server: Any, tls_files: TLSFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pg_server: Any, tls_files: TLSFiles, tmp_path: Path
 ) -> None:
     source_db, receiver_db = create_database(pg_server), create_database(pg_server)
     receiver = start_server(receiver_db.service_dsn, tls_files, tmp_path / "receiver.log")
@@ -96,15 +87,11 @@ def test_forwarding_survives_restarts_of_the_receiver_and_of_the_sender(
             lagging = client.get("/api/v1/forwarding").json()["targets"][0]
         assert lagging["sent"] == 30 and lagging["lag_seconds"] > 0.5
 
-        receiver = restart_on_same_port(
-            monkeypatch, receiver, receiver_db.service_dsn, tls_files, tmp_path / "receiver2.log"
-        )
+        receiver = restart_on_same_port(receiver, receiver_db.service_dsn, tls_files, tmp_path / "receiver2.log")
         wait_for(lambda: len(payloads(receiver_db)) == 60, what="the waiting events after the receiver's restart")
 
         # The sender restarts: it resumes from the stored cursor, not from memory.
-        source = restart_on_same_port(
-            monkeypatch, source, source_db.service_dsn, tls_files, tmp_path / "source2.log", **forward_env
-        )
+        source = restart_on_same_port(source, source_db.service_dsn, tls_files, tmp_path / "source2.log", **forward_env)
         post_runs(source, 10)
         wait_for(lambda: len(payloads(receiver_db)) == 90, what="events stored after the sender's restart")
         with source.client() as client:

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from bench import floods
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import floods
 from tests.conftest import Database
 from tests.server_fixtures import Server, TLSFiles, start_server
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from devtools.localpg import LocalPostgres
 from metastore import migrations
 from tests.conftest import FIXTURES
 from tests.server_fixtures import TLSFiles, start_server
+from tests.support.certs import postgres_tls
 
 SYSTEM_PG = Path(os.environ.get("METASTORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 # Quotes, backslash, spaces and every character a URL or a conninfo string treats specially.
@@ -79,22 +79,9 @@ def byo_pg(tmp_path: Path) -> Iterator[Byo]:
         if os.environ.get("CI"):
             pytest.fail(f"CI must provide a TLS-capable PostgreSQL at {SYSTEM_PG}")
         pytest.skip(f"needs a TLS-capable PostgreSQL at {SYSTEM_PG} (apt-get install postgresql-15)")
-    ca = trustme.CA()
     server = LocalPostgres(bin_path=SYSTEM_PG)
-    leaf = ca.issue_cert("localhost")
-    cert, key = server.base / "server.crt", server.base / "server.key"
-    leaf.cert_chain_pems[0].write_to_path(str(cert))
-    leaf.private_key_pem.write_to_path(str(key))
-    os.chmod(key, 0o600)
-    if server.run_as:
-        user = pwd.getpwnam(server.run_as)
-        for path in (cert, key):
-            os.chown(path, user.pw_uid, user.pw_gid)
     ca_file = tmp_path / "pg-ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    server.start(
-        options=f"-c ssl=on -c ssl_cert_file={cert} -c ssl_key_file={key} -c password_encryption=scram-sha-256"
-    )
+    server.start(options=f"{postgres_tls(server, ca_file, ('localhost',))} -c password_encryption=scram-sha-256")
     try:
         (server.data / "pg_hba.conf").write_text(HBA)
         server._run("pg_ctl", "-D", str(server.data), "reload")

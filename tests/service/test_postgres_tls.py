@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import trustme
 from devtools.localpg import LocalPostgres
 from tests.conftest import Database, provision
 from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import postgres_tls
 
 # The embedded PostgreSQL is built without OpenSSL; Debian's server has it (.ci/run installs it).
 SYSTEM_PG = Path("/usr/lib/postgresql/15/bin")
@@ -30,20 +30,9 @@ def tls_pg(tmp_path: Path) -> Iterator[tuple[Database, Path]]:
         if os.environ.get("CI"):
             pytest.fail(f"CI must provide a TLS-capable PostgreSQL at {SYSTEM_PG}")
         pytest.skip(f"needs a TLS-capable PostgreSQL at {SYSTEM_PG} (apt-get install postgresql-15)")
-    ca = trustme.CA()
     server = LocalPostgres(bin_path=SYSTEM_PG)
-    leaf = ca.issue_cert("localhost", "127.0.0.1")
-    cert, key = server.base / "server.crt", server.base / "server.key"
-    leaf.cert_chain_pems[0].write_to_path(str(cert))
-    leaf.private_key_pem.write_to_path(str(key))
-    os.chmod(key, 0o600)
-    if server.run_as:
-        user = pwd.getpwnam(server.run_as)
-        for path in (cert, key):
-            os.chown(path, user.pw_uid, user.pw_gid)
     ca_file = tmp_path / "pg-ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    server.start(options=f"-c ssl=on -c ssl_cert_file={cert} -c ssl_key_file={key}")
+    server.start(options=postgres_tls(server, ca_file))
     try:
         yield provision(server, "metastore"), ca_file
     finally:

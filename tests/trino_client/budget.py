@@ -8,7 +8,7 @@ POST again once, after 1 s or Retry-After, when it got 429 or 503. The time of o
 includes that retry; it is the time a Trino query waits for its event.
 
 Everything is real: a throwaway PostgreSQL (devtools.localpg), the service over TLS
-(tests.server_fixtures.start_server, a trustme CA in a PKCS12 trust store for the JVM), one JVM per
+(tests.support.servers.start_server, a trustme CA in a PKCS12 trust store for the JVM), one JVM per
 ingest mode with a client kept warm between cases, as in a running Trino. Faults:
 
     none     nothing
@@ -53,13 +53,13 @@ from typing import Any
 
 import httpx
 import psycopg
-from bench.tls import throwaway_certificates
 from prometheus_client.parser import text_string_to_metric_families
 
 from devtools.localpg import LocalPostgres
 from tests.conftest import FIXTURES, Database, provision
 from tests.e2e.trino_server import TRUSTSTORE_PASSWORD, java_version, make_truststore
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import write_tls_files
+from tests.support.servers import Server, start_server
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -365,7 +365,7 @@ def run(
     base = Path(tempfile.mkdtemp(prefix="metastore-trino-budget-")) if work is None else work
     base.mkdir(parents=True, exist_ok=True)
 
-    tls = TLSFiles(*throwaway_certificates(base))
+    tls = write_tls_files(base)
     truststore = make_truststore(java_home, tls.ca, base)
 
     cases: list[Case] = []
