@@ -34,6 +34,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tests.support.events import run_event
+
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
 JSON = {"Content-Type": "application/json"}
@@ -125,15 +127,7 @@ class RssSampler:
 
 
 def event(run_id: str, producer: str = "https://example.com/floods") -> dict[str, Any]:
-    return {
-        "eventTime": "2024-05-01T12:00:00Z",
-        "eventType": "COMPLETE",
-        "producer": producer,
-        "run": {"runId": run_id},
-        "job": {"namespace": "floods", "name": "q"},
-        "inputs": [{"namespace": "trino://floods:8080", "name": "s.t"}],
-        "outputs": [{"namespace": "trino://floods:8080", "name": "s.o"}],
-    }
+    return run_event(run_id, namespace="floods", dataset_namespace="trino://floods:8080", producer=producer)
 
 
 def padded_event(run_id: str, size: int) -> bytes:

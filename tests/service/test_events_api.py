@@ -15,22 +15,24 @@ import pytest
 
 from tests.conftest import Database
 from tests.server_fixtures import Server
+from tests.support.events import run_event
 
 NDJSON = {"Accept": "application/x-ndjson"}
 
 
 def make_event(tag: str, i: int, **extra: Any) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "eventTime": f"2024-06-0{1 + i % 3}T12:00:00.{i:06d}Z",
-        "eventType": "COMPLETE" if i % 2 else "START",
-        "producer": "https://example.com/tests",
-        "run": {"runId": str(uuid.uuid4())},
-        "job": {"namespace": f"feed-{tag}", "name": f"job-{i}"},
-        "inputs": [{"namespace": f"trino://{tag}:8080", "name": f"cat.sch.t{i % 4}"}],
+    datasets = {
+        "inputs": [f"cat.sch.t{i % 4}"],
         "outputs": [{"namespace": f"s3://{tag}", "name": f"out/{i}", "facets": {"x": {"é": [1, 2.50, None]}}}],
     }
-    event.update(extra)
-    return event
+    return run_event(
+        job=f"job-{i}",
+        namespace=f"feed-{tag}",
+        event_time=f"2024-06-0{1 + i % 3}T12:00:00.{i:06d}Z",
+        event_type="COMPLETE" if i % 2 else "START",
+        dataset_namespace=f"trino://{tag}:8080",
+        **{**datasets, **extra},
+    )
 
 
 def post_all(client: httpx.Client, events: list[dict[str, Any]]) -> list[int]:

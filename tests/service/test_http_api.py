@@ -14,21 +14,13 @@ import pytest
 
 from tests.conftest import FIXTURES, Database, load_fixture
 from tests.server_fixtures import Server
+from tests.support.events import run_event
 
 
 def unique_event(**extra: Any) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
-    event: dict[str, Any] = {
-        "eventTime": "2024-05-01T12:00:00Z",
-        "eventType": "COMPLETE",
-        "producer": "https://example.com/tests",
-        "run": {"runId": str(uuid.uuid4())},
-        "job": {"namespace": "tests", "name": f"job-{tag}"},
-        "inputs": [{"namespace": f"trino://h-{tag}:8080", "name": "tpch.tiny.nation"}],
-        "outputs": [{"namespace": f"trino://h-{tag}:8080", "name": "memory.default.copy"}],
-    }
-    event.update(extra)
-    return event
+    datasets = {"inputs": ["tpch.tiny.nation"], "outputs": ["memory.default.copy"]}
+    return run_event(job=f"job-{tag}", dataset_namespace=f"trino://h-{tag}:8080", **{**datasets, **extra})
 
 
 def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:

@@ -23,18 +23,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
 from tests.server_fixtures import Server, TLSFiles, start_server, wait_until_serving
+from tests.support.events import run_event
 
 
 def event(tag: str, i: int) -> dict[str, Any]:
-    return {
-        "eventTime": "2024-05-01T12:00:00Z",
-        "eventType": "COMPLETE",
-        "producer": "https://example.com/tests",
-        "run": {"runId": f"{tag}-{i}"},
-        "job": {"namespace": "load", "name": f"q{i}"},
-        "inputs": [{"namespace": "trino://h:8080", "name": f"s.t{i % 7}"}],
-        "outputs": [{"namespace": "trino://h:8080", "name": f"s.o{i % 5}"}],
-    }
+    return run_event(f"{tag}-{i}", job=f"q{i}", namespace="load", inputs=[f"s.t{i % 7}"], outputs=[f"s.o{i % 5}"])
 
 
 def stored_run_ids(db: Database, tag: str) -> set[str]:

@@ -16,20 +16,13 @@ import pytest
 
 from tests.conftest import Database
 from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.events import run_event
 
 INGEST_TIMEOUT_MS = 300
 
 
 def event(run_id: str) -> dict[str, Any]:
-    return {
-        "eventTime": "2024-05-01T12:00:00Z",
-        "eventType": "COMPLETE",
-        "producer": "https://example.com/tests",
-        "run": {"runId": run_id},
-        "job": {"namespace": "spool", "name": "q"},
-        "inputs": [{"namespace": "trino://h:8080", "name": "s.t"}],
-        "outputs": [{"namespace": "trino://h:8080", "name": "s.o"}],
-    }
+    return run_event(run_id, namespace="spool")
 
 
 def stored(db: Database, tag: str) -> set[str]:

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from tests.conftest import READER_ROLE, Database, ingest
+from tests.support.events import run_event
 
 READ = "SELECT event, cursor, more FROM metastore.read_events(%s::int, %s" + ", %s" * 9 + ")"
 FILTERS = (
@@ -52,15 +53,16 @@ def read_all(conn: psycopg.Connection[Any], limit: int = 100, **filters: str) ->
 
 
 def event(i: int, *, job: str = "q", when: str | None = None, kind: str = "COMPLETE", ds: str = "t") -> dict[str, Any]:
-    return {
-        "eventTime": when or f"2024-03-01T00:00:{i % 60:02d}.{i:06d}Z",
-        "eventType": kind,
-        "producer": "https://example/test",
-        "run": {"runId": f"run-{i}"},
-        "job": {"namespace": "trino://h:8080", "name": f"{job}-{i}"},
-        "inputs": [{"namespace": "trino://h:8080", "name": f"cat.sch.{ds}"}],
-        "outputs": [{"namespace": "s3://bucket", "name": f"out/{i}"}],
-    }
+    return run_event(
+        f"run-{i}",
+        job=f"{job}-{i}",
+        namespace="trino://h:8080",
+        event_time=when or f"2024-03-01T00:00:{i % 60:02d}.{i:06d}Z",
+        event_type=kind,
+        producer="https://example/test",
+        inputs=[f"cat.sch.{ds}"],
+        outputs=[{"namespace": "s3://bucket", "name": f"out/{i}"}],
+    )
 
 
 def test_pages_return_every_event_once_as_stored(service: psycopg.Connection[Any]) -> None:
