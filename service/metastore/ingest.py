@@ -17,6 +17,7 @@ frozen or absent database) writers back off and retry, and /readyz reports them 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import deque
@@ -69,6 +70,8 @@ class _Waiter:
     source: Source
     until: float  # loop time: after it, nobody waits for this answer
     answer: asyncio.Future[Stored]
+    # The request's context (request id in logs, trace): its group's call runs in the first member's.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
 
 class GroupCommit:
@@ -109,8 +112,9 @@ class GroupCommit:
         return result
 
     async def _send(self) -> None:
+        loop = asyncio.get_running_loop()
         while group := self._take():
-            await self._commit(group)
+            await loop.create_task(self._commit(group), context=group[0].context)
 
     def _take(self) -> list[_Waiter]:
         now = asyncio.get_running_loop().time()
