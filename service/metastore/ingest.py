@@ -88,6 +88,9 @@ class GroupCommit:
     def __init__(self, pool: Pool, max_events: int, max_bytes: int, slots: int = 1) -> None:
         self.pool, self.max_events, self.max_bytes, self.slots = pool, max_events, max_bytes, slots
         self._waiting: deque[_Waiter] = deque()
+        # Counted by hand, not by the tasks' done-callbacks: those run a turn later, and a request
+        # arriving in between would find every sender taken and none left to send it.
+        self._sending = 0
         self._senders: set[asyncio.Task[None]] = set()
 
     async def store(self, body: bytes, source: Source, deadline_s: float) -> Stored:
@@ -96,7 +99,8 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         waiter = _Waiter(body, source, loop.time() + deadline_s, loop.create_future())
         self._waiting.append(waiter)
-        if len(self._senders) < self.slots:
+        if self._sending < self.slots:
+            self._sending += 1
             task = loop.create_task(self._send())
             self._senders.add(task)
             task.add_done_callback(self._senders.discard)
@@ -113,8 +117,17 @@ class GroupCommit:
 
     async def _send(self) -> None:
         loop = asyncio.get_running_loop()
-        while group := self._take():
-            await loop.create_task(self._commit(group), context=group[0].context)
+        try:
+            while group := self._take():
+                try:
+                    await loop.create_task(self._commit(group), context=group[0].context)
+                except Exception as exc:  # a bug, not the database: answer now, not at the deadline
+                    log.exception("group commit failed")
+                    for w in group:
+                        if not w.answer.done():
+                            w.answer.set_exception(exc)
+        finally:
+            self._sending -= 1
 
     def _take(self) -> list[_Waiter]:
         now = asyncio.get_running_loop().time()
