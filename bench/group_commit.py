@@ -1,7 +1,7 @@
 """Sync ingest with and without group commit, side by side in one run, against the insert floor:
 the `make bench` pieces for it (bench/run.py's wrk at 8 and 32 clients, its bare-insert floor,
-and its 200 events/s open loop, each mode from a fresh service). Writes
-bench/results/group_commit.json.
+and its 200 events/s open loop, each mode from a fresh service), and the database's own time
+per event, a commit each against groups. Writes bench/results/group_commit.json.
 
 `--rounds` repeats the closed-loop comparison (floor, then each variant, per concurrency) to see
 the noise of a shared machine; ratios are per round, each against that round's floor.
@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from bench.run import FULL, ROOT, Bench, Service, fixed_rate, insert_floor, templates, wrk
+from bench.run import FULL, ROOT, Bench, Service, body, fixed_rate, insert_floor, templates, wrk
 from bench.tls import throwaway_certificates
 from metastore.localpg import LocalPostgres, provision
 
@@ -102,6 +102,37 @@ def open_loop(b: Bench, bodies: list[str], rate: int, duration: float) -> dict[s
     return out
 
 
+def database_only(dsn: str, bodies: list[str], rounds: int = 8) -> dict[str, Any]:
+    """Milliseconds per event inside PostgreSQL alone (one connection, no HTTP): a commit per event
+    (ingest_event, as without group commit), the same calls in one transaction (the commit's share),
+    and ingest_events on groups of 4 and 16 (what group commit sends)."""
+    out: dict[str, Any] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        single = "SELECT * FROM metastore.ingest_event(%b)"
+        group = "SELECT * FROM metastore.ingest_events(%b::bytea[], 'unauthenticated', NULL)"
+        for i in range(len(bodies)):  # warm: plans cached, datasets exist
+            conn.execute(single, (body(bodies[i], f"warm-{time.time_ns()}"),))
+        for n in (4, 16):
+            per: dict[str, list[float]] = {"ingest_event, a commit each": [], "ingest_event, one commit": []}
+            per[f"ingest_events of {n}"] = []
+            for r in range(rounds):
+                for label, times in per.items():
+                    batch = [body(bodies[(r * n + k) % len(bodies)], f"db-{time.time_ns()}-{k}") for k in range(n)]
+                    started = time.perf_counter()
+                    if label.startswith("ingest_events"):
+                        conn.execute(group, (batch,)).fetchall()
+                    elif label.endswith("one commit"):
+                        with conn.transaction():
+                            for b in batch:
+                                conn.execute(single, (b,))
+                    else:
+                        for b in batch:
+                            conn.execute(single, (b,))
+                    times.append((time.perf_counter() - started) / n * 1000)
+            out[f"groups of {n}"] = {label: round(statistics.median(t), 3) for label, t in per.items()}
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--duration", type=int, default=5, help="seconds per closed-loop measurement")
@@ -127,6 +158,8 @@ def main() -> int:
         with psycopg.connect(pg.dsn) as conn:
             version = conn.execute("SHOW server_version").fetchone()
         results["machine"] = {"postgresql": version[0] if version else "?", "durable_commits": True}
+        print("database only ...", file=sys.stderr)
+        results["database_ms_per_event"] = database_only(b.service_dsn, bodies)
         rounds = []
         for r in range(args.rounds):
             for c in args.concurrency:
@@ -151,7 +184,8 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps({"ratios": results["ratios"], "open_loop": results["open_loop"]}, indent=2))
+    shown = ("ratios", "open_loop", "database_ms_per_event")
+    print(json.dumps({k: results[k] for k in shown}, indent=2))
     return 0
 
 

@@ -104,7 +104,8 @@ def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
     finally:
         assert server.stop() == 0
     statuses = [status for status, _, _ in answers]
-    assert statuses == [201] * 12 + [200], answers
+    # The same event twice: whichever arrived first is stored (201), the other is its duplicate.
+    assert statuses[:3] + statuses[4:12] == [201] * 11 and sorted((statuses[3], statuses[12])) == [200, 201], answers
     assert answers[12][1]["event_id"] == answers[3][1]["event_id"]
     # Fewer commits than events: the opener's, then one (or a few) for the thirteen behind it.
     assert events == 14 and calls < 8, (calls, events)
@@ -173,3 +174,35 @@ def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(
     # Each within its own budget from its arrival (0.5 s; the bound only catches waiting twice).
     assert all(seconds < 1.5 for _, _, seconds in answers), answers
     assert stored == 0
+
+
+def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
+        METASTORE_SPOOL_HANDOFF_MS="200",
+    )
+    tag = uuid.uuid4().hex[:8]
+    run_ids = {f"{tag}-{i}" for i in range(8)}
+    try:
+        with psycopg.connect(database.owner_dsn) as blocker:
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            answers = post_together(server, [json.dumps(event(tag, i)).encode() for i in range(8)])
+            blocker.rollback()
+        with psycopg.connect(database.owner_dsn) as conn:
+            query = "SELECT run_id FROM metastore.events WHERE run_id LIKE %s"
+            wait_for(
+                lambda: {r[0] for r in conn.execute(query, (f"{tag}-%",)).fetchall()} == run_ids,
+                "the spooled events were not stored",
+                timeout=30,
+            )
+        counted = sum(metric(server, "metastore_events_total", outcome=o) for o in ("stored", "duplicate"))
+    finally:
+        assert server.stop() == 0
+    assert [status for status, _, _ in answers] == [202] * 8, answers
+    assert all(seconds < 1.5 for _, _, seconds in answers), answers  # the handoff and an fsync
+    assert counted == 8  # each once: by the writer that stored it, not by the group that gave it up
