@@ -85,12 +85,12 @@ class GroupCommit:
     that may be one event's (not a lock, timeout or connection: those are everyone's) is split in
     two and each half sent again, so that an event that fails, fails alone."""
 
-    def __init__(self, pool: Pool, max_events: int, max_bytes: int, slots: int = 1) -> None:
-        self.pool, self.max_events, self.max_bytes, self.slots = pool, max_events, max_bytes, slots
+    def __init__(self, pool: Pool, max_events: int, max_bytes: int) -> None:
+        self.pool, self.max_events, self.max_bytes = pool, max_events, max_bytes
         self._waiting: deque[_Waiter] = deque()
-        # Counted by hand, not by the tasks' done-callbacks: those run a turn later, and a request
-        # arriving in between would find every sender taken and none left to send it.
-        self._sending = 0
+        # One call in flight at a time. Counted by hand, not by the task's done-callback: that runs
+        # a turn later, and a request arriving in between would find no sender to send it.
+        self._sending = False
         self._senders: set[asyncio.Task[None]] = set()
 
     async def store(self, body: bytes, source: Source, deadline_s: float) -> Stored:
@@ -99,8 +99,8 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         waiter = _Waiter(body, source, loop.time() + deadline_s, loop.create_future())
         self._waiting.append(waiter)
-        if self._sending < self.slots:
-            self._sending += 1
+        if not self._sending:
+            self._sending = True
             task = loop.create_task(self._send())
             self._senders.add(task)
             task.add_done_callback(self._senders.discard)
@@ -127,7 +127,7 @@ class GroupCommit:
                         if not w.answer.done():
                             w.answer.set_exception(exc)
         finally:
-            self._sending -= 1
+            self._sending = False
 
     def _take(self) -> list[_Waiter]:
         now = asyncio.get_running_loop().time()
