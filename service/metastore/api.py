@@ -12,7 +12,7 @@ from sanic.response import HTTPResponse, json, raw
 
 from metastore import metrics
 from metastore.errors import ApiError
-from metastore.ingest import Breaker, Source, Stored, store_now
+from metastore.ingest import Breaker, GroupCommit, Source, Stored
 from metastore.limits import Reservation, inflate, receive_body
 from metastore.provenance import source_of
 from metastore.state import Service, error_body
@@ -50,6 +50,7 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     config, db, ingest = svc.config, svc.db, svc.ingest
     breaker = Breaker()
     handoff_s = min(config.spool_handoff_ms, config.ingest_timeout_ms) / 1000
+    group = GroupCommit(db.ingest, config.group_events, config.group_bytes)
 
     async def body_of(request: Request, reservation: Reservation) -> bytes:
         body = await receive_body(request, reservation, config.max_body_bytes, config.request_deadline_s)
@@ -66,7 +67,7 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
             try:
                 # With a spool, a commit that is not there quickly is not waited for: the event waits
                 # on disk for the writers, and Trino gets its 202 now instead of a 503 and a retry.
-                result = await store_now(db.ingest, body, source, handoff_s if spooled else None)
+                result = await group.store(body, source, handoff_s if spooled else db.ingest.deadline_s)
             except ApiError as exc:
                 breaker.done(ok=exc.status < 500)
                 if exc.status < 500:

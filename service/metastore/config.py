@@ -59,6 +59,13 @@ SETTINGS: tuple[Setting, ...] = (
         "250",
         "Sync mode with a spool: how long a POST waits for its commit before the event is spooled (202).",
     ),
+    Setting(
+        "METASTORE_GROUP_COMMIT_EVENTS",
+        "64",
+        "Sync mode: most events of concurrent POSTs stored in one transaction, one commit (group commit; "
+        "1: a transaction each).",
+    ),
+    Setting("METASTORE_GROUP_COMMIT_BYTES", "4194304", "Sync mode: most bytes of events in one group commit."),
     Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events accepted and not yet stored."),
     Setting(
         "METASTORE_ASYNC_QUEUE_BYTES",
@@ -181,6 +188,8 @@ class Config:
     tls_expiry_warning_days: int = 7
     database_tls: str = "any"
     frame_ancestors: str = "'self'"
+    group_events: int = 64
+    group_bytes: int = 4 << 20
 
     @property
     def tls(self) -> bool:
@@ -303,6 +312,8 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         tls_expiry_warning_days=_int(env, "METASTORE_TLS_EXPIRY_WARNING_DAYS", 0, 3650),
         database_tls=_choice(env, "METASTORE_DATABASE_TLS", ("any", "verify-full")),
         frame_ancestors=_frame_ancestors(_get(env, "METASTORE_FRAME_ANCESTORS")),
+        group_events=_int(env, "METASTORE_GROUP_COMMIT_EVENTS", 1, 10_000),
+        group_bytes=_int(env, "METASTORE_GROUP_COMMIT_BYTES", 1024, 1 << 30),
     )
 
 

@@ -17,6 +17,7 @@ frozen or absent database) writers back off and retry, and /readyz reports them 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import deque
@@ -62,6 +63,117 @@ async def store_now(pool: Pool, body: bytes, source: Source, deadline_s: float |
     result: Stored = await pool.one("ingest_event", params, deadline_s=deadline_s, row=class_row(Stored))
     record(result)
     return result
+
+
+@dataclass(eq=False)
+class _Waiter:
+    body: bytes
+    source: Source
+    until: float  # loop time: after it, nobody waits for this answer
+    answer: asyncio.Future[Stored]
+    # The request's context (request id in logs, trace): its group's call runs in the first member's.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
+
+
+class GroupCommit:
+    """Sync mode: concurrent POSTs share one transaction and one commit (metastore.ingest_events).
+
+    A request that finds no call in flight is sent at once, with whatever arrived in the same turn
+    of the event loop: nothing waits to gather. Requests arriving while a call is in flight form the
+    next group (at most max_events events and max_bytes bytes, one source), sent when it returns.
+    Each request waits for its answer until its own deadline, counted from its arrival; a group's
+    call runs until the latest deadline of its members. A call that fails as a whole for a reason
+    that may be one event's (not a lock, timeout or connection: those are everyone's) is split in
+    two and each half sent again, so that an event that fails, fails alone."""
+
+    def __init__(self, pool: Pool, max_events: int, max_bytes: int) -> None:
+        self.pool, self.max_events, self.max_bytes = pool, max_events, max_bytes
+        self._waiting: deque[_Waiter] = deque()
+        # One call in flight at a time. Counted by hand, not by the task's done-callback: that runs
+        # a turn later, and a request arriving in between would find no sender to send it.
+        self._sending = False
+        self._senders: set[asyncio.Task[None]] = set()
+
+    async def store(self, body: bytes, source: Source, deadline_s: float) -> Stored:
+        if self.max_events <= 1:
+            return await store_now(self.pool, body, source, deadline_s)
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(body, source, loop.time() + deadline_s, loop.create_future())
+        self._waiting.append(waiter)
+        if not self._sending:
+            self._sending = True
+            task = loop.create_task(self._send())
+            self._senders.add(task)
+            task.add_done_callback(self._senders.discard)
+        try:
+            # On timeout (or the request's cancellation) the answer is cancelled: the waiter is
+            # dropped if not sent yet, and its result, if it comes, is not counted.
+            result = await asyncio.wait_for(waiter.answer, deadline_s)
+        except TimeoutError:
+            raise ApiError(
+                503, f"the database did not answer within {deadline_s:.1f} s; retry later", "57014"
+            ) from None
+        record(result)
+        return result
+
+    async def _send(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while group := self._take():
+                try:
+                    await loop.create_task(self._commit(group), context=group[0].context)
+                except Exception as exc:  # a bug, not the database: answer now, not at the deadline
+                    log.exception("group commit failed")
+                    for w in group:
+                        if not w.answer.done():
+                            w.answer.set_exception(exc)
+        finally:
+            self._sending = False
+
+    def _take(self) -> list[_Waiter]:
+        now = asyncio.get_running_loop().time()
+        group: list[_Waiter] = []
+        size = 0
+        while self._waiting and len(group) < self.max_events:
+            waiter = self._waiting[0]
+            if waiter.answer.done() or waiter.until <= now:
+                self._waiting.popleft()  # nobody waits for it any more
+                continue
+            if group and (waiter.source != group[0].source or size + len(waiter.body) > self.max_bytes):
+                break
+            group.append(self._waiting.popleft())
+            size += len(waiter.body)
+        return group
+
+    async def _commit(self, group: list[_Waiter]) -> None:
+        group = [w for w in group if not w.answer.done()]
+        if not group:
+            return
+        source = group[0].source
+        deadline = max(w.until for w in group) - asyncio.get_running_loop().time()
+        metrics.GROUP_SIZE.observe(len(group))
+        params: dict[str, Any] = {"source_kind": source[0], "source_principal": source[1]}
+        try:
+            if len(group) == 1:  # alone: the single-event path
+                params["body"] = group[0].body
+                rows = await self.pool.call("ingest_event", params, deadline_s=deadline)
+            else:
+                params["bodies"] = [w.body for w in group]
+                rows = await self.pool.call("ingest_events", params, deadline_s=deadline, fetch_all=True)
+        except ApiError as exc:
+            if len(group) > 1 and _one_to_blame(exc):
+                metrics.GROUP_SPLITS.inc()
+                half = len(group) // 2
+                await self._commit(group[:half])
+                await self._commit(group[half:])
+                return
+            for w in group:
+                if not w.answer.done():
+                    w.answer.set_exception(ApiError(exc.status, exc.message, exc.code))
+            return
+        for w, row in zip(group, rows, strict=True):
+            if not w.answer.done():
+                w.answer.set_result(Stored(*row))
 
 
 @dataclass
@@ -427,6 +539,12 @@ def _requeue(item: Item) -> Item:
     copy = Item(item.request_id, item.source, item.size, item.body, item.ticket, item.enqueued_at)
     copy.strikes, copy.first_strike = item.strikes, item.first_strike
     return copy
+
+
+def _one_to_blame(exc: ApiError) -> bool:
+    # A whole group's failure that one event may have caused; a lock, a missed deadline, a lost
+    # connection or a missing grant is everyone's, and splitting would only repeat it.
+    return exc.code is not None and not exc.code.startswith((*_ENVIRONMENT, "57", "42501"))
 
 
 def _environmental(exc: ApiError) -> bool:

@@ -38,6 +38,16 @@ DB_CALLS = Histogram(
     ["query", "result"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+GROUP_SIZE = Histogram(
+    "metastore_ingest_group_size",
+    "Sync mode: events stored by one database call (group commit of concurrent POSTs; a split group's parts "
+    "count each).",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024),
+)
+GROUP_SPLITS = Counter(
+    "metastore_ingest_group_splits_total",
+    "Sync mode: groups split in two after failing as a whole, so that one event's failure stays its own.",
+)
 QUEUE_DEPTH = Gauge("metastore_async_queue_events", "Events accepted and not yet stored.")
 QUEUE_BYTES = Gauge("metastore_async_queue_bytes", "Bytes of accepted events held in memory, not yet stored.")
 QUEUE_AGE = Gauge(

@@ -1,0 +1,208 @@
+"""Group commit in sync mode: concurrent POSTs share one transaction and one commit, each is
+answered with its own outcome once that commit is done, and what fails, fails alone.
+
+To make a group certain, a first request is held in flight by a lock on metastore.events while
+the others arrive: they form the next group, sent when the lock goes."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Database
+from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.service.test_operations import event
+
+
+def metric(server: Server, name: str, **labels: str) -> float:
+    with server.client() as http:
+        text = http.get("/metrics").text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def post_together(server: Server, bodies: list[bytes]) -> list[tuple[int, dict[str, Any], float]]:
+    """Each body from its own client, at once; (status, answer, seconds) in the order given."""
+    answers: list[tuple[int, dict[str, Any], float]] = [(0, {}, 0.0)] * len(bodies)
+    ready = threading.Barrier(len(bodies))
+
+    def post(i: int) -> None:
+        with server.client() as http:
+            http.get("/healthz")  # the TLS handshake before the barrier
+            ready.wait()
+            started = time.monotonic()
+            response = http.post("/api/v1/lineage", content=bodies[i])
+            answers[i] = (response.status_code, response.json(), time.monotonic() - started)
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return answers
+
+
+def behind_a_lock(
+    db: Database, server: Server, bodies: list[bytes], hold_s: float = 1.0
+) -> list[tuple[int, dict[str, Any], float]]:
+    """One event held in flight by a lock while `bodies` arrive together; then the lock goes."""
+    answers: list[tuple[int, dict[str, Any], float]] = []
+    with psycopg.connect(db.owner_dsn) as blocker, psycopg.connect(db.owner_dsn, autocommit=True) as observer:
+        blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+        first = threading.Thread(target=lambda: post_together(server, [json.dumps(event("opener", 0)).encode()]))
+        first.start()
+        wait_for(lambda: _lock_waiters(observer) == 1, "the first request never reached the lock")
+        others = threading.Thread(target=lambda: answers.extend(post_together(server, bodies)))
+        others.start()
+        time.sleep(hold_s)  # they arrive while the first one's call is in flight
+        blocker.rollback()
+        others.join(30)
+        first.join(30)
+    return answers
+
+
+def _lock_waiters(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(
+        # pg_locks, not pg_stat_activity: another role's sessions show there without their wait events.
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'metastore.events'::regclass"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def wait_for(condition: Callable[[], bool], message: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.02)
+
+
+def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log", METASTORE_INGEST_TIMEOUT_MS="5000")
+    tag = uuid.uuid4().hex[:8]
+    bodies = [json.dumps(event(tag, i)).encode() for i in range(12)]
+    bodies.append(bodies[3])  # the same event twice in one group: stored once
+    try:
+        answers = behind_a_lock(database, server, bodies)
+        calls = metric(server, "metastore_ingest_group_size_count")
+        events = metric(server, "metastore_ingest_group_size_sum")
+        stored = metric(server, "metastore_events_total", outcome="stored")
+        duplicate = metric(server, "metastore_events_total", outcome="duplicate")
+    finally:
+        assert server.stop() == 0
+    statuses = [status for status, _, _ in answers]
+    # The same event twice: whichever arrived first is stored (201), the other is its duplicate.
+    assert statuses[:3] + statuses[4:12] == [201] * 11 and sorted((statuses[3], statuses[12])) == [200, 201], answers
+    assert answers[12][1]["event_id"] == answers[3][1]["event_id"]
+    # Fewer commits than events: the opener's, then one (or a few) for the thirteen behind it.
+    assert events == 14 and calls < 8, (calls, events)
+    assert (stored, duplicate) == (13, 1)  # each event counted once
+    with psycopg.connect(database.owner_dsn) as conn:
+        for i, (_, answer, _) in enumerate(answers[:12]):
+            row = conn.execute("SELECT run_id FROM metastore.events WHERE id = %s", (answer["event_id"],)).fetchone()
+            assert row == (f"{tag}-{i}",)  # each answer is about its own event
+
+
+def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
+    """In one group: an invalid event (refused by its own check) and one the database refuses
+    as a whole call (a trigger raising for its run id) get their 4xx; the rest are stored."""
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        owner.execute(
+            """
+            CREATE FUNCTION metastore.test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.run_id LIKE '%-poison' THEN
+                    RAISE EXCEPTION 'poisoned' USING ERRCODE = '22023';
+                END IF;
+                RETURN NEW;
+            END $$;
+            CREATE TRIGGER test_poison AFTER INSERT ON metastore.events
+                FOR EACH ROW EXECUTE FUNCTION metastore.test_poison();
+            """
+        )
+    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log", METASTORE_INGEST_TIMEOUT_MS="5000")
+    tag = uuid.uuid4().hex[:8]
+    bodies = [json.dumps(event(tag, i)).encode() for i in range(8)]
+    invalid = event(tag, 100)
+    del invalid["eventTime"]
+    bodies[2] = json.dumps(invalid).encode()
+    bodies[5] = json.dumps(event(tag, 0) | {"run": {"runId": f"{tag}-poison"}}).encode()
+    try:
+        answers = behind_a_lock(database, server, bodies)
+        splits = metric(server, "metastore_ingest_group_splits_total")
+        counted = {o: metric(server, "metastore_events_total", outcome=o) for o in ("stored", "rejected")}
+    finally:
+        assert server.stop() == 0
+    statuses = [status for status, _, _ in answers]
+    assert statuses == [201, 201, 400, 201, 201, 400, 201, 201], answers
+    assert answers[5][1]["error"]["code"] == "22023"
+    assert answers[2][1]["error"]["code"].startswith("22")
+    assert splits >= 1  # the poisoned call was split, not failed as a whole
+    assert counted == {"stored": 7, "rejected": 2}  # the opener and six; two refused, each once
+    with psycopg.connect(database.owner_dsn) as conn:
+        rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",)).fetchall()
+    assert {r[0] for r in rows} == {f"{tag}-{i}" for i in (0, 1, 3, 4, 6, 7)}
+
+
+def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log", METASTORE_INGEST_TIMEOUT_MS="500")
+    tag = uuid.uuid4().hex[:8]
+    try:
+        with psycopg.connect(database.owner_dsn) as blocker:
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            answers = post_together(server, [json.dumps(event(tag, i)).encode() for i in range(8)])
+            blocker.rollback()
+        stored = metric(server, "metastore_events_total", outcome="stored")
+    finally:
+        assert server.stop() == 0
+    assert [status for status, _, _ in answers] == [503] * 8, answers
+    # Each within its own budget from its arrival (0.5 s; the bound only catches waiting twice).
+    assert all(seconds < 1.5 for _, _, seconds in answers), answers
+    assert stored == 0
+
+
+def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
+        METASTORE_SPOOL_HANDOFF_MS="200",
+    )
+    tag = uuid.uuid4().hex[:8]
+    run_ids = {f"{tag}-{i}" for i in range(8)}
+    try:
+        with psycopg.connect(database.owner_dsn) as blocker:
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            answers = post_together(server, [json.dumps(event(tag, i)).encode() for i in range(8)])
+            blocker.rollback()
+        with psycopg.connect(database.owner_dsn) as conn:
+            query = "SELECT run_id FROM metastore.events WHERE run_id LIKE %s"
+            wait_for(
+                lambda: {r[0] for r in conn.execute(query, (f"{tag}-%",)).fetchall()} == run_ids,
+                "the spooled events were not stored",
+                timeout=30,
+            )
+        counted = sum(metric(server, "metastore_events_total", outcome=o) for o in ("stored", "duplicate"))
+    finally:
+        assert server.stop() == 0
+    assert [status for status, _, _ in answers] == [202] * 8, answers
+    assert all(seconds < 1.5 for _, _, seconds in answers), answers  # the handoff and an fsync
+    assert counted == 8  # each once: by the writer that stored it, not by the group that gave it up
