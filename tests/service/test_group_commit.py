@@ -91,7 +91,13 @@ def wait_for(condition: Callable[[], bool], message: str, timeout: float = 10) -
 def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
     database: Database, tls_files: TLSFiles, tmp_path: Path
 ) -> None:
-    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log", METASTORE_INGEST_TIMEOUT_MS="5000")
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_GROUP_COMMIT_EVENTS="64",
+        METASTORE_INGEST_TIMEOUT_MS="5000",
+    )
     tag = uuid.uuid4().hex[:8]
     bodies = [json.dumps(event(tag, i)).encode() for i in range(12)]
     bodies.append(bodies[3])  # the same event twice in one group: stored once
@@ -133,7 +139,13 @@ def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles
                 FOR EACH ROW EXECUTE FUNCTION metastore.test_poison();
             """
         )
-    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log", METASTORE_INGEST_TIMEOUT_MS="5000")
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_GROUP_COMMIT_EVENTS="64",
+        METASTORE_INGEST_TIMEOUT_MS="5000",
+    )
     tag = uuid.uuid4().hex[:8]
     bodies = [json.dumps(event(tag, i)).encode() for i in range(8)]
     invalid = event(tag, 100)
@@ -160,7 +172,13 @@ def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles
 def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(
     database: Database, tls_files: TLSFiles, tmp_path: Path
 ) -> None:
-    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log", METASTORE_INGEST_TIMEOUT_MS="500")
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_GROUP_COMMIT_EVENTS="64",
+        METASTORE_INGEST_TIMEOUT_MS="500",
+    )
     tag = uuid.uuid4().hex[:8]
     try:
         with psycopg.connect(database.owner_dsn) as blocker:
@@ -185,6 +203,7 @@ def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once
         tmp_path / "server.log",
         METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
         METASTORE_SPOOL_HANDOFF_MS="200",
+        METASTORE_GROUP_COMMIT_EVENTS="64",
     )
     tag = uuid.uuid4().hex[:8]
     run_ids = {f"{tag}-{i}" for i in range(8)}
