@@ -470,15 +470,15 @@ BEGIN
                      ORDER BY v.last_seen DESC, v.first_seen DESC, v.fields_sha256 LIMIT c_versions) AS v),
         'column_lineage', (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
-                       'field', c.output_field,
+                       'field', nullif(c.output_field, ''),
                        'input', jsonb_build_object('id', d.id, 'namespace', d.namespace, 'name', d.name),
                        'input_field', c.input_field, 'transformation_type', c.transformation_type,
                        'transformation_subtype', c.transformation_subtype,
                        'first_seen', c.first_seen, 'last_seen', c.last_seen)
-                       ORDER BY c.output_field NULLS FIRST, d.namespace, d.name, c.input_field,
+                       ORDER BY c.output_field, d.namespace, d.name, c.input_field,
                                 c.transformation_type, c.transformation_subtype), '[]')
               FROM (SELECT * FROM metastore.column_lineage AS c WHERE c.output_dataset_id = p_id
-                     ORDER BY c.output_field NULLS FIRST, c.input_dataset_id, c.input_field,
+                     ORDER BY c.output_field, c.input_dataset_id, c.input_field,
                               c.transformation_type, c.transformation_subtype
                      LIMIT c_columns) AS c
               JOIN metastore.datasets_view AS d ON d.id = c.input_dataset_id),
@@ -647,6 +647,11 @@ DECLARE
     v_ids   bigint[];
     v_ns    text[];
     v_names text[];
+    v_job   bytea;
+    -- Edges and column lineage seen again within this much of their last_seen are not rewritten:
+    -- a query that runs every minute would otherwise update each of its rows every minute. Their
+    -- last_seen is accurate to this; first_seen and schema versions are exact.
+    c_refresh constant interval := interval '1 hour';
 BEGIN
     -- The datasets this event mentions (metastore.extract_datasets), looked up as store_event does.
     -- Only these are resolved: a column-lineage input the event does not mention is skipped, so
@@ -662,7 +667,21 @@ BEGIN
     INSERT INTO metastore.dataset_schema_versions AS v
            (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)
     SELECT k.id, sha256(convert_to(s.fields::text, 'UTF8')), s.fields, p_event_id, p_event_time, p_event_time
-      FROM metastore.extract_schemas(p_payload) AS s
+      -- Schema facets of inputs, outputs and a DatasetEvent's dataset. An empty list says nothing
+      -- about the fields (some producers send it when they do not know them).
+      FROM (SELECT DISTINCT ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
+                   ds #> '{facets,schema,fields}' AS fields
+              FROM (SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'inputs') = 'array'
+                                                     THEN p_payload -> 'inputs' ELSE '[]' END)
+                    UNION ALL
+                    SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
+                                                     THEN p_payload -> 'outputs' ELSE '[]' END)
+                    UNION ALL
+                    SELECT p_payload -> 'dataset' WHERE metastore.event_kind(p_payload) = 'dataset') AS t (ds)
+             WHERE jsonb_typeof(ds) = 'object'
+               AND jsonb_typeof(ds -> 'namespace') = 'string' AND jsonb_typeof(ds -> 'name') = 'string'
+               AND jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
+               AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s
       JOIN unnest(v_ids, v_ns, v_names) AS k (id, namespace, name) ON k.namespace = s.namespace AND k.name = s.name
      ORDER BY 1, 2
     ON CONFLICT (dataset_id, fields_sha256) DO UPDATE
@@ -673,17 +692,19 @@ BEGIN
      WHERE excluded.first_seen < v.first_seen OR excluded.last_seen > v.last_seen;
 
     IF p_job_name IS NOT NULL THEN
+        v_job := sha256(convert_to(jsonb_build_array(p_job_namespace, p_job_name)::text, 'UTF8'));
         INSERT INTO metastore.lineage_edges AS e
                (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
-        SELECT DISTINCT i.id, o.id,
-               sha256(convert_to(jsonb_build_array(p_job_namespace, p_job_name)::text, 'UTF8')),
-               coalesce(p_job_namespace, ''), p_job_name, p_event_time, p_event_time
+        SELECT DISTINCT i.id, o.id, v_job, coalesce(p_job_namespace, ''), p_job_name, p_event_time, p_event_time
           FROM unnest(p_mentions) AS mi
           JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name) ON i.namespace = mi.namespace AND i.name = mi.name
          CROSS JOIN unnest(p_mentions) AS mo
           JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = mo.namespace AND o.name = mo.name
          WHERE mi.direction = 'input' AND mi.symlink_of_namespace IS NULL
            AND mo.direction = 'output' AND mo.symlink_of_namespace IS NULL
+           AND NOT EXISTS (SELECT FROM metastore.lineage_edges AS k
+                            WHERE k.upstream_id = i.id AND k.downstream_id = o.id AND k.job_sha256 = v_job
+                              AND k.first_seen <= p_event_time AND k.last_seen >= p_event_time - c_refresh)
          ORDER BY 1, 2
         ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
            SET first_seen = least(e.first_seen, excluded.first_seen),
@@ -696,10 +717,48 @@ BEGIN
             transformation_subtype, first_seen, last_seen)
     SELECT o.id, x.output_field, i.id, x.input_field, x.transformation_type, x.transformation_subtype,
            p_event_time, p_event_time
-      FROM metastore.extract_column_lineage(p_payload) AS x
+      -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
+      -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
+      -- without transformations is one edge of unknown type ('', '').
+      FROM (SELECT DISTINCT od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
+                   inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
+                   inf ->> 'field' AS input_field,
+                   CASE WHEN jsonb_typeof(tr -> 'type') = 'string' THEN tr ->> 'type' ELSE '' END
+                       AS transformation_type,
+                   CASE WHEN jsonb_typeof(tr -> 'subtype') = 'string' THEN tr ->> 'subtype' ELSE '' END
+                       AS transformation_subtype
+              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
+                                             THEN p_payload -> 'outputs' ELSE '[]' END) AS od
+             CROSS JOIN LATERAL (
+                    SELECT fe.key, fe.value -> 'inputFields'
+                      FROM jsonb_each(CASE WHEN jsonb_typeof(od #> '{facets,columnLineage,fields}') = 'object'
+                                           THEN od #> '{facets,columnLineage,fields}' ELSE '{}' END) AS fe
+                    UNION ALL
+                    SELECT '', od #> '{facets,columnLineage,dataset}') AS f (field, inputs)
+             CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
+                                                          THEN f.inputs ELSE '[]' END) AS inf
+             CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(inf -> 'transformations') = 'array'
+                                                               AND jsonb_array_length(inf -> 'transformations') > 0
+                                                          THEN inf -> 'transformations' ELSE '[{}]' END) AS tr
+             WHERE jsonb_typeof(od) = 'object'
+               AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
+               AND jsonb_typeof(inf) = 'object'
+               AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
+               AND jsonb_typeof(inf -> 'field') = 'string'
+               -- Bounded so that a key of column_lineage stays under the btree's entry limit (~2700 bytes).
+               AND octet_length(inf ->> 'field') <= 1000 AND octet_length(f.field) <= 1000
+               AND (jsonb_typeof(tr -> 'type') IS DISTINCT FROM 'string' OR octet_length(tr ->> 'type') <= 200)
+               AND (jsonb_typeof(tr -> 'subtype') IS DISTINCT FROM 'string'
+                    OR octet_length(tr ->> 'subtype') <= 200)) AS x
       JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
       JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
         ON i.namespace = x.input_namespace AND i.name = x.input_name
+     WHERE NOT EXISTS (SELECT FROM metastore.column_lineage AS k
+                        WHERE k.output_dataset_id = o.id AND k.output_field = x.output_field
+                          AND k.input_dataset_id = i.id AND k.input_field = x.input_field
+                          AND k.transformation_type = x.transformation_type
+                          AND k.transformation_subtype = x.transformation_subtype
+                          AND k.first_seen <= p_event_time AND k.last_seen >= p_event_time - c_refresh)
      ORDER BY 1, 2, 3, 4, 5, 6
     ON CONFLICT (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
                  transformation_subtype) DO UPDATE
@@ -709,7 +768,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) IS 'Derives one stored event''s schema versions (metastore.extract_schemas), dataset lineage edges (each input to each output, through the job) and column lineage (metastore.extract_column_lineage) into dataset_schema_versions, lineage_edges and column_lineage. p_mentions: the event''s metastore.extract_datasets rows; only those datasets are resolved.';
+COMMENT ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) IS 'Derives one stored event''s schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; entries with a field over 1000 bytes or a type or subtype over 200 bytes are skipped) into dataset_schema_versions, lineage_edges and column_lineage. p_mentions: the event''s metastore.extract_datasets rows; only those datasets are resolved. The rules live here only: live ingest (store_event) and backfill both call it.';
 
 CREATE FUNCTION metastore.ensure_partitions() RETURNS integer
     LANGUAGE sql SECURITY DEFINER
@@ -743,41 +802,6 @@ CREATE FUNCTION metastore.event_kind(p_payload jsonb) RETURNS text
 $$;
 
 COMMENT ON FUNCTION metastore.event_kind(p_payload jsonb) IS 'OpenLineage event kind, told apart by shape as the spec does: run (run and job objects), job (job without run), dataset (dataset without run or job); null when it is none of them. A member set to JSON null counts as absent.';
-
-CREATE FUNCTION metastore.extract_column_lineage(p_payload jsonb) RETURNS TABLE(namespace text, name text, output_field text, input_namespace text, input_name text, input_field text, transformation_type text, transformation_subtype text)
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    SELECT DISTINCT o ->> 'namespace', o ->> 'name', f.field, i ->> 'namespace', i ->> 'name', i ->> 'field',
-           CASE WHEN jsonb_typeof(t -> 'type') = 'string' THEN t ->> 'type' ELSE '' END,
-           CASE WHEN jsonb_typeof(t -> 'subtype') = 'string' THEN t ->> 'subtype' ELSE '' END
-      FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
-                                     THEN p_payload -> 'outputs' ELSE '[]' END) AS o
-     CROSS JOIN LATERAL (
-            SELECT c.key, c.value -> 'inputFields'
-              FROM jsonb_each(CASE WHEN jsonb_typeof(o #> '{facets,columnLineage,fields}') = 'object'
-                                   THEN o #> '{facets,columnLineage,fields}' ELSE '{}' END) AS c
-            UNION ALL
-            -- The dataset-level list: inputs that affect the whole output (filters, joins, grouping).
-            SELECT NULL, o #> '{facets,columnLineage,dataset}') AS f (field, inputs)
-     CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
-                                                  THEN f.inputs ELSE '[]' END) AS i
-     -- An input field without transformations is one edge of unknown type ('', '').
-     CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(i -> 'transformations') = 'array'
-                                                       AND jsonb_array_length(i -> 'transformations') > 0
-                                                  THEN i -> 'transformations' ELSE '[{}]' END) AS t
-     WHERE jsonb_typeof(o) = 'object'
-       AND jsonb_typeof(o -> 'namespace') = 'string' AND jsonb_typeof(o -> 'name') = 'string'
-       AND jsonb_typeof(i) = 'object'
-       AND jsonb_typeof(i -> 'namespace') = 'string' AND jsonb_typeof(i -> 'name') = 'string'
-       AND jsonb_typeof(i -> 'field') = 'string'
-       -- Bounded so that a key of column_lineage stays under the btree's entry limit (about 2700 bytes).
-       AND octet_length(i ->> 'field') <= 1000 AND coalesce(octet_length(f.field), 0) <= 1000
-       AND (jsonb_typeof(t -> 'type') IS DISTINCT FROM 'string' OR octet_length(t ->> 'type') <= 200)
-       AND (jsonb_typeof(t -> 'subtype') IS DISTINCT FROM 'string' OR octet_length(t ->> 'subtype') <= 200)
-$$;
-
-COMMENT ON FUNCTION metastore.extract_column_lineage(p_payload jsonb) IS 'The column lineage an event''s outputs carry in their columnLineage facet: one row per distinct (output, output field, input dataset, input field, transformation type, subtype). output_field is null for the facet''s dataset-level "dataset" list; type and subtype are empty when not given (an input field without transformations gives one row). Entries with a field over 1000 bytes or a type or subtype over 200 bytes are skipped.';
 
 CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metastore.dataset_mention
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -849,27 +873,6 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), and every symlinks-facet identifier of those (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Error codes: 22023 malformed inputs/outputs/dataset; 22001 a namespace or name over 1000 bytes.';
-
-CREATE FUNCTION metastore.extract_schemas(p_payload jsonb) RETURNS TABLE(namespace text, name text, fields jsonb)
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    SELECT DISTINCT d ->> 'namespace', d ->> 'name', d #> '{facets,schema,fields}'
-      FROM (SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'inputs') = 'array'
-                                             THEN p_payload -> 'inputs' ELSE '[]' END)
-            UNION ALL
-            SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
-                                             THEN p_payload -> 'outputs' ELSE '[]' END)
-            UNION ALL
-            SELECT p_payload -> 'dataset' WHERE metastore.event_kind(p_payload) = 'dataset') AS t (d)
-     WHERE jsonb_typeof(d) = 'object'
-       AND jsonb_typeof(d -> 'namespace') = 'string' AND jsonb_typeof(d -> 'name') = 'string'
-       -- An empty list says nothing about the fields (some producers send it when they do not know).
-       AND jsonb_typeof(d #> '{facets,schema,fields}') = 'array'
-       AND jsonb_array_length(d #> '{facets,schema,fields}') > 0
-$$;
-
-COMMENT ON FUNCTION metastore.extract_schemas(p_payload jsonb) IS 'The field lists an event''s inputs, outputs and DatasetEvent dataset carry in their schema facet, one row per distinct (namespace, name, fields); fields is the facet''s non-empty "fields" array as sent.';
 
 CREATE FUNCTION metastore.forbid_change() RETURNS trigger
     LANGUAGE plpgsql
@@ -2002,7 +2005,7 @@ COMMENT ON FUNCTION metastore.write_probe() IS 'true when the tables ingest writ
 
 CREATE TABLE metastore.column_lineage (
     output_dataset_id bigint NOT NULL,
-    output_field text,
+    output_field text NOT NULL,
     input_dataset_id bigint NOT NULL,
     input_field text NOT NULL,
     transformation_type text NOT NULL,
@@ -2013,7 +2016,7 @@ CREATE TABLE metastore.column_lineage (
 
 COMMENT ON TABLE metastore.column_lineage IS 'output field <- input field, once per (output dataset, output field, input dataset, input field, transformation type, subtype). Only input datasets the same event mentions are resolved.';
 
-COMMENT ON COLUMN metastore.column_lineage.output_field IS 'Null: the facet''s dataset-level "dataset" list (the input affects the whole output dataset).';
+COMMENT ON COLUMN metastore.column_lineage.output_field IS 'Empty: the facet''s dataset-level "dataset" list (the input affects the whole output dataset).';
 
 COMMENT ON COLUMN metastore.column_lineage.transformation_type IS 'transformations[].type (DIRECT, INDIRECT); empty when not given.';
 
@@ -2353,7 +2356,7 @@ ALTER TABLE ONLY metastore.event_datasets ATTACH PARTITION metastore.event_datas
 ALTER TABLE ONLY metastore.events ATTACH PARTITION metastore.events_default DEFAULT;
 
 ALTER TABLE ONLY metastore.column_lineage
-    ADD CONSTRAINT column_lineage_key UNIQUE NULLS NOT DISTINCT (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type, transformation_subtype);
+    ADD CONSTRAINT column_lineage_key UNIQUE (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type, transformation_subtype);
 
 ALTER TABLE ONLY metastore.dataset_schema_versions
     ADD CONSTRAINT dataset_schema_versions_pkey PRIMARY KEY (dataset_id, fields_sha256);
@@ -2518,11 +2521,7 @@ GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;
 
 REVOKE ALL ON FUNCTION metastore.event_kind(p_payload jsonb) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION metastore.extract_column_lineage(p_payload jsonb) FROM PUBLIC;
-
 REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION metastore.extract_schemas(p_payload jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.forbid_change() FROM PUBLIC;
 

@@ -46,18 +46,19 @@ COMMENT ON TABLE metastore.lineage_edges IS
 COMMENT ON COLUMN metastore.lineage_edges.job_sha256 IS
     'sha256 of the JSON array [job namespace, job name] as text: the job''s key.';
 
--- Column lineage from columnLineage facets of outputs. output_field is null for the facet's
--- dataset-level list (inputs that affect the whole dataset: filters, joins, grouping).
+-- Column lineage from columnLineage facets of outputs. output_field is empty for the facet's
+-- dataset-level list (inputs that affect the whole dataset: filters, joins, grouping): not null,
+-- so that the key is a plain btree equality that lookups use in full.
 CREATE TABLE metastore.column_lineage (
     output_dataset_id      bigint      NOT NULL REFERENCES metastore.datasets (id),
-    output_field           text,
+    output_field           text        NOT NULL,
     input_dataset_id       bigint      NOT NULL REFERENCES metastore.datasets (id),
     input_field            text        NOT NULL,
     transformation_type    text        NOT NULL,
     transformation_subtype text        NOT NULL,
     first_seen             timestamptz NOT NULL,
     last_seen              timestamptz NOT NULL,
-    CONSTRAINT column_lineage_key UNIQUE NULLS NOT DISTINCT
+    CONSTRAINT column_lineage_key UNIQUE
         (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type, transformation_subtype)
 );
 CREATE INDEX column_lineage_input_idx ON metastore.column_lineage (input_dataset_id, input_field);
@@ -65,7 +66,7 @@ COMMENT ON TABLE metastore.column_lineage IS
     'output field <- input field, once per (output dataset, output field, input dataset, input field, '
     'transformation type, subtype). Only input datasets the same event mentions are resolved.';
 COMMENT ON COLUMN metastore.column_lineage.output_field IS
-    'Null: the facet''s dataset-level "dataset" list (the input affects the whole output dataset).';
+    'Empty: the facet''s dataset-level "dataset" list (the input affects the whole output dataset).';
 COMMENT ON COLUMN metastore.column_lineage.transformation_type IS 'transformations[].type (DIRECT, INDIRECT); empty when not given.';
 COMMENT ON COLUMN metastore.column_lineage.transformation_subtype IS 'transformations[].subtype; empty when not given.';
 -- No grants: applications read these through SECURITY DEFINER functions only.

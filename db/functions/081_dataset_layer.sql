@@ -27,15 +27,15 @@ BEGIN
                      ORDER BY v.last_seen DESC, v.first_seen DESC, v.fields_sha256 LIMIT c_versions) AS v),
         'column_lineage', (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
-                       'field', c.output_field,
+                       'field', nullif(c.output_field, ''),
                        'input', jsonb_build_object('id', d.id, 'namespace', d.namespace, 'name', d.name),
                        'input_field', c.input_field, 'transformation_type', c.transformation_type,
                        'transformation_subtype', c.transformation_subtype,
                        'first_seen', c.first_seen, 'last_seen', c.last_seen)
-                       ORDER BY c.output_field NULLS FIRST, d.namespace, d.name, c.input_field,
+                       ORDER BY c.output_field, d.namespace, d.name, c.input_field,
                                 c.transformation_type, c.transformation_subtype), '[]')
               FROM (SELECT * FROM metastore.column_lineage AS c WHERE c.output_dataset_id = p_id
-                     ORDER BY c.output_field NULLS FIRST, c.input_dataset_id, c.input_field,
+                     ORDER BY c.output_field, c.input_dataset_id, c.input_field,
                               c.transformation_type, c.transformation_subtype
                      LIMIT c_columns) AS c
               JOIN metastore.datasets_view AS d ON d.id = c.input_dataset_id),

@@ -10,9 +10,8 @@ SELECT output_dataset_id, output_field, input_dataset_id, input_field, transform
 DO $verify$
 BEGIN
     ASSERT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_index AS x
-             WHERE x.indrelid = 'metastore.column_lineage'::regclass AND x.indisunique
-               AND x.indnullsnotdistinct) = 1,
-        'metastore.column_lineage needs its unique key with NULLS NOT DISTINCT';
+             WHERE x.indrelid = 'metastore.column_lineage'::regclass AND x.indisunique) = 1,
+        'metastore.column_lineage needs its unique key';
     ASSERT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_indexes AS i
              WHERE i.schemaname = 'metastore'
                AND i.indexname IN ('lineage_edges_pkey', 'lineage_edges_downstream_idx',

@@ -52,8 +52,6 @@ BEGIN
                                     'metastore.read_event(bytea)',
                                     'metastore.check_source(text, text)',
                                     'metastore.derive_lineage(bigint, timestamptz, jsonb, text, text, metastore.dataset_mention[])',
-                                    'metastore.extract_schemas(jsonb)',
-                                    'metastore.extract_column_lineage(jsonb)',
                                     'metastore.dataset_aliases(bigint[], integer)',
                                     'metastore.dataset_layer(bigint)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),

@@ -113,8 +113,6 @@ CALLS: dict[str, str] = {
         "SELECT metastore.get_dataset((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
     ),
     "metastore.dataset_summary(integer)": "SELECT metastore.dataset_summary()",
-    "metastore.extract_schemas(jsonb)": "SELECT * FROM metastore.extract_schemas(%(event)s::jsonb)",
-    "metastore.extract_column_lineage(jsonb)": "SELECT * FROM metastore.extract_column_lineage(%(event)s::jsonb)",
     "metastore.derive_lineage(bigint,timestamp with time zone,jsonb,text,text,metastore.dataset_mention[])": (
         "SELECT metastore.derive_lineage(1, pg_catalog.now(), %(event)s::jsonb, 'n', 'j',"
         " (metastore.validate_event(%(event)s::jsonb)).mentions)"

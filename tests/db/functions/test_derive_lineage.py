@@ -79,7 +79,7 @@ def oracle_column_lineage(event: dict[str, Any]) -> set[tuple[Any, ...]]:
                         (
                             output["namespace"],
                             output["name"],
-                            out_field,
+                            out_field or None,  # an empty name is the dataset-level list
                             item["namespace"],
                             item["name"],
                             item["field"],
@@ -93,7 +93,7 @@ def oracle_column_lineage(event: dict[str, Any]) -> set[tuple[Any, ...]]:
 def stored_column_lineage(conn: psycopg.Connection[Any]) -> set[tuple[Any, ...]]:
     return set(
         conn.execute(
-            "SELECT o.namespace, o.name, c.output_field, i.namespace, i.name, c.input_field,"
+            "SELECT o.namespace, o.name, nullif(c.output_field, ''), i.namespace, i.name, c.input_field,"
             " c.transformation_type, c.transformation_subtype"
             " FROM metastore.column_lineage c"
             " JOIN metastore.datasets o ON o.id = c.output_dataset_id"
@@ -188,8 +188,13 @@ def test_rows_grow_with_distinct_facts_not_with_events(
         assert ingest(service, ctas(i, f"query_{i}"))[0] == "stored"
     after = {t: count(owner, t) for t in before}
     assert after == {"dataset_schema_versions": 2, "lineage_edges": 21, "column_lineage": 8}
-    edge = owner.execute("SELECT first_seen, last_seen FROM metastore.lineage_edges WHERE job_name = 'ctas'").fetchone()
-    assert edge is not None and edge[0] < edge[1]
+    # Seen again within the hour: not rewritten (last_seen is kept to the hour); later, it moves.
+    seen = "SELECT min(last_seen)::text, max(last_seen)::text FROM metastore.column_lineage"
+    assert owner.execute(seen).fetchone() == ("2026-01-01 00:00:00+00", "2026-01-01 00:00:00+00")
+    assert ingest(service, ctas(99, "ctas", when="2026-01-01T05:00:00Z"))[0] == "stored"
+    assert owner.execute(seen).fetchone() == ("2026-01-01 05:00:00+00", "2026-01-01 05:00:00+00")
+    edge = "SELECT first_seen::text, last_seen::text FROM metastore.lineage_edges WHERE job_name = 'ctas'"
+    assert owner.execute(edge).fetchone() == ("2026-01-01 00:00:00+00", "2026-01-01 05:00:00+00")
 
 
 def test_schema_versions_and_current_fields(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
