@@ -3,12 +3,18 @@
 -- the event, so rows grow with distinct schemas and distinct edges, never with events: an event
 -- that repeats what is known only moves last_seen. metastore.derive_lineage writes them for
 -- each newly stored event; metastore.backfill rebuilds them with the same function.
+--
+-- No foreign keys to metastore.datasets: each inserted row would check its datasets with a
+-- FOR KEY SHARE lock on rows that store_event has just updated in the same transaction (a
+-- multixact per row), on the ingest path; measured, the checks made up a large part of the
+-- derivation's cost. Only metastore.backfill deletes datasets, and it rebuilds these tables
+-- first from the same events, which mention every dataset they point at.
 
 -- One row per distinct field list a dataset was seen with. Nested fields ("fields" inside a
 -- field) stay inside the jsonb as sent: a schema is read and compared whole, and flattening
 -- would multiply rows by fields for every version.
 CREATE TABLE metastore.dataset_schema_versions (
-    dataset_id     bigint      NOT NULL REFERENCES metastore.datasets (id),
+    dataset_id     bigint      NOT NULL,
     fields_sha256  bytea       NOT NULL,
     fields         jsonb       NOT NULL,
     first_event_id bigint      NOT NULL,
@@ -30,8 +36,8 @@ COMMENT ON COLUMN metastore.dataset_schema_versions.last_seen IS 'Latest eventTi
 -- Dataset-level lineage: an event's outputs are downstream of its inputs, through its job.
 -- The job is keyed by a hash so that long job names never reach the btree's entry size limit.
 CREATE TABLE metastore.lineage_edges (
-    upstream_id   bigint      NOT NULL REFERENCES metastore.datasets (id),
-    downstream_id bigint      NOT NULL REFERENCES metastore.datasets (id),
+    upstream_id   bigint      NOT NULL,
+    downstream_id bigint      NOT NULL,
     job_sha256    bytea       NOT NULL,
     job_namespace text        NOT NULL,
     job_name      text        NOT NULL,
@@ -50,9 +56,9 @@ COMMENT ON COLUMN metastore.lineage_edges.job_sha256 IS
 -- dataset-level list (inputs that affect the whole dataset: filters, joins, grouping): not null,
 -- so that the key is a plain btree equality that lookups use in full.
 CREATE TABLE metastore.column_lineage (
-    output_dataset_id      bigint      NOT NULL REFERENCES metastore.datasets (id),
+    output_dataset_id      bigint      NOT NULL,
     output_field           text        NOT NULL,
-    input_dataset_id       bigint      NOT NULL REFERENCES metastore.datasets (id),
+    input_dataset_id       bigint      NOT NULL,
     input_field            text        NOT NULL,
     transformation_type    text        NOT NULL,
     transformation_subtype text        NOT NULL,

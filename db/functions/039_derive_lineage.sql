@@ -12,15 +12,22 @@ CREATE OR REPLACE FUNCTION metastore.derive_lineage(
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+-- Its statements read parameters only through equality lookups on keys, which a generic plan does
+-- as well as a custom one; left to choose, the plan cache re-plans these long statements on every
+-- call. The planner guesses 100 rows per jsonb set function, so nested ones look like millions:
+-- a hash aggregate sized for that costs more than sorting the few rows there are.
+SET plan_cache_mode = force_generic_plan
+SET enable_hashagg = off
 AS $fn$
 DECLARE
     v_ids   bigint[];
     v_ns    text[];
     v_names text[];
     v_job   bytea;
-    -- Edges and column lineage seen again within this much of their last_seen are not rewritten:
-    -- a query that runs every minute would otherwise update each of its rows every minute. Their
-    -- last_seen is accurate to this; first_seen and schema versions are exact.
+    -- Rows seen again within this much of their last_seen are not rewritten: a query that runs
+    -- every minute would otherwise update each of its rows every minute. last_seen is accurate to
+    -- this; first_seen is exact, and a schema version seen after another one is always rewritten,
+    -- so the current fields are those of the newest event.
     c_refresh constant interval := interval '1 hour';
 BEGIN
     -- The datasets this event mentions (metastore.extract_datasets), looked up as store_event does.
@@ -34,47 +41,61 @@ BEGIN
         RETURN;
     END IF;
 
-    INSERT INTO metastore.dataset_schema_versions AS v
-           (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)
-    SELECT k.id, sha256(convert_to(s.fields::text, 'UTF8')), s.fields, p_event_id, p_event_time, p_event_time
-      -- Schema facets of inputs, outputs and a DatasetEvent's dataset. An empty list says nothing
-      -- about the fields (some producers send it when they do not know them).
-      FROM (SELECT DISTINCT ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
-                   ds #> '{facets,schema,fields}' AS fields
-              FROM (SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'inputs') = 'array'
-                                                     THEN p_payload -> 'inputs' ELSE '[]' END)
-                    UNION ALL
-                    SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
-                                                     THEN p_payload -> 'outputs' ELSE '[]' END)
-                    UNION ALL
-                    SELECT p_payload -> 'dataset' WHERE metastore.event_kind(p_payload) = 'dataset') AS t (ds)
-             WHERE jsonb_typeof(ds) = 'object'
-               AND jsonb_typeof(ds -> 'namespace') = 'string' AND jsonb_typeof(ds -> 'name') = 'string'
-               AND jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
-               AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s
-      JOIN unnest(v_ids, v_ns, v_names) AS k (id, namespace, name) ON k.namespace = s.namespace AND k.name = s.name
-     ORDER BY 1, 2
-    ON CONFLICT (dataset_id, fields_sha256) DO UPDATE
-       SET first_event_id = CASE WHEN excluded.first_seen < v.first_seen THEN excluded.first_event_id
-                                 ELSE v.first_event_id END,
-           first_seen = least(v.first_seen, excluded.first_seen),
-           last_seen = greatest(v.last_seen, excluded.last_seen)
-     WHERE excluded.first_seen < v.first_seen OR excluded.last_seen > v.last_seen;
+    -- Each derivation only when its facet is there (a jsonpath test costs microseconds, a statement
+    -- a tenth of a millisecond or more).
+    IF p_payload @? '$.inputs[*].facets.schema' OR p_payload @? '$.outputs[*].facets.schema'
+       OR p_payload @? '$.dataset.facets.schema' THEN
+        INSERT INTO metastore.dataset_schema_versions AS v
+               (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)
+        SELECT k.id, s.h, s.fields, p_event_id, p_event_time, p_event_time
+          -- Schema facets of inputs, outputs and a DatasetEvent's dataset. An empty list says nothing
+          -- about the fields (some producers send it when they do not know them).
+          FROM (SELECT DISTINCT ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
+                       ds #> '{facets,schema,fields}' AS fields,
+                       sha256(convert_to((ds #> '{facets,schema,fields}')::text, 'UTF8')) AS h
+                  FROM (SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'inputs') = 'array'
+                                                         THEN p_payload -> 'inputs' ELSE '[]' END)
+                        UNION ALL
+                        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
+                                                         THEN p_payload -> 'outputs' ELSE '[]' END)
+                        UNION ALL
+                        SELECT p_payload -> 'dataset' WHERE metastore.event_kind(p_payload) = 'dataset') AS t (ds)
+                 WHERE jsonb_typeof(ds) = 'object'
+                   AND jsonb_typeof(ds -> 'namespace') = 'string' AND jsonb_typeof(ds -> 'name') = 'string'
+                   AND jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
+                   AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s
+          JOIN unnest(v_ids, v_ns, v_names) AS k (id, namespace, name) ON k.namespace = s.namespace AND k.name = s.name
+         WHERE NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS seen
+                            WHERE seen.dataset_id = k.id AND seen.fields_sha256 = s.h
+                              AND seen.first_seen <= p_event_time AND seen.last_seen >= p_event_time - c_refresh
+                              AND NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS n
+                                               WHERE n.dataset_id = seen.dataset_id AND n.last_seen > seen.last_seen))
+         ORDER BY 1, 2
+        ON CONFLICT (dataset_id, fields_sha256) DO UPDATE
+           SET first_event_id = CASE WHEN excluded.first_seen < v.first_seen THEN excluded.first_event_id
+                                     ELSE v.first_event_id END,
+               first_seen = least(v.first_seen, excluded.first_seen),
+               last_seen = greatest(v.last_seen, excluded.last_seen)
+         WHERE excluded.first_seen < v.first_seen OR excluded.last_seen > v.last_seen;
 
-    IF p_job_name IS NOT NULL THEN
+    END IF;
+
+    IF p_job_name IS NOT NULL AND p_payload @? '$.inputs[*]' AND p_payload @? '$.outputs[*]' THEN
         v_job := sha256(convert_to(jsonb_build_array(p_job_namespace, p_job_name)::text, 'UTF8'));
         INSERT INTO metastore.lineage_edges AS e
                (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
         SELECT DISTINCT i.id, o.id, v_job, coalesce(p_job_namespace, ''), p_job_name, p_event_time, p_event_time
           FROM unnest(p_mentions) AS mi
-          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name) ON i.namespace = mi.namespace AND i.name = mi.name
+          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
+            ON i.namespace = mi.namespace AND i.name = mi.name
          CROSS JOIN unnest(p_mentions) AS mo
-          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = mo.namespace AND o.name = mo.name
+          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name)
+            ON o.namespace = mo.namespace AND o.name = mo.name
          WHERE mi.direction = 'input' AND mi.symlink_of_namespace IS NULL
            AND mo.direction = 'output' AND mo.symlink_of_namespace IS NULL
-           AND NOT EXISTS (SELECT FROM metastore.lineage_edges AS k
-                            WHERE k.upstream_id = i.id AND k.downstream_id = o.id AND k.job_sha256 = v_job
-                              AND k.first_seen <= p_event_time AND k.last_seen >= p_event_time - c_refresh)
+           AND NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
+                            WHERE seen.upstream_id = i.id AND seen.downstream_id = o.id AND seen.job_sha256 = v_job
+                              AND seen.first_seen <= p_event_time AND seen.last_seen >= p_event_time - c_refresh)
          ORDER BY 1, 2
         ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
            SET first_seen = least(e.first_seen, excluded.first_seen),
@@ -82,59 +103,61 @@ BEGIN
          WHERE excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
     END IF;
 
-    INSERT INTO metastore.column_lineage AS c
-           (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-            transformation_subtype, first_seen, last_seen)
-    SELECT o.id, x.output_field, i.id, x.input_field, x.transformation_type, x.transformation_subtype,
-           p_event_time, p_event_time
-      -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
-      -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
-      -- without transformations is one edge of unknown type ('', '').
-      FROM (SELECT DISTINCT od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
-                   inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
-                   inf ->> 'field' AS input_field,
-                   CASE WHEN jsonb_typeof(tr -> 'type') = 'string' THEN tr ->> 'type' ELSE '' END
-                       AS transformation_type,
-                   CASE WHEN jsonb_typeof(tr -> 'subtype') = 'string' THEN tr ->> 'subtype' ELSE '' END
-                       AS transformation_subtype
-              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
-                                             THEN p_payload -> 'outputs' ELSE '[]' END) AS od
-             CROSS JOIN LATERAL (
-                    SELECT fe.key, fe.value -> 'inputFields'
-                      FROM jsonb_each(CASE WHEN jsonb_typeof(od #> '{facets,columnLineage,fields}') = 'object'
-                                           THEN od #> '{facets,columnLineage,fields}' ELSE '{}' END) AS fe
-                    UNION ALL
-                    SELECT '', od #> '{facets,columnLineage,dataset}') AS f (field, inputs)
-             CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
-                                                          THEN f.inputs ELSE '[]' END) AS inf
-             CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(inf -> 'transformations') = 'array'
-                                                               AND jsonb_array_length(inf -> 'transformations') > 0
-                                                          THEN inf -> 'transformations' ELSE '[{}]' END) AS tr
-             WHERE jsonb_typeof(od) = 'object'
-               AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
-               AND jsonb_typeof(inf) = 'object'
-               AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
-               AND jsonb_typeof(inf -> 'field') = 'string'
-               -- Bounded so that a key of column_lineage stays under the btree's entry limit (~2700 bytes).
-               AND octet_length(inf ->> 'field') <= 1000 AND octet_length(f.field) <= 1000
-               AND (jsonb_typeof(tr -> 'type') IS DISTINCT FROM 'string' OR octet_length(tr ->> 'type') <= 200)
-               AND (jsonb_typeof(tr -> 'subtype') IS DISTINCT FROM 'string'
-                    OR octet_length(tr ->> 'subtype') <= 200)) AS x
-      JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
-      JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
-        ON i.namespace = x.input_namespace AND i.name = x.input_name
-     WHERE NOT EXISTS (SELECT FROM metastore.column_lineage AS k
-                        WHERE k.output_dataset_id = o.id AND k.output_field = x.output_field
-                          AND k.input_dataset_id = i.id AND k.input_field = x.input_field
-                          AND k.transformation_type = x.transformation_type
-                          AND k.transformation_subtype = x.transformation_subtype
-                          AND k.first_seen <= p_event_time AND k.last_seen >= p_event_time - c_refresh)
-     ORDER BY 1, 2, 3, 4, 5, 6
-    ON CONFLICT (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-                 transformation_subtype) DO UPDATE
-       SET first_seen = least(c.first_seen, excluded.first_seen),
-           last_seen = greatest(c.last_seen, excluded.last_seen)
-     WHERE excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
+    IF p_payload @? '$.outputs[*].facets.columnLineage' THEN
+        INSERT INTO metastore.column_lineage AS c
+               (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
+                transformation_subtype, first_seen, last_seen)
+        SELECT o.id, x.output_field, i.id, x.input_field, x.transformation_type, x.transformation_subtype,
+               p_event_time, p_event_time
+          -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
+          -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
+          -- without transformations is one edge of unknown type ('', '').
+          FROM (SELECT DISTINCT od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
+                       inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
+                       inf ->> 'field' AS input_field,
+                       CASE WHEN jsonb_typeof(tr -> 'type') = 'string' THEN tr ->> 'type' ELSE '' END
+                           AS transformation_type,
+                       CASE WHEN jsonb_typeof(tr -> 'subtype') = 'string' THEN tr ->> 'subtype' ELSE '' END
+                           AS transformation_subtype
+                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
+                                                 THEN p_payload -> 'outputs' ELSE '[]' END) AS od
+                 CROSS JOIN LATERAL (
+                        SELECT fe.key, fe.value -> 'inputFields'
+                          FROM jsonb_each(CASE WHEN jsonb_typeof(od #> '{facets,columnLineage,fields}') = 'object'
+                                               THEN od #> '{facets,columnLineage,fields}' ELSE '{}' END) AS fe
+                        UNION ALL
+                        SELECT '', od #> '{facets,columnLineage,dataset}') AS f (field, inputs)
+                 CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
+                                                              THEN f.inputs ELSE '[]' END) AS inf
+                 CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(inf -> 'transformations') = 'array'
+                                                                   AND jsonb_array_length(inf -> 'transformations') > 0
+                                                              THEN inf -> 'transformations' ELSE '[{}]' END) AS tr
+                 WHERE jsonb_typeof(od) = 'object'
+                   AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
+                   AND jsonb_typeof(inf) = 'object'
+                   AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
+                   AND jsonb_typeof(inf -> 'field') = 'string'
+                   -- Bounded so that a key of column_lineage stays under the btree's entry limit (~2700 bytes).
+                   AND octet_length(inf ->> 'field') <= 1000 AND octet_length(f.field) <= 1000
+                   AND (jsonb_typeof(tr -> 'type') IS DISTINCT FROM 'string' OR octet_length(tr ->> 'type') <= 200)
+                   AND (jsonb_typeof(tr -> 'subtype') IS DISTINCT FROM 'string'
+                        OR octet_length(tr ->> 'subtype') <= 200)) AS x
+          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
+          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
+            ON i.namespace = x.input_namespace AND i.name = x.input_name
+         WHERE NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
+                            WHERE seen.output_dataset_id = o.id AND seen.output_field = x.output_field
+                              AND seen.input_dataset_id = i.id AND seen.input_field = x.input_field
+                              AND seen.transformation_type = x.transformation_type
+                              AND seen.transformation_subtype = x.transformation_subtype
+                              AND seen.first_seen <= p_event_time AND seen.last_seen >= p_event_time - c_refresh)
+         ORDER BY 1, 2, 3, 4, 5, 6
+        ON CONFLICT (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
+                     transformation_subtype) DO UPDATE
+           SET first_seen = least(c.first_seen, excluded.first_seen),
+               last_seen = greatest(c.last_seen, excluded.last_seen)
+         WHERE excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
+    END IF;
 END
 $fn$;
 
