@@ -48,7 +48,8 @@ CREATE TABLE metastore.lineage_edges (
 CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges (downstream_id, upstream_id);
 COMMENT ON TABLE metastore.lineage_edges IS
     'upstream_id was an input and downstream_id an output of one event of the job, once per (upstream, '
-    'downstream, job). Symlink identifiers get no edges: lineage queries cross metastore.dataset_symlinks.';
+    'downstream, job), first_seen and last_seen to the hour (UTC). Symlink identifiers get no edges: '
+    'lineage queries cross metastore.dataset_symlinks.';
 COMMENT ON COLUMN metastore.lineage_edges.job_sha256 IS
     'sha256 of the JSON array [job namespace, job name] as text: the job''s key.';
 
@@ -70,7 +71,8 @@ CREATE TABLE metastore.column_lineage (
 CREATE INDEX column_lineage_input_idx ON metastore.column_lineage (input_dataset_id, input_field);
 COMMENT ON TABLE metastore.column_lineage IS
     'output field <- input field, once per (output dataset, output field, input dataset, input field, '
-    'transformation type, subtype). Only input datasets the same event mentions are resolved.';
+    'transformation type, subtype), first_seen and last_seen to the hour (UTC). Only input datasets the '
+    'same event mentions are resolved.';
 COMMENT ON COLUMN metastore.column_lineage.output_field IS
     'Empty: the facet''s dataset-level "dataset" list (the input affects the whole output dataset).';
 COMMENT ON COLUMN metastore.column_lineage.transformation_type IS 'transformations[].type (DIRECT, INDIRECT); empty when not given.';
