@@ -64,9 +64,8 @@ BEGIN
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
 
-    PERFORM metastore.derive_lineage(ARRAY[event_id], ARRAY[p_event.event_time], ARRAY[p_payload],
-                                     ARRAY[p_event.job_namespace], ARRAY[p_event.job_name], p_event.mentions,
-                                     array_fill(1, ARRAY[cardinality(p_event.mentions)]));
+    PERFORM metastore.derive_lineage(event_id, p_event.event_time, p_payload, p_event.job_namespace,
+                                     p_event.job_name, p_event.mentions);
 END
 $fn$;
 

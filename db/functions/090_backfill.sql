@@ -12,15 +12,6 @@ DECLARE
     v_last  bigint := 0;
     v_high  bigint;
     v_done  bigint := 0;
-    -- Events per metastore.derive_lineage call: its arrays hold their payloads.
-    c_derive_batch constant integer := 1000;
-    v_ids            bigint[];
-    v_times          timestamptz[];
-    v_payloads       jsonb[];
-    v_job_namespaces text[];
-    v_job_names      text[];
-    v_mentions       metastore.dataset_mention[];
-    v_mention_events integer[];
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
@@ -103,30 +94,19 @@ BEGIN
     ON CONFLICT DO NOTHING;
 
     -- 4. Schema versions, lineage edges and column lineage: recomputed from every event with the
-    -- function live ingest runs (metastore.derive_lineage), in batches in id order as ingest saw them.
+    -- function live ingest runs (metastore.derive_lineage), in id order as ingest saw them.
     DELETE FROM metastore.column_lineage;
     DELETE FROM metastore.lineage_edges;
     DELETE FROM metastore.dataset_schema_versions;
+    -- The mentions extracted in step 1, per event: no second extraction.
     CREATE INDEX ON pg_temp.backfill_mentions (event_id);
-    v_last := 0;
-    LOOP
-        SELECT pg_catalog.array_agg(b.id ORDER BY b.id), pg_catalog.array_agg(b.event_time ORDER BY b.id),
-               pg_catalog.array_agg(b.payload ORDER BY b.id), pg_catalog.array_agg(b.job_namespace ORDER BY b.id),
-               pg_catalog.array_agg(b.job_name ORDER BY b.id)
-          INTO v_ids, v_times, v_payloads, v_job_namespaces, v_job_names
-          FROM (SELECT e.id, e.event_time, e.payload, e.job_namespace, e.job_name
-                  FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT c_derive_batch) AS b;
-        EXIT WHEN v_ids IS NULL;
-        SELECT pg_catalog.array_agg(ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace, m.symlink_of_name,
-                                        m.symlink_type)::metastore.dataset_mention),
-               pg_catalog.array_agg(x.n::integer)
-          INTO v_mentions, v_mention_events
-          FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS x (id, n)
-          JOIN pg_temp.backfill_mentions AS m ON m.event_id = x.id;
-        PERFORM metastore.derive_lineage(v_ids, v_times, v_payloads, v_job_namespaces, v_job_names,
-                                         coalesce(v_mentions, '{}'), coalesce(v_mention_events, '{}'));
-        v_last := v_ids[pg_catalog.cardinality(v_ids)];
-    END LOOP;
+    PERFORM metastore.derive_lineage(
+                e.id, e.event_time, e.payload, e.job_namespace, e.job_name,
+                ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace, m.symlink_of_name,
+                                 m.symlink_type)::metastore.dataset_mention
+                        FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id))
+       FROM metastore.events AS e
+      ORDER BY e.id;
 
     DELETE FROM metastore.datasets AS d
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);

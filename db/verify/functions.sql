@@ -51,7 +51,7 @@ BEGIN
                                     'metastore.record_rejection(bytea, text, text, text, text)',
                                     'metastore.read_event(bytea)',
                                     'metastore.check_source(text, text)',
-                                    'metastore.derive_lineage(bigint[], timestamptz[], jsonb[], text[], text[], metastore.dataset_mention[], integer[])',
+                                    'metastore.derive_lineage(bigint, timestamptz, jsonb, text, text, metastore.dataset_mention[])',
                                     'metastore.dataset_aliases(bigint[], integer)',
                                     'metastore.dataset_layer(bigint)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),

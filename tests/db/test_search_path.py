@@ -113,10 +113,9 @@ CALLS: dict[str, str] = {
         "SELECT metastore.get_dataset((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
     ),
     "metastore.dataset_summary(integer)": "SELECT metastore.dataset_summary()",
-    "metastore.derive_lineage(bigint[],timestamp with time zone[],jsonb[],text[],text[],metastore.dataset_mention[],"
-    "integer[])": (
-        "SELECT metastore.derive_lineage(ARRAY[1::bigint], ARRAY[pg_catalog.now()], ARRAY[%(event)s::jsonb],"
-        " ARRAY['n'], ARRAY['j'], (metastore.validate_event(%(event)s::jsonb)).mentions, ARRAY[1, 1, 1])"
+    "metastore.derive_lineage(bigint,timestamp with time zone,jsonb,text,text,metastore.dataset_mention[])": (
+        "SELECT metastore.derive_lineage(1, pg_catalog.now(), %(event)s::jsonb, 'n', 'j',"
+        " (metastore.validate_event(%(event)s::jsonb)).mentions)"
     ),
     "metastore.dataset_aliases(bigint[],integer)": "SELECT metastore.dataset_aliases(ARRAY[1::bigint], 10)",
     "metastore.dataset_layer(bigint)": (
