@@ -209,7 +209,7 @@ def plot(ctas_result: dict[str, Any], path: Path) -> None:
             ax.plot(xs, [p[table] for p in points], style, label=f"{table} ({kind.replace('_', ' ')})")
     ax.set_xlabel("CTAS events reading the same table")
     ax.set_ylabel("rows")
-    ax.set_title("Derived rows per CTAS event (Trino names each query's job after the query)")
+    ax.set_title("Derived rows, CTAS reading one table (Trino: a job per query)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
