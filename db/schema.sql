@@ -460,6 +460,11 @@ DECLARE
     c_columns  constant integer := 1000;
     v_aliases  bigint[] := metastore.dataset_aliases(ARRAY[p_id], c_hop);
 BEGIN
+    -- db/functions is applied whatever the deploy's target: before change 6 the page stays as it was.
+    IF to_regclass('metastore.column_lineage') IS NULL THEN
+        RETURN jsonb_build_object('fields', '[]'::jsonb, 'schema_versions', '[]'::jsonb,
+                                  'column_lineage', '[]'::jsonb, 'upstream', '[]'::jsonb, 'downstream', '[]'::jsonb);
+    END IF;
     RETURN jsonb_build_object(
         -- The newest version by eventTime is the current schema.
         'fields', coalesce((SELECT v.fields FROM metastore.dataset_schema_versions AS v
@@ -662,6 +667,11 @@ DECLARE
     -- their order: backfill gives what live ingest gave.
     v_hour  timestamptz := date_trunc('hour', p_event_time, 'UTC');
 BEGIN
+    -- db/functions is applied whatever the deploy's target: before change 6 there is nowhere to
+    -- derive into, and ingest must go on (a catalog lookup, microseconds).
+    IF to_regclass('metastore.column_lineage') IS NULL THEN
+        RETURN;
+    END IF;
     -- The datasets this event mentions (metastore.extract_datasets), looked up as store_event does.
     -- Only these are resolved: a column-lineage input the event does not mention is skipped, so
     -- what an event derives never depends on which other events came first.

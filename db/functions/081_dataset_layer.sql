@@ -12,6 +12,11 @@ DECLARE
     c_columns  constant integer := 1000;
     v_aliases  bigint[] := metastore.dataset_aliases(ARRAY[p_id], c_hop);
 BEGIN
+    -- db/functions is applied whatever the deploy's target: before change 6 the page stays as it was.
+    IF to_regclass('metastore.column_lineage') IS NULL THEN
+        RETURN jsonb_build_object('fields', '[]'::jsonb, 'schema_versions', '[]'::jsonb,
+                                  'column_lineage', '[]'::jsonb, 'upstream', '[]'::jsonb, 'downstream', '[]'::jsonb);
+    END IF;
     RETURN jsonb_build_object(
         -- The newest version by eventTime is the current schema.
         'fields', coalesce((SELECT v.fields FROM metastore.dataset_schema_versions AS v
