@@ -649,6 +649,36 @@ $$;
 
 COMMENT ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) IS 'Counts for the view''s filters: all datasets, per scheme (null: no scheme), and per namespace (the p_namespaces_limit namespaces with most datasets, ordered by name).';
 
+CREATE FUNCTION metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $_$
+BEGIN
+    IF p_field IS NULL OR p_field = '' OR octet_length(p_field) > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'field must be a name of 1 to 1000 bytes';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    -- Versions with the name (the index), kept when current: no later version of their dataset.
+    RETURN jsonb_build_object('field', p_field, 'datasets', (
+        SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.namespace, d.name), '[]')
+          FROM (SELECT d.*
+                  FROM metastore.dataset_schema_versions AS v
+                  JOIN metastore.datasets_view AS d ON d.id = v.dataset_id
+                 WHERE jsonb_path_query_array(v.fields, '$[*].name') @> jsonb_build_array(p_field)
+                   AND NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS n
+                                    WHERE n.dataset_id = v.dataset_id
+                                      AND (n.last_seen, n.first_seen, v.fields_sha256)
+                                          > (v.last_seen, v.first_seen, n.fields_sha256))
+                 ORDER BY d.namespace, d.name
+                 LIMIT p_limit) AS d));
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) IS 'Datasets whose current fields (metastore.get_dataset''s "fields") have a top-level field named exactly p_field: {field, datasets}, ordered by namespace and name, at most p_limit. Error codes: 22023 field empty or over 1000 bytes, limit outside 1..1000.';
+
 CREATE FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2438,6 +2468,8 @@ ALTER TABLE ONLY metastore_migrations.schema_version
 
 CREATE INDEX column_lineage_input_idx ON metastore.column_lineage USING btree (input_dataset_id, input_field);
 
+CREATE INDEX dataset_schema_versions_names_idx ON metastore.dataset_schema_versions USING gin (jsonb_path_query_array(fields, '$[*]."name"'::jsonpath) jsonb_path_ops);
+
 CREATE INDEX dataset_symlinks_symlink_idx ON metastore.dataset_symlinks USING btree (symlink_id);
 
 CREATE INDEX datasets_name_trgm_idx ON metastore.datasets USING gin (lower(name) public.gin_trgm_ops);
@@ -2531,6 +2563,10 @@ GRANT ALL ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p
 REVOKE ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) FROM PUBLIC;
 

@@ -33,6 +33,10 @@ COMMENT ON COLUMN metastore.dataset_schema_versions.first_event_id IS
 COMMENT ON COLUMN metastore.dataset_schema_versions.first_seen IS 'Earliest eventTime with this field list.';
 COMMENT ON COLUMN metastore.dataset_schema_versions.last_seen IS 'Latest eventTime with this field list.';
 
+-- Search by field name (metastore.datasets_with_field): the top-level field names of each version.
+CREATE INDEX dataset_schema_versions_names_idx ON metastore.dataset_schema_versions
+    USING gin (pg_catalog.jsonb_path_query_array(fields, '$[*].name') jsonb_path_ops);
+
 -- Dataset-level lineage: an event's outputs are downstream of its inputs, through its job.
 -- The job is keyed by a hash so that long job names never reach the btree's entry size limit.
 CREATE TABLE metastore.lineage_edges (

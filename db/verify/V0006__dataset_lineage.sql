@@ -15,7 +15,8 @@ BEGIN
     ASSERT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_indexes AS i
              WHERE i.schemaname = 'metastore'
                AND i.indexname IN ('lineage_edges_pkey', 'lineage_edges_downstream_idx',
-                                   'dataset_schema_versions_pkey', 'column_lineage_input_idx')) = 4,
+                                   'dataset_schema_versions_pkey', 'column_lineage_input_idx',
+                                   'dataset_schema_versions_names_idx')) = 5,
         'an index of the lineage tables is missing';
 END
 $verify$;

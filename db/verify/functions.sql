@@ -25,6 +25,7 @@ BEGIN
     FOREACH v_fn IN ARRAY ARRAY['metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
                                 'metastore.dataset_lineage(bigint, text, integer, integer)',
+                                'metastore.datasets_with_field(text, integer)',
                                 'metastore.dataset_summary(integer)',
                                 'metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)',
                                 'metastore.partitions_ahead()'] LOOP

@@ -121,6 +121,7 @@ CALLS: dict[str, str] = {
     "metastore.dataset_layer(bigint)": (
         "SELECT metastore.dataset_layer((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v))"
     ),
+    "metastore.datasets_with_field(text,integer)": "SELECT metastore.datasets_with_field('id', 10)",
     "metastore.dataset_lineage(bigint,text,integer,integer)": (
         "SELECT metastore.dataset_lineage((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v),"
         " 'both', 3, 50)"

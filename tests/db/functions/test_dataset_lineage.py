@@ -133,3 +133,30 @@ def test_unknown_dataset_is_no_data_found(service: psycopg.Connection[Any]) -> N
     with pytest.raises(psycopg.Error) as caught:
         lineage(service, 987654, "both", 1)
     assert caught.value.sqlstate == "P0002"
+
+
+def with_field(conn: psycopg.Connection[Any], field: Any, limit: int = 100) -> list[str]:
+    row = conn.execute("SELECT metastore.datasets_with_field(%s, %s::int)", (field, limit)).fetchone()
+    assert row is not None
+    return [d["name"] for d in row[0]["datasets"]]
+
+
+def test_datasets_by_current_field_name(service: psycopg.Connection[Any]) -> None:
+    def schema(i: int, name: str, fields: list[str]) -> dict[str, Any]:
+        event = run(i, f"w{i}", [], [name])
+        event["outputs"][0]["facets"] = {"schema": {"fields": [{"name": f} for f in fields]}}
+        return event
+
+    load(service, [schema(1, "orders", ["id", "amount"]), schema(2, "users", ["id", "email"])])
+    assert with_field(service, "id") == ["orders", "users"]
+    assert with_field(service, "email") == ["users"]
+    assert with_field(service, "id", limit=1) == ["orders"]
+    # A newer schema without the field: it is not current any more.
+    load(service, [schema(3, "users", ["user_id", "email"])])
+    assert with_field(service, "id") == ["orders"]
+    assert with_field(service, "user_id") == ["users"]
+    assert with_field(service, "nested") == []
+    for bad in ("", None):
+        with pytest.raises(psycopg.Error) as caught:
+            with_field(service, bad)
+        assert caught.value.sqlstate == "22023"
