@@ -157,6 +157,14 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         )
         return json_text(graph)
 
+    @app.get("/api/v1/datasets/by-field")
+    async def datasets_with_field(request: Request) -> HTTPResponse:
+        (found,) = await db.read.one(
+            "datasets_with_field",
+            {"field": _param(request.args, "name"), "limit": _int_param(request.args, "limit", 100)},
+        )
+        return json_text(found)
+
     @app.get("/api/v1/datasets/summary")
     async def dataset_summary(request: Request) -> HTTPResponse:
         (summary,) = await db.read.one("dataset_summary", {})

@@ -89,3 +89,20 @@ def test_the_route_is_documented(client: httpx.Client) -> None:
     assert "/api/v1/datasets/{id}/lineage" in spec["paths"]
     detail = spec["components"]["schemas"]["DatasetDetail"]["allOf"][1]["required"]
     assert {"fields", "schema_versions", "column_lineage", "upstream", "downstream"} <= set(detail)
+
+
+def test_datasets_by_field_name(client: httpx.Client) -> None:
+    ns = f"trino://fields-{uuid.uuid4().hex[:8]}:8080"
+    field = f"col_{uuid.uuid4().hex[:8]}"
+    event = {
+        "eventTime": "2024-05-01T12:00:00Z",
+        "eventType": "COMPLETE",
+        "run": {"runId": str(uuid.uuid4())},
+        "job": {"namespace": "tests", "name": ns},
+        "outputs": [{"namespace": ns, "name": "t", "facets": {"schema": {"fields": [{"name": field}]}}}],
+    }
+    assert client.post("/api/v1/lineage", json=event).status_code == 201
+    found = client.get("/api/v1/datasets/by-field", params={"name": field}).json()
+    assert [(d["namespace"], d["name"]) for d in found["datasets"]] == [(ns, "t")]
+    assert_error(client.get("/api/v1/datasets/by-field"), 400, "22023")
+    assert_error(client.get("/api/v1/datasets/by-field", params={"name": field, "limit": "0"}), 400, "22023")
