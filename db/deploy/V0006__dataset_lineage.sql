@@ -5,10 +5,8 @@
 -- each newly stored event; metastore.backfill rebuilds them with the same function.
 --
 -- No foreign keys to metastore.datasets: each inserted row would check its datasets with a
--- FOR KEY SHARE lock on rows that store_event has just updated in the same transaction (a
--- multixact per row), on the ingest path; measured, the checks made up a large part of the
--- derivation's cost. Only metastore.backfill deletes datasets, and it rebuilds these tables
--- first from the same events, which mention every dataset they point at.
+-- query and a FOR KEY SHARE row lock, on the ingest path. Only metastore.backfill deletes datasets, and it
+-- rebuilds these tables first from the same events, which mention every dataset they point at.
 
 -- One row per distinct field list a dataset was seen with. Nested fields ("fields" inside a
 -- field) stay inside the jsonb as sent: a schema is read and compared whole, and flattening

@@ -13,9 +13,10 @@ CREATE OR REPLACE FUNCTION metastore.derive_lineage(
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 -- Its statements read parameters only through equality lookups on keys, which a generic plan does
--- as well as a custom one; left to choose, the plan cache re-plans these long statements on every
--- call. The planner guesses 100 rows per jsonb set function, so nested ones look like millions:
--- a hash aggregate sized for that costs more than sorting the few rows there are.
+-- as well as a custom one, and a custom plan is planned anew on each call. The planner guesses 100
+-- rows per jsonb set function, so nested ones look like millions: a hash aggregate sized for that
+-- costs more than sorting the few rows there are (measured: 0.58 against 0.47 ms per Trino CTAS
+-- event, track_functions, one run on a shared machine).
 SET plan_cache_mode = force_generic_plan
 SET enable_hashagg = off
 AS $fn$
