@@ -238,6 +238,21 @@ BEGIN
     SELECT n.dataset_id, n.symlink_id, n.type FROM pg_temp.backfill_symlinks AS n
     ON CONFLICT DO NOTHING;
 
+    -- 4. Schema versions, lineage edges and column lineage: recomputed from every event with the
+    -- function live ingest runs (metastore.derive_lineage), in id order as ingest saw them.
+    DELETE FROM metastore.column_lineage;
+    DELETE FROM metastore.lineage_edges;
+    DELETE FROM metastore.dataset_schema_versions;
+    -- The mentions extracted in step 1, per event: no second extraction.
+    CREATE INDEX ON pg_temp.backfill_mentions (event_id);
+    PERFORM metastore.derive_lineage(
+                e.id, e.event_time, e.payload, e.job_namespace, e.job_name,
+                ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace, m.symlink_of_name,
+                                 m.symlink_type)::metastore.dataset_mention
+                        FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id))
+       FROM metastore.events AS e
+      ORDER BY e.id;
+
     DELETE FROM metastore.datasets AS d
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
 
@@ -246,7 +261,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from the events that remain (datasets no remaining event mentions are removed). Error codes: 22023 p_batch_size not positive.';
+COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges and column_lineage from metastore.events with the same rules as live ingest (metastore.extract_datasets, metastore.derive_lineage). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from the events that remain (datasets no remaining event mentions are removed). Error codes: 22023 p_batch_size not positive.';
 
 CREATE FUNCTION metastore.check_event(p_payload jsonb) RETURNS metastore.checked_event
     LANGUAGE plpgsql STABLE
@@ -406,6 +421,215 @@ $_$;
 
 COMMENT ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) IS 'Creates the missing daily partitions (UTC days, named events_pYYYYMMDD and event_datasets_pYYYYMMDD) of metastore.events and metastore.event_datasets from p_from through today + p_days_ahead, moving the rows of those days out of the default partitions; returns how many partitions it created (0 when none were missing: it is idempotent, and concurrent callers take turns). Holds ingest off for the milliseconds the partitions take to attach. Error codes: 22023 bad arguments; 55P03 the tables stayed locked by another transaction (e.g. a backfill), try again later. Owner only: the service calls metastore.ensure_partitions().';
 
+CREATE FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) RETURNS bigint[]
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_all bigint[] := ARRAY(SELECT DISTINCT x FROM unnest(p_ids) AS x WHERE x IS NOT NULL ORDER BY x);
+    v_new bigint[] := v_all;
+BEGIN
+    -- Both ways (carrier -> identifier, identifier -> carriers), to a fixed point: two paths that
+    -- carry one table identifier are aliases of each other. Bounded by p_limit ids.
+    WHILE cardinality(v_new) > 0 AND cardinality(v_all) < p_limit LOOP
+        v_new := ARRAY(
+            SELECT DISTINCT n.id
+              FROM (SELECT s.symlink_id AS id FROM metastore.dataset_symlinks AS s WHERE s.dataset_id = ANY (v_new)
+                    UNION ALL
+                    SELECT s.dataset_id FROM metastore.dataset_symlinks AS s WHERE s.symlink_id = ANY (v_new)) AS n
+             WHERE n.id <> ALL (v_all)
+             ORDER BY n.id
+             LIMIT p_limit - cardinality(v_all));
+        v_all := v_all || v_new;
+    END LOOP;
+    RETURN v_all;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) IS 'The datasets p_ids name, with every dataset linked to them by metastore.dataset_symlinks, either way and transitively, at most p_limit ids (the given ones first).';
+
+CREATE FUNCTION metastore.dataset_layer(p_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    -- Bounds of the lists: a dataset page, not an export.
+    c_versions constant integer := 20;
+    c_hop      constant integer := 100;
+    c_columns  constant integer := 1000;
+    v_aliases  bigint[] := metastore.dataset_aliases(ARRAY[p_id], c_hop);
+BEGIN
+    -- db/functions is applied whatever the deploy's target: before change 6 the page stays as it was.
+    IF to_regclass('metastore.column_lineage') IS NULL THEN
+        RETURN jsonb_build_object('fields', '[]'::jsonb, 'schema_versions', '[]'::jsonb,
+                                  'column_lineage', '[]'::jsonb, 'upstream', '[]'::jsonb, 'downstream', '[]'::jsonb);
+    END IF;
+    RETURN jsonb_build_object(
+        -- The newest version by eventTime is the current schema.
+        'fields', coalesce((SELECT v.fields FROM metastore.dataset_schema_versions AS v
+                             WHERE v.dataset_id = p_id
+                             ORDER BY v.last_seen DESC, v.first_seen DESC, v.fields_sha256 LIMIT 1), '[]'),
+        'schema_versions', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'fields_sha256', encode(v.fields_sha256, 'hex'), 'field_count', jsonb_array_length(v.fields),
+                       'first_event_id', v.first_event_id, 'first_seen', v.first_seen, 'last_seen', v.last_seen,
+                       'fields', v.fields)
+                       ORDER BY v.last_seen DESC, v.first_seen DESC, v.fields_sha256), '[]')
+              FROM (SELECT * FROM metastore.dataset_schema_versions AS v WHERE v.dataset_id = p_id
+                     ORDER BY v.last_seen DESC, v.first_seen DESC, v.fields_sha256 LIMIT c_versions) AS v),
+        'column_lineage', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'field', nullif(c.output_field, ''),
+                       'input', jsonb_build_object('id', d.id, 'namespace', d.namespace, 'name', d.name),
+                       'input_field', c.input_field, 'transformation_type', c.transformation_type,
+                       'transformation_subtype', c.transformation_subtype,
+                       'first_seen', c.first_seen, 'last_seen', c.last_seen)
+                       ORDER BY c.output_field, d.namespace, d.name, c.input_field,
+                                c.transformation_type, c.transformation_subtype), '[]')
+              FROM (SELECT * FROM metastore.column_lineage AS c WHERE c.output_dataset_id = p_id
+                     ORDER BY c.output_field, c.input_dataset_id, c.input_field,
+                              c.transformation_type, c.transformation_subtype
+                     LIMIT c_columns) AS c
+              JOIN metastore.datasets_view AS d ON d.id = c.input_dataset_id),
+        -- One hop, from the dataset and its symlink aliases.
+        'upstream', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind,
+                       'jobs', n.jobs, 'last_seen', n.last_seen) ORDER BY d.namespace, d.name), '[]')
+              FROM (SELECT e.upstream_id AS id, count(DISTINCT e.job_sha256) AS jobs, max(e.last_seen) AS last_seen
+                      FROM metastore.lineage_edges AS e WHERE e.downstream_id = ANY (v_aliases)
+                     GROUP BY e.upstream_id ORDER BY e.upstream_id LIMIT c_hop) AS n
+              JOIN metastore.datasets_view AS d ON d.id = n.id),
+        'downstream', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind,
+                       'jobs', n.jobs, 'last_seen', n.last_seen) ORDER BY d.namespace, d.name), '[]')
+              FROM (SELECT e.downstream_id AS id, count(DISTINCT e.job_sha256) AS jobs, max(e.last_seen) AS last_seen
+                      FROM metastore.lineage_edges AS e WHERE e.upstream_id = ANY (v_aliases)
+                     GROUP BY e.downstream_id ORDER BY e.downstream_id LIMIT c_hop) AS n
+              JOIN metastore.datasets_view AS d ON d.id = n.id));
+END
+$$;
+
+COMMENT ON FUNCTION metastore.dataset_layer(p_id bigint) IS 'For metastore.get_dataset: a dataset''s current fields (its newest schema version by eventTime), its schema_versions (newest 20), column_lineage (output field <- input dataset and field, at most 1000; field null: the dataset-level list), and one hop of upstream and downstream datasets (at most 100 each, with the number of jobs), crossing symlinks.';
+
+CREATE FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text DEFAULT 'both'::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_start     bigint[];
+    v_nodes     bigint[];
+    v_depths    integer[];
+    v_sides     text[];
+    v_seen      bigint[];
+    v_frontier  bigint[];
+    v_next      bigint[];
+    v_dir       text;
+    v_truncated boolean := false;
+    v_room      integer;
+    v_edges     jsonb;
+    v_cut       boolean;
+    v_max_edges integer := 4 * p_node_limit;
+BEGIN
+    IF p_direction IS NULL OR p_direction NOT IN ('upstream', 'downstream', 'both') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('direction must be upstream, downstream or both, not %s', coalesce(p_direction, 'null'));
+    END IF;
+    IF p_depth IS NULL OR p_depth < 1 OR p_depth > 10 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('depth must be from 1 to 10, not %s', p_depth);
+    END IF;
+    IF p_node_limit IS NULL OR p_node_limit < 1 OR p_node_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('node limit must be from 1 to 1000, not %s', p_node_limit);
+    END IF;
+    IF NOT EXISTS (SELECT FROM metastore.datasets AS d WHERE d.id = p_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
+    END IF;
+
+    -- The dataset and its aliases are depth 0; each hop then adds the aliases of what it reached.
+    v_start := metastore.dataset_aliases(ARRAY[p_id], p_node_limit);
+    v_nodes := v_start;
+    v_depths := array_fill(0, ARRAY[cardinality(v_start)]);
+    v_sides := array_fill('self'::text, ARRAY[cardinality(v_start)]);
+
+    -- Each direction on its own from the start (up then down would reach siblings). A node seen
+    -- once is never expanded again in that direction: cycles end there.
+    FOREACH v_dir IN ARRAY CASE WHEN p_direction = 'both' THEN ARRAY['upstream', 'downstream']
+                                ELSE ARRAY[p_direction] END LOOP
+        v_seen := v_start;
+        v_frontier := v_start;
+        FOR v_depth IN 1..p_depth LOOP
+            EXIT WHEN cardinality(v_frontier) = 0 OR v_truncated;
+            v_room := p_node_limit - cardinality(v_nodes);
+            IF v_dir = 'upstream' THEN
+                v_next := ARRAY(SELECT DISTINCT e.upstream_id FROM metastore.lineage_edges AS e
+                                 WHERE e.downstream_id = ANY (v_frontier) AND e.upstream_id <> ALL (v_seen)
+                                 ORDER BY 1 LIMIT v_room + 1);
+            ELSE
+                v_next := ARRAY(SELECT DISTINCT e.downstream_id FROM metastore.lineage_edges AS e
+                                 WHERE e.upstream_id = ANY (v_frontier) AND e.downstream_id <> ALL (v_seen)
+                                 ORDER BY 1 LIMIT v_room + 1);
+            END IF;
+            EXIT WHEN cardinality(v_next) = 0;
+            v_next := ARRAY(SELECT x FROM unnest(metastore.dataset_aliases(v_next, v_room + 1)) WITH ORDINALITY AS a (x, o)
+                             WHERE x <> ALL (v_seen) ORDER BY o);
+            v_seen := v_seen || v_next;
+            -- Reached from the other side already (a cycle through the dataset): listed once.
+            v_next := ARRAY(SELECT x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
+                             WHERE x <> ALL (v_nodes) ORDER BY o);
+            IF cardinality(v_next) > v_room THEN
+                v_next := v_next[1:v_room];
+                v_truncated := true;
+            END IF;
+            v_nodes := v_nodes || v_next;
+            v_depths := v_depths || array_fill(v_depth, ARRAY[cardinality(v_next)]);
+            v_sides := v_sides || array_fill(v_dir, ARRAY[cardinality(v_next)]);
+            v_frontier := v_next;
+        END LOOP;
+    END LOOP;
+
+    -- Edges between the nodes found: lineage per (upstream, downstream) with its number of jobs,
+    -- and the symlinks crossed.
+    SELECT coalesce(jsonb_agg(g.edge ORDER BY g.k1, g.k2, g.k3), '[]'), count(*) > v_max_edges
+      INTO v_edges, v_cut
+      FROM (SELECT * FROM (
+                SELECT jsonb_build_object('kind', 'lineage', 'from', e.upstream_id, 'to', e.downstream_id,
+                                          'jobs', count(*), 'first_seen', min(e.first_seen),
+                                          'last_seen', max(e.last_seen)) AS edge,
+                       0 AS k1, e.upstream_id AS k2, e.downstream_id AS k3
+                  FROM metastore.lineage_edges AS e
+                 WHERE e.upstream_id = ANY (v_nodes) AND e.downstream_id = ANY (v_nodes)
+                 GROUP BY e.upstream_id, e.downstream_id
+                UNION ALL
+                SELECT jsonb_build_object('kind', 'symlink', 'from', s.dataset_id, 'to', s.symlink_id, 'type', s.type),
+                       1, s.dataset_id, s.symlink_id
+                  FROM metastore.dataset_symlinks AS s
+                 WHERE s.dataset_id = ANY (v_nodes) AND s.symlink_id = ANY (v_nodes)) AS u
+             ORDER BY u.k1, u.k2, u.k3
+             LIMIT v_max_edges + 1) AS g;
+    IF v_cut THEN
+        v_edges := v_edges - v_max_edges;
+    END IF;
+
+    RETURN jsonb_build_object(
+        'id', p_id,
+        'direction', p_direction,
+        'depth', p_depth,
+        'nodes', (SELECT jsonb_agg(jsonb_build_object('id', d.id, 'namespace', d.namespace, 'name', d.name,
+                                                      'kind', d.kind, 'depth', n.depth, 'side', n.side)
+                                   ORDER BY n.o)
+                    FROM unnest(v_nodes, v_depths, v_sides) WITH ORDINALITY AS n (id, depth, side, o)
+                    JOIN metastore.datasets_view AS d ON d.id = n.id),
+        'edges', v_edges,
+        'truncated', v_truncated OR v_cut);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) IS 'The lineage graph around a dataset: {id, direction, depth, nodes, edges, truncated}. nodes: the dataset and its symlink aliases (side self, depth 0), then what p_depth hops upstream and/or downstream reach (each with its aliases), at most p_node_limit. edges: lineage (from upstream to downstream, with the number of jobs) and symlink (from the dataset carrying the identifier to it) between listed nodes, at most 4 x p_node_limit. truncated: a limit cut the graph. Error codes: 22023 direction not upstream/downstream/both, depth outside 1..10, node limit outside 1..1000; P0002 no such dataset.';
+
 CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -424,6 +648,190 @@ CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500
 $$;
 
 COMMENT ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) IS 'Counts for the view''s filters: all datasets, per scheme (null: no scheme), and per namespace (the p_namespaces_limit namespaces with most datasets, ordered by name).';
+
+CREATE FUNCTION metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $_$
+BEGIN
+    IF p_field IS NULL OR p_field = '' OR octet_length(p_field) > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'field must be a name of 1 to 1000 bytes';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    -- Versions with the name (the index), kept when current: no later version of their dataset.
+    RETURN jsonb_build_object('field', p_field, 'datasets', (
+        SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.namespace, d.name), '[]')
+          FROM (SELECT d.*
+                  FROM metastore.dataset_schema_versions AS v
+                  JOIN metastore.datasets_view AS d ON d.id = v.dataset_id
+                 WHERE jsonb_path_query_array(v.fields, '$[*].name') @> jsonb_build_array(p_field)
+                   AND NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS n
+                                    WHERE n.dataset_id = v.dataset_id
+                                      AND (n.last_seen, n.first_seen, v.fields_sha256)
+                                          > (v.last_seen, v.first_seen, n.fields_sha256))
+                 ORDER BY d.namespace, d.name
+                 LIMIT p_limit) AS d));
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) IS 'Datasets whose current fields (metastore.get_dataset''s "fields") have a top-level field named exactly p_field: {field, datasets}, ordered by namespace and name, at most p_limit. Error codes: 22023 field empty or over 1000 bytes, limit outside 1..1000.';
+
+CREATE FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_hashagg TO 'off'
+    AS $_$
+DECLARE
+    v_ids   bigint[];
+    v_ns    text[];
+    v_names text[];
+    v_job   bytea;
+    -- Edges and column lineage keep first_seen and last_seen to the hour (UTC): an event that
+    -- repeats them within the hour writes nothing (a query that runs every minute would otherwise
+    -- rewrite each of its rows every minute). Schema versions keep exact times, so that the current
+    -- fields are those of the newest event. Either way a function of the set of events, whatever
+    -- their order: backfill gives what live ingest gave.
+    v_hour  timestamptz := date_trunc('hour', p_event_time, 'UTC');
+BEGIN
+    -- db/functions is applied whatever the deploy's target: before change 6 there is nowhere to
+    -- derive into, and ingest must go on (a catalog lookup, microseconds).
+    IF to_regclass('metastore.column_lineage') IS NULL THEN
+        RETURN;
+    END IF;
+    -- The datasets this event mentions (metastore.extract_datasets), looked up as store_event does.
+    -- Only these are resolved: a column-lineage input the event does not mention is skipped, so
+    -- what an event derives never depends on which other events came first.
+    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
+      INTO v_ids, v_ns, v_names
+      FROM metastore.datasets AS d
+     WHERE (d.namespace, d.name) IN (SELECT m.namespace, m.name FROM unnest(p_mentions) AS m);
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    -- Each derivation only when its facet is there (a jsonpath test costs microseconds, a statement
+    -- a tenth of a millisecond or more).
+    IF p_payload @? '$.inputs[*].facets.schema' OR p_payload @? '$.outputs[*].facets.schema'
+       OR p_payload @? '$.dataset.facets.schema' THEN
+        INSERT INTO metastore.dataset_schema_versions AS v
+               (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)
+        SELECT k.id, s.h, s.fields, p_event_id, p_event_time, p_event_time
+          -- Schema facets of inputs, outputs and a DatasetEvent's dataset. An empty list says nothing
+          -- about the fields (some producers send it when they do not know them).
+          FROM (SELECT DISTINCT ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
+                       ds #> '{facets,schema,fields}' AS fields,
+                       sha256(convert_to((ds #> '{facets,schema,fields}')::text, 'UTF8')) AS h
+                  FROM (SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'inputs') = 'array'
+                                                         THEN p_payload -> 'inputs' ELSE '[]' END)
+                        UNION ALL
+                        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
+                                                         THEN p_payload -> 'outputs' ELSE '[]' END)
+                        UNION ALL
+                        SELECT p_payload -> 'dataset' WHERE metastore.event_kind(p_payload) = 'dataset') AS t (ds)
+                 WHERE jsonb_typeof(ds) = 'object'
+                   AND jsonb_typeof(ds -> 'namespace') = 'string' AND jsonb_typeof(ds -> 'name') = 'string'
+                   AND jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
+                   AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s
+          JOIN unnest(v_ids, v_ns, v_names) AS k (id, namespace, name) ON k.namespace = s.namespace AND k.name = s.name
+         WHERE NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS seen
+                            WHERE seen.dataset_id = k.id AND seen.fields_sha256 = s.h
+                              AND seen.first_seen <= p_event_time AND seen.last_seen >= p_event_time)
+         ORDER BY 1, 2
+        ON CONFLICT (dataset_id, fields_sha256) DO UPDATE
+           SET first_event_id = CASE WHEN excluded.first_seen < v.first_seen THEN excluded.first_event_id
+                                     ELSE v.first_event_id END,
+               first_seen = least(v.first_seen, excluded.first_seen),
+               last_seen = greatest(v.last_seen, excluded.last_seen)
+         WHERE excluded.first_seen < v.first_seen OR excluded.last_seen > v.last_seen;
+
+    END IF;
+
+    IF p_job_name IS NOT NULL AND p_payload @? '$.inputs[*]' AND p_payload @? '$.outputs[*]' THEN
+        v_job := sha256(convert_to(jsonb_build_array(p_job_namespace, p_job_name)::text, 'UTF8'));
+        INSERT INTO metastore.lineage_edges AS e
+               (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
+        SELECT DISTINCT i.id, o.id, v_job, coalesce(p_job_namespace, ''), p_job_name, v_hour, v_hour
+          FROM unnest(p_mentions) AS mi
+          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
+            ON i.namespace = mi.namespace AND i.name = mi.name
+         CROSS JOIN unnest(p_mentions) AS mo
+          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name)
+            ON o.namespace = mo.namespace AND o.name = mo.name
+         WHERE mi.direction = 'input' AND mi.symlink_of_namespace IS NULL
+           AND mo.direction = 'output' AND mo.symlink_of_namespace IS NULL
+           AND NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
+                            WHERE seen.upstream_id = i.id AND seen.downstream_id = o.id AND seen.job_sha256 = v_job
+                              AND seen.first_seen <= v_hour AND seen.last_seen >= v_hour)
+         ORDER BY 1, 2
+        ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
+           SET first_seen = least(e.first_seen, excluded.first_seen),
+               last_seen = greatest(e.last_seen, excluded.last_seen)
+         WHERE excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
+    END IF;
+
+    IF p_payload @? '$.outputs[*].facets.columnLineage' THEN
+        INSERT INTO metastore.column_lineage AS c
+               (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
+                transformation_subtype, first_seen, last_seen)
+        SELECT o.id, x.output_field, i.id, x.input_field, x.transformation_type, x.transformation_subtype,
+               v_hour, v_hour
+          -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
+          -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
+          -- without transformations is one edge of unknown type ('', '').
+          FROM (SELECT DISTINCT od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
+                       inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
+                       inf ->> 'field' AS input_field,
+                       CASE WHEN jsonb_typeof(tr -> 'type') = 'string' THEN tr ->> 'type' ELSE '' END
+                           AS transformation_type,
+                       CASE WHEN jsonb_typeof(tr -> 'subtype') = 'string' THEN tr ->> 'subtype' ELSE '' END
+                           AS transformation_subtype
+                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
+                                                 THEN p_payload -> 'outputs' ELSE '[]' END) AS od
+                 CROSS JOIN LATERAL (
+                        SELECT fe.key, fe.value -> 'inputFields'
+                          FROM jsonb_each(CASE WHEN jsonb_typeof(od #> '{facets,columnLineage,fields}') = 'object'
+                                               THEN od #> '{facets,columnLineage,fields}' ELSE '{}' END) AS fe
+                        UNION ALL
+                        SELECT '', od #> '{facets,columnLineage,dataset}') AS f (field, inputs)
+                 CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
+                                                              THEN f.inputs ELSE '[]' END) AS inf
+                 CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(inf -> 'transformations') = 'array'
+                                                                   AND jsonb_array_length(inf -> 'transformations') > 0
+                                                              THEN inf -> 'transformations' ELSE '[{}]' END) AS tr
+                 WHERE jsonb_typeof(od) = 'object'
+                   AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
+                   AND jsonb_typeof(inf) = 'object'
+                   AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
+                   AND jsonb_typeof(inf -> 'field') = 'string'
+                   -- Bounded so that a key of column_lineage stays under the btree's entry limit (~2700 bytes).
+                   AND octet_length(inf ->> 'field') <= 1000 AND octet_length(f.field) <= 1000
+                   AND (jsonb_typeof(tr -> 'type') IS DISTINCT FROM 'string' OR octet_length(tr ->> 'type') <= 200)
+                   AND (jsonb_typeof(tr -> 'subtype') IS DISTINCT FROM 'string'
+                        OR octet_length(tr ->> 'subtype') <= 200)) AS x
+          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
+          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
+            ON i.namespace = x.input_namespace AND i.name = x.input_name
+         WHERE NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
+                            WHERE seen.output_dataset_id = o.id AND seen.output_field = x.output_field
+                              AND seen.input_dataset_id = i.id AND seen.input_field = x.input_field
+                              AND seen.transformation_type = x.transformation_type
+                              AND seen.transformation_subtype = x.transformation_subtype
+                              AND seen.first_seen <= v_hour AND seen.last_seen >= v_hour)
+         ORDER BY 1, 2, 3, 4, 5, 6
+        ON CONFLICT (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
+                     transformation_subtype) DO UPDATE
+           SET first_seen = least(c.first_seen, excluded.first_seen),
+               last_seen = greatest(c.last_seen, excluded.last_seen)
+         WHERE excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
+    END IF;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) IS 'Derives one stored event''s schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; entries with a field over 1000 bytes or a type or subtype over 200 bytes are skipped) into dataset_schema_versions, lineage_edges and column_lineage. p_mentions: the event''s metastore.extract_datasets rows; only those datasets are resolved. The rules live here only: live ingest (store_event) and backfill both call it.';
 
 CREATE FUNCTION metastore.ensure_partitions() RETURNS integer
     LANGUAGE sql SECURITY DEFINER
@@ -713,11 +1121,13 @@ BEGIN
               FROM metastore.dataset_symlinks_view AS s
               JOIN metastore.datasets_view AS d ON d.id = s.dataset_id
              WHERE s.symlink_id = p_id),
-        'events', v_events);
+        'events', v_events)
+        -- Fields, schema versions, column lineage and one hop of lineage.
+        || metastore.dataset_layer(p_id);
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time). Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
+COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time), and (metastore.dataset_layer) its fields, schema_versions, column_lineage, upstream and downstream. Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
 
 CREATE FUNCTION metastore.group_role(p_kind text) RETURNS text
     LANGUAGE plpgsql STABLE
@@ -1435,10 +1845,13 @@ BEGIN
       JOIN metastore.datasets AS c ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
+
+    PERFORM metastore.derive_lineage(event_id, p_event.event_time, p_payload, p_event.job_namespace,
+                                     p_event.job_name, p_event.mentions);
 END
 $$;
 
-COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks.';
+COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks, and (metastore.derive_lineage) its schema versions, lineage edges and column lineage.';
 
 CREATE FUNCTION metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql
@@ -1653,6 +2066,25 @@ $$;
 
 COMMENT ON FUNCTION metastore.write_probe() IS 'true when the tables ingest writes can be locked for writing within 200 ms (nothing holds a lock against writers), false otherwise. The service''s async writers use it to tell an event that cannot be stored from a database that cannot store anything right now.';
 
+CREATE TABLE metastore.column_lineage (
+    output_dataset_id bigint NOT NULL,
+    output_field text NOT NULL,
+    input_dataset_id bigint NOT NULL,
+    input_field text NOT NULL,
+    transformation_type text NOT NULL,
+    transformation_subtype text NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE metastore.column_lineage IS 'output field <- input field, once per (output dataset, output field, input dataset, input field, transformation type, subtype), first_seen and last_seen to the hour (UTC). Only input datasets the same event mentions are resolved.';
+
+COMMENT ON COLUMN metastore.column_lineage.output_field IS 'Empty: the facet''s dataset-level "dataset" list (the input affects the whole output dataset).';
+
+COMMENT ON COLUMN metastore.column_lineage.transformation_type IS 'transformations[].type (DIRECT, INDIRECT); empty when not given.';
+
+COMMENT ON COLUMN metastore.column_lineage.transformation_subtype IS 'transformations[].subtype; empty when not given.';
+
 CREATE TABLE metastore.event_datasets (
     event_id bigint NOT NULL,
     dataset_id bigint NOT NULL,
@@ -1727,6 +2159,27 @@ CREATE VIEW metastore.dataset_events_view AS
      JOIN metastore.event_datasets l ON (((l.event_id = e.id) AND (l.event_time = e.event_time))));
 
 COMMENT ON VIEW metastore.dataset_events_view IS 'Which events mention which dataset, with the event''s header.';
+
+CREATE TABLE metastore.dataset_schema_versions (
+    dataset_id bigint NOT NULL,
+    fields_sha256 bytea NOT NULL,
+    fields jsonb NOT NULL,
+    first_event_id bigint NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE metastore.dataset_schema_versions IS 'Each distinct field list (schema facet) a dataset was seen with, once: the version with the latest last_seen is the current schema.';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.fields_sha256 IS 'sha256 of fields::text: the version''s key.';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.fields IS 'The schema facet''s "fields" array as sent (name, type, description, nested "fields").';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.first_event_id IS 'metastore.events.id of the earliest event (by eventTime) that carried this field list.';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.first_seen IS 'Earliest eventTime with this field list.';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.last_seen IS 'Latest eventTime with this field list.';
 
 CREATE TABLE metastore.dataset_symlinks (
     dataset_id bigint NOT NULL,
@@ -1882,6 +2335,20 @@ CREATE TABLE metastore.group_roles (
 
 COMMENT ON TABLE metastore.group_roles IS 'This installation''s two NOLOGIN group roles (one row): app_role (ingest and read) and reader_role (read only). Function grants go to them; set by `metastore db deploy --app-role/--reader-role`. chosen is false until a deploy has set them on a new installation (it then derives them from the database''s name).';
 
+CREATE TABLE metastore.lineage_edges (
+    upstream_id bigint NOT NULL,
+    downstream_id bigint NOT NULL,
+    job_sha256 bytea NOT NULL,
+    job_namespace text NOT NULL,
+    job_name text NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE metastore.lineage_edges IS 'upstream_id was an input and downstream_id an output of one event of the job, once per (upstream, downstream, job), first_seen and last_seen to the hour (UTC). Symlink identifiers get no edges: lineage queries cross metastore.dataset_symlinks.';
+
+COMMENT ON COLUMN metastore.lineage_edges.job_sha256 IS 'sha256 of the JSON array [job namespace, job name] as text: the job''s key.';
+
 CREATE TABLE metastore.rejected_events (
     id bigint NOT NULL,
     sqlstate text NOT NULL,
@@ -1951,6 +2418,12 @@ ALTER TABLE ONLY metastore.event_datasets ATTACH PARTITION metastore.event_datas
 
 ALTER TABLE ONLY metastore.events ATTACH PARTITION metastore.events_default DEFAULT;
 
+ALTER TABLE ONLY metastore.column_lineage
+    ADD CONSTRAINT column_lineage_key UNIQUE (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type, transformation_subtype);
+
+ALTER TABLE ONLY metastore.dataset_schema_versions
+    ADD CONSTRAINT dataset_schema_versions_pkey PRIMARY KEY (dataset_id, fields_sha256);
+
 ALTER TABLE ONLY metastore.dataset_symlinks
     ADD CONSTRAINT dataset_symlinks_pkey PRIMARY KEY (dataset_id, symlink_id, type);
 
@@ -1984,11 +2457,18 @@ ALTER TABLE ONLY metastore.forward_targets
 ALTER TABLE ONLY metastore.group_roles
     ADD CONSTRAINT group_roles_pkey PRIMARY KEY (singleton);
 
+ALTER TABLE ONLY metastore.lineage_edges
+    ADD CONSTRAINT lineage_edges_pkey PRIMARY KEY (upstream_id, downstream_id, job_sha256);
+
 ALTER TABLE ONLY metastore.rejected_events
     ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY metastore_migrations.schema_version
     ADD CONSTRAINT schema_version_pkey PRIMARY KEY (version);
+
+CREATE INDEX column_lineage_input_idx ON metastore.column_lineage USING btree (input_dataset_id, input_field);
+
+CREATE INDEX dataset_schema_versions_names_idx ON metastore.dataset_schema_versions USING gin (jsonb_path_query_array(fields, '$[*]."name"'::jsonpath) jsonb_path_ops);
 
 CREATE INDEX dataset_symlinks_symlink_idx ON metastore.dataset_symlinks USING btree (symlink_id);
 
@@ -2017,6 +2497,8 @@ CREATE INDEX events_default_run_id_idx ON metastore.events_default USING btree (
 CREATE INDEX events_feed_idx ON ONLY metastore.events USING btree (xact_id, id);
 
 CREATE INDEX events_default_xact_id_id_idx ON metastore.events_default USING btree (xact_id, id);
+
+CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges USING btree (downstream_id, upstream_id);
 
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
 
@@ -2070,9 +2552,23 @@ REVOKE ALL ON FUNCTION metastore.check_source(p_source_kind text, p_source_princ
 
 REVOKE ALL ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.dataset_layer(p_id bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) TO metastore_reader;
+
 REVOKE ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.ensure_partitions() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;

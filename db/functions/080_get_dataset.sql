@@ -86,13 +86,16 @@ BEGIN
               FROM metastore.dataset_symlinks_view AS s
               JOIN metastore.datasets_view AS d ON d.id = s.dataset_id
              WHERE s.symlink_id = p_id),
-        'events', v_events);
+        'events', v_events)
+        -- Fields, schema versions, column lineage and one hop of lineage.
+        || metastore.dataset_layer(p_id);
 END
 $fn$;
 
 COMMENT ON FUNCTION metastore.get_dataset(bigint, integer) IS
     'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) '
-    'and its most recent events, newest eventTime first (job, run, event type, direction, time). '
+    'and its most recent events, newest eventTime first (job, run, event type, direction, time), and '
+    '(metastore.dataset_layer) its fields, schema_versions, column_lineage, upstream and downstream. '
     'Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
 
 REVOKE ALL ON FUNCTION metastore.get_dataset(bigint, integer) FROM PUBLIC;

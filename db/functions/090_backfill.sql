@@ -93,6 +93,21 @@ BEGIN
     SELECT n.dataset_id, n.symlink_id, n.type FROM pg_temp.backfill_symlinks AS n
     ON CONFLICT DO NOTHING;
 
+    -- 4. Schema versions, lineage edges and column lineage: recomputed from every event with the
+    -- function live ingest runs (metastore.derive_lineage), in id order as ingest saw them.
+    DELETE FROM metastore.column_lineage;
+    DELETE FROM metastore.lineage_edges;
+    DELETE FROM metastore.dataset_schema_versions;
+    -- The mentions extracted in step 1, per event: no second extraction.
+    CREATE INDEX ON pg_temp.backfill_mentions (event_id);
+    PERFORM metastore.derive_lineage(
+                e.id, e.event_time, e.payload, e.job_namespace, e.job_name,
+                ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace, m.symlink_of_name,
+                                 m.symlink_type)::metastore.dataset_mention
+                        FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id))
+       FROM metastore.events AS e
+      ORDER BY e.id;
+
     DELETE FROM metastore.datasets AS d
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
 
@@ -102,8 +117,9 @@ END
 $fn$;
 
 COMMENT ON PROCEDURE metastore.backfill(integer) IS
-    'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as '
-    'live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in '
+    'Rebuilds datasets, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges and '
+    'column_lineage from metastore.events with the same rules as live ingest (metastore.extract_datasets, '
+    'metastore.derive_lineage). Run it with CALL outside a transaction block. Reads events in '
     'batches of p_batch_size, committing after each, so no transaction spans the whole table; the final '
     'step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and '
     'applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from '

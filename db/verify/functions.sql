@@ -24,6 +24,8 @@ BEGIN
     END LOOP;
     FOREACH v_fn IN ARRAY ARRAY['metastore.list_datasets(integer, text, text, text, text, text)',
                                 'metastore.get_dataset(bigint, integer)',
+                                'metastore.dataset_lineage(bigint, text, integer, integer)',
+                                'metastore.datasets_with_field(text, integer)',
                                 'metastore.dataset_summary(integer)',
                                 'metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)',
                                 'metastore.partitions_ahead()'] LOOP
@@ -49,7 +51,10 @@ BEGIN
                                     'metastore.create_partitions(date, integer)',
                                     'metastore.record_rejection(bytea, text, text, text, text)',
                                     'metastore.read_event(bytea)',
-                                    'metastore.check_source(text, text)'] LOOP
+                                    'metastore.check_source(text, text)',
+                                    'metastore.derive_lineage(bigint, timestamptz, jsonb, text, text, metastore.dataset_mention[])',
+                                    'metastore.dataset_aliases(bigint[], integer)',
+                                    'metastore.dataset_layer(bigint)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
                 pg_catalog.format('%s must not execute %s', v_role, v_fn);
         END LOOP;

@@ -142,6 +142,28 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         )
         return json_text(dataset)
 
+    @app.get("/api/v1/datasets/<dataset_id:int>/lineage")
+    async def dataset_lineage(request: Request, dataset_id: int) -> HTTPResponse:
+        args = request.args
+        (graph,) = await db.read.one(
+            "dataset_lineage",
+            {
+                "id": dataset_id,
+                "direction": _param(args, "direction") or "both",
+                "depth": _int_param(args, "depth", 3),
+                "limit": _int_param(args, "limit", 200),
+            },
+        )
+        return json_text(graph)
+
+    @app.get("/api/v1/datasets/by-field")
+    async def datasets_with_field(request: Request) -> HTTPResponse:
+        (found,) = await db.read.one(
+            "datasets_with_field",
+            {"field": _param(request.args, "name"), "limit": _int_param(request.args, "limit", 100)},
+        )
+        return json_text(found)
+
     @app.get("/api/v1/datasets/summary")
     async def dataset_summary(request: Request) -> HTTPResponse:
         (summary,) = await db.read.one("dataset_summary", {})

@@ -22,6 +22,12 @@ SELECT metastore.list_datasets(%(limit)s::integer, %(cursor)s::text, %(namespace
 -- name: get_dataset
 SELECT metastore.get_dataset(%(id)s::bigint, %(events_limit)s::integer)::text;
 
+-- name: dataset_lineage
+SELECT metastore.dataset_lineage(%(id)s::bigint, %(direction)s::text, %(depth)s::integer, %(limit)s::integer)::text;
+
+-- name: datasets_with_field
+SELECT metastore.datasets_with_field(%(field)s::text, %(limit)s::integer)::text;
+
 -- name: dataset_summary
 SELECT metastore.dataset_summary()::text;
 

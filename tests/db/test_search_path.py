@@ -113,6 +113,19 @@ CALLS: dict[str, str] = {
         "SELECT metastore.get_dataset((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
     ),
     "metastore.dataset_summary(integer)": "SELECT metastore.dataset_summary()",
+    "metastore.derive_lineage(bigint,timestamp with time zone,jsonb,text,text,metastore.dataset_mention[])": (
+        "SELECT metastore.derive_lineage(1, pg_catalog.now(), %(event)s::jsonb, 'n', 'j',"
+        " (metastore.validate_event(%(event)s::jsonb)).mentions)"
+    ),
+    "metastore.dataset_aliases(bigint[],integer)": "SELECT metastore.dataset_aliases(ARRAY[1::bigint], 10)",
+    "metastore.dataset_layer(bigint)": (
+        "SELECT metastore.dataset_layer((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v))"
+    ),
+    "metastore.datasets_with_field(text,integer)": "SELECT metastore.datasets_with_field('id', 10)",
+    "metastore.dataset_lineage(bigint,text,integer,integer)": (
+        "SELECT metastore.dataset_lineage((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v),"
+        " 'both', 3, 50)"
+    ),
     "metastore.schema_version()": "SELECT metastore.schema_version()",
     "metastore.create_partitions(date,integer)": "SELECT metastore.create_partitions()",
     "metastore.apply_retention(interval)": "SELECT metastore.apply_retention('3650 days')",

@@ -341,3 +341,29 @@ def test_the_footer_shows_live_forwarding_and_its_lag(page: Page, module_db: Dat
     ARTIFACTS.mkdir(exist_ok=True)
     footer.scroll_into_view_if_needed()
     page.screenshot(path=str(ARTIFACTS / "forwarding-footer.png"))
+
+
+def test_a_dataset_shows_its_fields_their_sources_and_its_lineage(page: Page) -> None:
+    page.goto("/ui/")
+    page.get_by_label("Search by name").fill("nation_copy")
+    button = page.get_by_role("button", name="memory.default.nation_copy")
+    expect(button).to_be_visible()
+    button.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail-heading")).to_have_text("memory.default.nation_copy")
+    fields = page.locator("#fields-table tbody tr")
+    expect(fields).to_have_count(4)
+    expect(fields.first).to_contain_text("nationkey")
+    expect(fields.first).to_contain_text("bigint")
+    expect(fields.first).to_contain_text("tpch.tiny.nation.nationkey")
+    expect(page.locator("#upstream")).to_contain_text("trino://localhost:8080 · tpch.tiny.nation")
+    expect(page.locator("#downstream")).to_contain_text("No job that read it wrote another dataset.")
+    page.screenshot(path=str(ARTIFACTS / "dataset-lineage.png"), full_page=True)
+
+    # Upstream by keyboard: its page lists the copy downstream.
+    link = page.locator("#upstream").get_by_role("link", name=re.compile("tpch.tiny.nation"))
+    link.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail-heading")).to_have_text("tpch.tiny.nation")
+    expect(page.locator("#downstream")).to_contain_text("memory.default.nation_copy")
+    expect(page.locator("#fields-table tbody tr")).to_have_count(4)
