@@ -63,11 +63,15 @@ BEGIN
       JOIN metastore.datasets AS c ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
+
+    PERFORM metastore.derive_job_run(p_payload, p_event.event_type, p_event.event_time, p_event.run_id,
+                                     p_event.job_namespace, p_event.job_name);
 END
 $fn$;
 
 COMMENT ON FUNCTION metastore.store_event(jsonb, metastore.valid_event, text, text) IS
     'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one '
-    'returns that one with duplicate = true) and derives its datasets, links and symlinks.';
+    'returns that one with duplicate = true) and derives its datasets, links and symlinks, and its job and run '
+    '(metastore.derive_job_run).';
 
 REVOKE ALL ON FUNCTION metastore.store_event(jsonb, metastore.valid_event, text, text) FROM PUBLIC;

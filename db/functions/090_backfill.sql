@@ -96,14 +96,30 @@ BEGIN
     DELETE FROM metastore.datasets AS d
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
 
+    -- 4. Jobs and runs, by the live rule (metastore.derive_job_run) over every event: rows are reset to
+    -- "no event yet", every event applied (in any order: the rule does not depend on it), and what no
+    -- event reached goes. Ids are kept.
+    UPDATE metastore.runs
+       SET state = 'OTHER', state_time = '-infinity', started_at = NULL, ended_at = NULL, error_message = NULL,
+           trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
+           first_event_time = 'infinity', last_event_time = '-infinity', events = 0;
+    UPDATE metastore.jobs
+       SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
+           processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
+    PERFORM metastore.derive_job_run(e.payload, e.event_type, e.event_time, e.run_id, e.job_namespace, e.job_name)
+       FROM metastore.events AS e
+      WHERE e.job_name IS NOT NULL;
+    DELETE FROM metastore.runs AS r WHERE r.events = 0;
+    DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
+
     DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
     COMMIT;
 END
 $fn$;
 
 COMMENT ON PROCEDURE metastore.backfill(integer) IS
-    'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as '
-    'live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in '
+    'Rebuilds datasets, event_datasets, dataset_symlinks, jobs and runs from metastore.events with the same '
+    'rules as live ingest (metastore.extract_datasets, metastore.derive_job_run). Run it with CALL outside a transaction block. Reads events in '
     'batches of p_batch_size, committing after each, so no transaction spans the whole table; the final '
     'step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and '
     'applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from '
