@@ -147,7 +147,9 @@ CALLS: dict[str, str] = {
     "metastore.get_job(bigint,integer)": (
         "SELECT metastore.get_job((SELECT pg_catalog.min(v.id) FROM metastore.jobs_view AS v), 5)"
     ),
-    "metastore.get_run(bigint)": "SELECT metastore.get_run((SELECT pg_catalog.min(v.id) FROM metastore.runs_view AS v))",
+    "metastore.get_run(bigint)": (
+        "SELECT metastore.get_run((SELECT pg_catalog.min(v.id) FROM metastore.runs_view AS v))"
+    ),
     "metastore.dataset_runs(bigint,integer)": (
         "SELECT metastore.dataset_runs((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
     ),
