@@ -247,14 +247,14 @@ BEGIN
     UPDATE metastore.runs
        SET state = 'OTHER', state_time = '-infinity', started_at = NULL, ended_at = NULL, error_message = NULL,
            trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
-           first_event_time = 'infinity', last_event_time = '-infinity', events = 0;
+           first_event_time = 'infinity', last_event_time = '-infinity', event_count = 0;
     UPDATE metastore.jobs
        SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
            processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
     PERFORM metastore.derive_job_run(e.payload, e.event_type, e.event_time, e.run_id, e.job_namespace, e.job_name)
        FROM metastore.events AS e
       WHERE e.job_name IS NOT NULL;
-    DELETE FROM metastore.runs AS r WHERE r.events = 0;
+    DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
     DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
 
     DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
@@ -568,7 +568,7 @@ BEGIN
     INSERT INTO metastore.runs AS r (
         job_id, run_id, state, state_time, started_at, ended_at, error_message,
         trino_user, trino_source, trino_catalog, trino_schema, context_time,
-        first_event_time, last_event_time, events)
+        first_event_time, last_event_time, event_count)
     VALUES (
         v_job_id, p_run_id, v_state, p_event_time,
         CASE WHEN v_state = 'START' THEN p_event_time END,
@@ -607,7 +607,7 @@ BEGIN
                 LIMIT 1),
            first_event_time = least(r.first_event_time, excluded.first_event_time),
            last_event_time = greatest(r.last_event_time, excluded.last_event_time),
-           events = r.events + 1;
+           event_count = r.event_count + 1;
 END
 $$;
 
@@ -931,7 +931,7 @@ BEGIN
                        'ended_at', r.ended_at, 'duration_s', extract(epoch FROM r.duration),
                        'error_message', r.error_message, 'trino_user', r.trino_user,
                        'trino_source', r.trino_source, 'first_event_time', r.first_event_time,
-                       'last_event_time', r.last_event_time, 'events', r.events)
+                       'last_event_time', r.last_event_time, 'event_count', r.event_count)
                        ORDER BY r.first_event_time DESC, r.id DESC), '[]')
               FROM (SELECT * FROM metastore.runs_view AS v
                      WHERE v.job_id = p_id
@@ -2356,8 +2356,8 @@ CREATE TABLE metastore.runs (
     context_time timestamp with time zone,
     first_event_time timestamp with time zone NOT NULL,
     last_event_time timestamp with time zone NOT NULL,
-    events bigint DEFAULT 0 NOT NULL,
-    CONSTRAINT runs_events_check CHECK ((events >= 0)),
+    event_count bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT runs_event_count_check CHECK ((event_count >= 0)),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['START'::text, 'RUNNING'::text, 'COMPLETE'::text, 'FAIL'::text, 'ABORT'::text, 'OTHER'::text])))
 );
 
@@ -2375,7 +2375,7 @@ COMMENT ON COLUMN metastore.runs.error_message IS 'errorMessage run facet (messa
 
 COMMENT ON COLUMN metastore.runs.trino_user IS 'trino_query_context run facet (user, source, catalog, schema) of the latest event that carries it; null where the facet lacks the key (Trino sends user and source from 477 on, catalog and schema not at all).';
 
-COMMENT ON COLUMN metastore.runs.events IS 'How many stored events belong to the run.';
+COMMENT ON COLUMN metastore.runs.event_count IS 'How many stored events belong to the run.';
 
 ALTER TABLE metastore.runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME metastore.runs_id_seq
@@ -2401,7 +2401,7 @@ CREATE VIEW metastore.runs_view AS
     trino_schema,
     first_event_time,
     last_event_time,
-    events
+    event_count
    FROM metastore.runs r;
 
 COMMENT ON VIEW metastore.runs_view IS 'Runs as applications may read them.';

@@ -48,7 +48,7 @@ CREATE TABLE metastore.runs (
     context_time     timestamptz,
     first_event_time timestamptz NOT NULL,
     last_event_time  timestamptz NOT NULL,
-    events           bigint      NOT NULL DEFAULT 0 CHECK (events >= 0),
+    event_count      bigint      NOT NULL DEFAULT 0 CHECK (event_count >= 0),
     CONSTRAINT runs_job_run_key UNIQUE (job_id, run_id)
 );
 -- A job's latest runs (get_job, list_jobs), and a run by its OpenLineage id.
@@ -68,7 +68,7 @@ COMMENT ON COLUMN metastore.runs.error_message IS 'errorMessage run facet (messa
 COMMENT ON COLUMN metastore.runs.trino_user IS
     'trino_query_context run facet (user, source, catalog, schema) of the latest event that carries it; '
     'null where the facet lacks the key (Trino sends user and source from 477 on, catalog and schema not at all).';
-COMMENT ON COLUMN metastore.runs.events IS 'How many stored events belong to the run.';
+COMMENT ON COLUMN metastore.runs.event_count IS 'How many stored events belong to the run.';
 
 CREATE VIEW metastore.jobs_view AS
 SELECT j.id, j.namespace, j.name, j.first_seen, j.last_seen, j.latest_sql, j.sql_dialect, j.processing_type,
@@ -78,7 +78,7 @@ COMMENT ON VIEW metastore.jobs_view IS 'Jobs as applications may read them.';
 
 CREATE VIEW metastore.runs_view AS
 SELECT r.id, r.job_id, r.run_id, r.state, r.started_at, r.ended_at, r.duration, r.error_message, r.trino_user,
-       r.trino_source, r.trino_catalog, r.trino_schema, r.first_event_time, r.last_event_time, r.events
+       r.trino_source, r.trino_catalog, r.trino_schema, r.first_event_time, r.last_event_time, r.event_count
   FROM metastore.runs AS r;
 COMMENT ON VIEW metastore.runs_view IS 'Runs as applications may read them.';
 

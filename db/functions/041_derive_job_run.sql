@@ -77,7 +77,7 @@ BEGIN
     INSERT INTO metastore.runs AS r (
         job_id, run_id, state, state_time, started_at, ended_at, error_message,
         trino_user, trino_source, trino_catalog, trino_schema, context_time,
-        first_event_time, last_event_time, events)
+        first_event_time, last_event_time, event_count)
     VALUES (
         v_job_id, p_run_id, v_state, p_event_time,
         CASE WHEN v_state = 'START' THEN p_event_time END,
@@ -116,7 +116,7 @@ BEGIN
                 LIMIT 1),
            first_event_time = least(r.first_event_time, excluded.first_event_time),
            last_event_time = greatest(r.last_event_time, excluded.last_event_time),
-           events = r.events + 1;
+           event_count = r.event_count + 1;
 END
 $fn$;
 

@@ -25,7 +25,7 @@ BEGIN
                        'ended_at', r.ended_at, 'duration_s', extract(epoch FROM r.duration),
                        'error_message', r.error_message, 'trino_user', r.trino_user,
                        'trino_source', r.trino_source, 'first_event_time', r.first_event_time,
-                       'last_event_time', r.last_event_time, 'events', r.events)
+                       'last_event_time', r.last_event_time, 'event_count', r.event_count)
                        ORDER BY r.first_event_time DESC, r.id DESC), '[]')
               FROM (SELECT * FROM metastore.runs_view AS v
                      WHERE v.job_id = p_id

@@ -11,7 +11,7 @@ from tests.conftest import FIXTURES, ingest, load_fixture
 
 RUN_COLUMNS = (
     "state, state_time, started_at, ended_at, duration, error_message, trino_user, trino_source, "
-    "trino_catalog, trino_schema, first_event_time, last_event_time, events"
+    "trino_catalog, trino_schema, first_event_time, last_event_time, event_count"
 )
 
 
@@ -160,7 +160,7 @@ def test_rows_grow_with_runs_not_with_events(service: psycopg.Connection[Any], o
     for i in range(30):
         ingest(service, event("j", "RUNNING", f"2026-07-20T10:00:{i:02d}Z", run_id=f"r{i % 3}"))
     assert owner.execute("SELECT count(*) FROM metastore.jobs").fetchone() == (1,)
-    assert owner.execute("SELECT count(*), sum(events) FROM metastore.runs").fetchone() == (3, 30)
+    assert owner.execute("SELECT count(*), sum(event_count) FROM metastore.runs").fetchone() == (3, 30)
 
 
 def test_backfill_rebuilds_the_same_jobs_and_runs(database: Any, service: psycopg.Connection[Any]) -> None:
@@ -174,7 +174,7 @@ def test_backfill_rebuilds_the_same_jobs_and_runs(database: Any, service: psycop
     )
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         before = owner.execute(snapshot).fetchall()
-        owner.execute("UPDATE metastore.runs SET state = 'ABORT', events = 99")
+        owner.execute("UPDATE metastore.runs SET state = 'ABORT', event_count = 99")
         owner.execute(
             "INSERT INTO metastore.jobs (namespace, name, first_seen, last_seen) VALUES ('x', 'y', now(), now())"
         )
