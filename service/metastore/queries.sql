@@ -20,6 +20,18 @@ SELECT metastore.list_datasets(%(limit)s::integer, %(cursor)s::text, %(namespace
 -- name: get_dataset
 SELECT metastore.get_dataset(%(id)s::bigint, %(events_limit)s::integer)::text;
 
+-- name: dataset_runs
+SELECT metastore.dataset_runs(%(id)s::bigint, %(limit)s::integer)::text;
+
+-- name: list_jobs
+SELECT metastore.list_jobs(%(limit)s::integer, %(cursor)s::text, %(namespace)s::text, %(q)s::text)::text;
+
+-- name: get_job
+SELECT metastore.get_job(%(id)s::bigint, %(runs_limit)s::integer)::text;
+
+-- name: get_run
+SELECT metastore.get_run(%(id)s::bigint)::text;
+
 -- name: dataset_summary
 SELECT metastore.dataset_summary()::text;
 
