@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import time
@@ -50,15 +51,24 @@ def queries(start: int, count: int, base: datetime) -> list[bytes]:
     return bodies
 
 
-def ingest(conn: psycopg.Connection[Any], bodies: list[bytes], batch: int, rng: random.Random) -> float:
-    """Seconds to store the bodies, batch by batch, each batch in a shuffled order."""
+def backend_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the server process of a connection has used: unlike wall time,
+    hardly moved by other processes sharing the machine."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ingest(conn: psycopg.Connection[Any], bodies: list[bytes], batch: int, rng: random.Random) -> tuple[float, float]:
+    """Wall and server CPU seconds to store the bodies, batch by batch, each batch shuffled."""
+    pid = conn.info.backend_pid
+    cpu = backend_cpu_s(pid)
     started = time.perf_counter()
     for i in range(0, len(bodies), batch):
         chunk = bodies[i : i + batch]
         rng.shuffle(chunk)
         rows = conn.execute("SELECT status FROM metastore.ingest_events(%s::bytea[])", (chunk,)).fetchall()
         assert all(r[0] == "stored" for r in rows), rows[:3]
-    return time.perf_counter() - started
+    return time.perf_counter() - started, backend_cpu_s(pid) - cpu
 
 
 def main() -> None:
@@ -80,15 +90,20 @@ def main() -> None:
         version = conns["with"].execute("SHOW server_version").fetchone()
         size0 = {label: conn.execute(SIZE).fetchone()[0] for label, conn in conns.items()}  # type: ignore[index]
         rates: dict[str, list[float]] = {"with": [], "without": []}
+        cpu_us: dict[str, list[float]] = {"with": [], "without": []}
         number = 0
         for r in range(args.rounds):
             order = ("with", "without") if r % 2 == 0 else ("without", "with")
             for label in order:
                 bodies = queries(number, args.queries, base)
                 number += args.queries
-                seconds = ingest(conns[label], bodies, args.batch, rng)
+                seconds, cpu = ingest(conns[label], bodies, args.batch, rng)
                 rates[label].append(len(bodies) / seconds)
-                print(f"round {r + 1} {label:7s}: {len(bodies) / seconds:8.0f} events/s")
+                cpu_us[label].append(cpu / len(bodies) * 1e6)
+                print(
+                    f"round {r + 1} {label:7s}: {len(bodies) / seconds:8.0f} events/s, "
+                    f"{cpu / len(bodies) * 1e6:6.0f} us server CPU per event"
+                )
         events = args.rounds * args.queries * 2
         result: dict[str, Any] = {
             "command": "python -m bench.jobs_runs "
@@ -99,6 +114,10 @@ def main() -> None:
             "ingest_events_per_s": {label: [round(x) for x in xs] for label, xs in rates.items()},
             "ingest_events_per_s_median": {label: round(statistics.median(xs)) for label, xs in rates.items()},
         }
+        result["server_cpu_us_per_event_median"] = {label: round(statistics.median(xs)) for label, xs in cpu_us.items()}
+        result["server_cpu_ratio_with_over_without"] = round(
+            result["server_cpu_us_per_event_median"]["with"] / result["server_cpu_us_per_event_median"]["without"], 3
+        )
         result["ingest_ratio_with_over_without"] = round(
             result["ingest_events_per_s_median"]["with"] / result["ingest_events_per_s_median"]["without"], 3
         )

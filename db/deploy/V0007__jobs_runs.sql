@@ -19,7 +19,7 @@ CREATE TABLE metastore.jobs (
     job_type         text,
     type_time        timestamptz,
     CONSTRAINT jobs_namespace_name_key UNIQUE (namespace, name)
-);
+) WITH (fillfactor = 80);
 COMMENT ON TABLE metastore.jobs IS
     'Every job any stored run or job event names, once per (namespace, name). Derived by '
     'metastore.derive_job_run; rebuilt by metastore.backfill.';
@@ -36,6 +36,8 @@ CREATE TABLE metastore.runs (
     job_id           bigint      NOT NULL REFERENCES metastore.jobs (id),
     run_id           text        NOT NULL,
     state            text        NOT NULL CHECK (state IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')),
+    state_class      smallint    NOT NULL,
+    state_rank       smallint    NOT NULL,
     state_time       timestamptz NOT NULL,
     started_at       timestamptz,
     ended_at         timestamptz,
@@ -50,10 +52,11 @@ CREATE TABLE metastore.runs (
     last_event_time  timestamptz NOT NULL,
     event_count      bigint      NOT NULL DEFAULT 0 CHECK (event_count >= 0),
     CONSTRAINT runs_job_run_key UNIQUE (job_id, run_id)
-);
--- A job's latest runs (get_job, list_jobs), and a run by its OpenLineage id.
+) WITH (fillfactor = 80);
+-- Room on each page (fillfactor) for the next event of a run or job: its update stays on the
+-- page (HOT) and adds no index entries, as long as first_event_time does not move.
+-- A job's latest runs (get_job, list_jobs).
 CREATE INDEX runs_job_latest_idx ON metastore.runs (job_id, first_event_time DESC, id DESC);
-CREATE INDEX runs_run_id_idx ON metastore.runs (run_id);
 COMMENT ON TABLE metastore.runs IS
     'Every run of a job, once per (job, run.runId), derived from its events by metastore.derive_job_run. '
     'Its datasets are those of its events (metastore.event_datasets, through metastore.events.run_id).';
@@ -61,6 +64,11 @@ COMMENT ON COLUMN metastore.runs.state IS
     'Decided by the run''s events, whatever their order: a terminal event (COMPLETE, FAIL, ABORT) wins over '
     'START and RUNNING, which win over OTHER (or no eventType); within a class the latest eventTime wins; '
     'at an equal eventTime FAIL > ABORT > COMPLETE and RUNNING > START, then the greater error message.';
+COMMENT ON COLUMN metastore.runs.state_class IS
+    'The class of state, the first part of its key: 2 COMPLETE, FAIL or ABORT; 1 START or RUNNING; 0 OTHER.';
+COMMENT ON COLUMN metastore.runs.state_rank IS
+    'The order of state at an equal eventTime, the third part of its key: FAIL 3, ABORT 2, COMPLETE and '
+    'RUNNING 1, START and OTHER 0.';
 COMMENT ON COLUMN metastore.runs.state_time IS 'eventTime of the event that decided the state.';
 COMMENT ON COLUMN metastore.runs.started_at IS 'Earliest eventTime of the run''s START events; null without one.';
 COMMENT ON COLUMN metastore.runs.ended_at IS 'eventTime of the terminal event that decided the state; null while not ended.';

@@ -100,7 +100,7 @@ BEGIN
     -- "no event yet", every event applied (in any order: the rule does not depend on it), and what no
     -- event reached goes. Ids are kept.
     UPDATE metastore.runs
-       SET state = 'OTHER', state_time = '-infinity', started_at = NULL, ended_at = NULL, error_message = NULL,
+       SET state = 'OTHER', state_class = 0, state_rank = 0, state_time = '-infinity', started_at = NULL, ended_at = NULL, error_message = NULL,
            trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
            first_event_time = 'infinity', last_event_time = '-infinity', event_count = 0;
     UPDATE metastore.jobs

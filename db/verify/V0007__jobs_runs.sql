@@ -2,7 +2,7 @@
 SELECT id, namespace, name, first_seen, last_seen, latest_sql, sql_dialect, sql_time, processing_type,
        integration, job_type, type_time
   FROM metastore.jobs WHERE false;
-SELECT id, job_id, run_id, state, state_time, started_at, ended_at, duration, error_message, trino_user,
+SELECT id, job_id, run_id, state, state_class, state_rank, state_time, started_at, ended_at, duration, error_message, trino_user,
        trino_source, trino_catalog, trino_schema, context_time, first_event_time, last_event_time, event_count
   FROM metastore.runs WHERE false;
 SELECT id, namespace, name, first_seen, last_seen, latest_sql FROM metastore.jobs_view WHERE false;

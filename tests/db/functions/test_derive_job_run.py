@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 import psycopg
@@ -181,3 +182,30 @@ def test_backfill_rebuilds_the_same_jobs_and_runs(database: Any, service: psycop
         owner.execute("CALL metastore.backfill(3)")
         assert owner.execute(snapshot).fetchall() == before
     assert len(before) == 6  # five Trino queries and j
+
+
+def test_ties_and_empty_values_are_decided_the_same_in_any_order(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    def events(job: str) -> list[dict[str, Any]]:
+        same = "2026-07-20T10:00:09Z"
+        return [
+            event(job, "FAIL", same, errorMessage={"message": "b"}, trino_query_context={"user": "u1"}),
+            event(job, "FAIL", same, errorMessage={"message": "a"}, trino_query_context={"user": "u2"}),
+            event(job, "FAIL", same, errorMessage={"message": ""}),
+            event(job, "COMPLETE", same, trino_query_context={"user": ""}),
+            event(job, "START", "2026-07-20T10:00:00Z", trino_query_context={"user": "u0", "source": "s"}),
+            event(job, "RUNNING", "2026-07-20T10:00:10Z"),
+        ]
+
+    rng = random.Random(15)
+    orders = [list(p) for p in itertools.permutations(range(6))]
+    rows = set()
+    for k, order in enumerate(rng.sample(orders, 40)):
+        job = f"tie{k}"
+        for i in order:
+            assert ingest(service, events(job)[i])[0] == "stored"
+        rows.add(run_row(owner, job))
+    assert len(rows) == 1
+    row = rows.pop()
+    assert (row[0], row[5], row[6], row[7]) == ("FAIL", "b", "u2", None)
