@@ -102,7 +102,7 @@ export function sqlBlock(sql, label) {
   if (!sql) return el("p", { class: "muted" }, "No SQL was sent (no sql job facet).");
   const code = el("pre", { class: "sql", tabindex: "0", "aria-label": label }, el("code", {}, sql));
   const done = el("span", { class: "copy-status", role: "status", "aria-live": "polite" });
-  const copy = el("button", { type: "button", class: "copy", onclick: async () => {
+  const copy = el("button", { type: "button", class: "copy", "aria-label": `Copy ${label}`, onclick: async () => {
     let ok = false;
     try {
       await navigator.clipboard.writeText(sql);
