@@ -142,12 +142,16 @@ def main() -> None:
             "bytes_per_event": round(jr[2] / events),
         }
         result["backfill_events_per_s"] = {}
+        result["backfill_server_cpu_us_per_event"] = {}
         for label, conn in conns.items():
+            cpu = backend_cpu_s(conn.info.backend_pid)
             started = time.perf_counter()
             conn.execute("CALL metastore.backfill()")
             seconds = time.perf_counter() - started
+            cpu = backend_cpu_s(conn.info.backend_pid) - cpu
             result["backfill_events_per_s"][label] = round(events / seconds)
-            print(f"backfill {label:7s}: {events / seconds:8.0f} events/s ({seconds:.1f} s)")
+            result["backfill_server_cpu_us_per_event"][label] = round(cpu / events * 1e6)
+            print(f"backfill {label:7s}: {events / seconds:8.0f} events/s ({seconds:.1f} s, {cpu:.2f} s CPU)")
         check = (
             conns["with"]
             .execute(
