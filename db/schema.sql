@@ -244,18 +244,21 @@ BEGIN
     -- 4. Jobs and runs, by the live rule (metastore.derive_job_run) over every event: rows are reset to
     -- "no event yet", every event applied (in any order: the rule does not depend on it), and what no
     -- event reached goes. Ids are kept.
-    UPDATE metastore.runs
-       SET state = 'OTHER', state_class = 0, state_rank = 0, state_time = '-infinity', started_at = NULL, ended_at = NULL, error_message = NULL,
-           trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
-           first_event_time = 'infinity', last_event_time = '-infinity', event_count = 0;
-    UPDATE metastore.jobs
-       SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
-           processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
-    PERFORM metastore.derive_job_run(e.payload, e.event_type, e.event_time, e.run_id, e.job_namespace, e.job_name)
-       FROM metastore.events AS e
-      WHERE e.job_name IS NOT NULL;
-    DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
-    DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
+    -- (Short of V0007, where db/functions are applied too, there are none.)
+    IF pg_catalog.to_regclass('metastore.runs') IS NOT NULL THEN
+        UPDATE metastore.runs
+           SET state = 'OTHER', state_class = 0, state_rank = 0, state_time = '-infinity', started_at = NULL,
+               ended_at = NULL, error_message = NULL, trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
+               first_event_time = 'infinity', last_event_time = '-infinity', event_count = 0;
+        UPDATE metastore.jobs
+           SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
+               processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
+        PERFORM metastore.derive_job_run(e.payload, e.event_type, e.event_time, e.run_id, e.job_namespace, e.job_name)
+           FROM metastore.events AS e
+          WHERE e.job_name IS NOT NULL;
+        DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
+        DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
+    END IF;
 
     DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
     COMMIT;
@@ -519,6 +522,10 @@ DECLARE
 BEGIN
     IF p_job_name IS NULL OR p_job_namespace IS NULL THEN
         RETURN;  -- a DatasetEvent: no job
+    END IF;
+    -- db/functions are applied at every version: short of V0007 there are no jobs to derive.
+    IF to_regclass('metastore.runs') IS NULL THEN
+        RETURN;
     END IF;
     -- Facet values count only as non-empty JSON strings (an empty one is as good as none, so that
     -- null and '' never tie in a comparison below).

@@ -31,6 +31,10 @@ BEGIN
     IF p_job_name IS NULL OR p_job_namespace IS NULL THEN
         RETURN;  -- a DatasetEvent: no job
     END IF;
+    -- db/functions are applied at every version: short of V0007 there are no jobs to derive.
+    IF to_regclass('metastore.runs') IS NULL THEN
+        RETURN;
+    END IF;
     -- Facet values count only as non-empty JSON strings (an empty one is as good as none, so that
     -- null and '' never tie in a comparison below).
     IF jsonb_typeof(v_job -> 'sql' -> 'query') = 'string' THEN
