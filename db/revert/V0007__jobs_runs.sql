@@ -1,12 +1,10 @@
--- Reverts V0007: the functions that name the tables first, then the views and the tables.
--- store_event and backfill are re-created from db/functions by the next deploy; until then the
--- old ones would call derive_job_run, so they are dropped with it only if a deploy follows.
+-- Reverts V0007: the functions that read the tables first, then the views and the tables.
+-- metastore.derive_job_run stays: store_event calls it for every event, and it does nothing where
+-- metastore.runs does not exist, so ingest goes on until the older release's deploy replaces it.
 DROP FUNCTION IF EXISTS metastore.dataset_runs(bigint, integer);
 DROP FUNCTION IF EXISTS metastore.get_run(bigint);
 DROP FUNCTION IF EXISTS metastore.get_job(bigint, integer);
 DROP FUNCTION IF EXISTS metastore.list_jobs(integer, text, text, text);
-DROP FUNCTION IF EXISTS metastore.derive_job_run(jsonb, text, timestamptz, text, text, text);
-DROP FUNCTION IF EXISTS metastore.run_state_rank(text);
 DROP VIEW metastore.runs_view;
 DROP VIEW metastore.jobs_view;
 DROP TABLE metastore.runs;

@@ -209,3 +209,18 @@ def test_ties_and_empty_values_are_decided_the_same_in_any_order(
     assert len(rows) == 1
     row = rows.pop()
     assert (row[0], row[5], row[6], row[7]) == ("FAIL", "b", "u2", None)
+
+
+def test_ingest_goes_on_after_reverting_v0007(empty_db: Any) -> None:
+    from metastore import migrations
+
+    dsn = empty_db.owner_dsn
+    migrations.deploy(dsn)
+    assert migrations.revert(dsn, 6) == [7]
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        assert ingest(owner, event("j", "COMPLETE", "2026-07-20T10:00:00Z"))[0] == "stored"
+        assert owner.execute("SELECT to_regclass('metastore.runs')").fetchone() == (None,)
+    migrations.deploy(dsn)
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        owner.execute("CALL metastore.backfill()")
+        assert owner.execute("SELECT state FROM metastore.runs").fetchall() == [("COMPLETE",)]
