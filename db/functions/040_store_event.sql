@@ -66,12 +66,15 @@ BEGIN
 
     PERFORM metastore.derive_lineage(event_id, p_event.event_time, p_payload, p_event.job_namespace,
                                      p_event.job_name, p_event.mentions);
+    PERFORM metastore.derive_job_run(p_payload, p_event.event_type, p_event.event_time, p_event.run_id,
+                                     p_event.job_namespace, p_event.job_name);
 END
 $fn$;
 
 COMMENT ON FUNCTION metastore.store_event(jsonb, metastore.valid_event, text, text) IS
     'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one '
-    'returns that one with duplicate = true) and derives its datasets, links and symlinks, and '
-    '(metastore.derive_lineage) its schema versions, lineage edges and column lineage.';
+    'returns that one with duplicate = true) and derives its datasets, links and symlinks, '
+    '(metastore.derive_lineage) its schema versions, lineage edges and column lineage, and '
+    '(metastore.derive_job_run) its job and run.';
 
 REVOKE ALL ON FUNCTION metastore.store_event(jsonb, metastore.valid_event, text, text) FROM PUBLIC;

@@ -95,21 +95,43 @@ BEGIN
 
     -- 4. Schema versions, lineage edges and column lineage: recomputed from every event with the
     -- function live ingest runs (metastore.derive_lineage), in id order as ingest saw them.
-    DELETE FROM metastore.column_lineage;
-    DELETE FROM metastore.lineage_edges;
-    DELETE FROM metastore.dataset_schema_versions;
-    -- The mentions extracted in step 1, per event: no second extraction.
-    CREATE INDEX ON pg_temp.backfill_mentions (event_id);
-    PERFORM metastore.derive_lineage(
-                e.id, e.event_time, e.payload, e.job_namespace, e.job_name,
-                ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace, m.symlink_of_name,
-                                 m.symlink_type)::metastore.dataset_mention
-                        FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id))
-       FROM metastore.events AS e
-      ORDER BY e.id;
+    -- (Short of V0006, where db/functions are applied too, there are none.)
+    IF pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL THEN
+        DELETE FROM metastore.column_lineage;
+        DELETE FROM metastore.lineage_edges;
+        DELETE FROM metastore.dataset_schema_versions;
+        -- The mentions extracted in step 1, per event: no second extraction.
+        CREATE INDEX ON pg_temp.backfill_mentions (event_id);
+        PERFORM metastore.derive_lineage(
+                    e.id, e.event_time, e.payload, e.job_namespace, e.job_name,
+                    ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace, m.symlink_of_name,
+                                     m.symlink_type)::metastore.dataset_mention
+                            FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id))
+           FROM metastore.events AS e
+          ORDER BY e.id;
+    END IF;
 
     DELETE FROM metastore.datasets AS d
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
+
+    -- 5. Jobs and runs, by the live rule (metastore.derive_job_run) over every event: rows are reset to
+    -- "no event yet", every event applied (in any order: the rule does not depend on it), and what no
+    -- event reached goes. Ids are kept.
+    -- (Short of V0007, where db/functions are applied too, there are none.)
+    IF pg_catalog.to_regclass('metastore.runs') IS NOT NULL THEN
+        UPDATE metastore.runs
+           SET state = 'OTHER', state_class = 0, state_rank = 0, state_time = '-infinity', started_at = NULL,
+               ended_at = NULL, error_message = NULL, trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
+               first_event_time = 'infinity', last_event_time = '-infinity', event_count = 0;
+        UPDATE metastore.jobs
+           SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
+               processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
+        PERFORM metastore.derive_job_run(e.payload, e.event_type, e.event_time, e.run_id, e.job_namespace, e.job_name)
+           FROM metastore.events AS e
+          WHERE e.job_name IS NOT NULL;
+        DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
+        DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
+    END IF;
 
     DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
     COMMIT;
@@ -117,9 +139,10 @@ END
 $fn$;
 
 COMMENT ON PROCEDURE metastore.backfill(integer) IS
-    'Rebuilds datasets, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges and '
-    'column_lineage from metastore.events with the same rules as live ingest (metastore.extract_datasets, '
-    'metastore.derive_lineage). Run it with CALL outside a transaction block. Reads events in '
+    'Rebuilds datasets, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges, '
+    'column_lineage, jobs and runs from metastore.events with the same rules as live ingest '
+    '(metastore.extract_datasets, metastore.derive_lineage, metastore.derive_job_run). Run it with CALL '
+    'outside a transaction block. Reads events in '
     'batches of p_batch_size, committing after each, so no transaction spans the whole table; the final '
     'step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and '
     'applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from '

@@ -18,7 +18,11 @@ BEGIN
                                 'metastore.ensure_partitions()',
                                 'metastore.forward_claim(text, text, integer)',
                                 'metastore.forward_ack(text, text, text, integer, integer, text)',
-                                'metastore.forward_status()'] LOOP
+                                'metastore.forward_status()',
+                                'metastore.list_jobs(integer, text, text, text)',
+                                'metastore.get_job(bigint, integer)',
+                                'metastore.get_run(bigint)',
+                                'metastore.dataset_runs(bigint, integer)'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
         ASSERT NOT pg_catalog.has_function_privilege('public', v_fn, 'EXECUTE'), v_fn;
     END LOOP;
@@ -28,7 +32,11 @@ BEGIN
                                 'metastore.datasets_with_field(text, integer)',
                                 'metastore.dataset_summary(integer)',
                                 'metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)',
-                                'metastore.partitions_ahead()'] LOOP
+                                'metastore.partitions_ahead()',
+                                'metastore.list_jobs(integer, text, text, text)',
+                                'metastore.get_job(bigint, integer)',
+                                'metastore.get_run(bigint)',
+                                'metastore.dataset_runs(bigint, integer)'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_reader, v_fn, 'EXECUTE'), v_fn;
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
     END LOOP;
@@ -45,6 +53,7 @@ BEGIN
     -- Internal: reached only through the functions above, or by the owner.
     FOREACH v_role IN ARRAY ARRAY[v_app, v_reader, 'public'] LOOP
         FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, metastore.valid_event, text, text)',
+                                    'metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)',
                                     'metastore.backfill(integer)',
                                     'metastore.apply_retention(interval)',
                                     -- Any range of partitions, for the owner; the service has ensure_partitions.

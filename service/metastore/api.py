@@ -1,4 +1,4 @@
-"""The API: lineage in (POST, on Trino's clock), datasets out (reads, on their own pool)."""
+"""The API: lineage in (POST, on Trino's clock), datasets, jobs and runs out (reads, on their own pool)."""
 
 from __future__ import annotations
 
@@ -168,3 +168,32 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     async def dataset_summary(request: Request) -> HTTPResponse:
         (summary,) = await db.read.one("dataset_summary", {})
         return json_text(summary)
+
+    @app.get("/api/v1/datasets/<dataset_id:int>/runs")
+    async def dataset_runs(request: Request, dataset_id: int) -> HTTPResponse:
+        (runs,) = await db.read.one("dataset_runs", {"id": dataset_id, "limit": _int_param(request.args, "limit", 20)})
+        return json_text(runs)
+
+    @app.get("/api/v1/jobs")
+    async def list_jobs(request: Request) -> HTTPResponse:
+        args = request.args
+        (page,) = await db.read.one(
+            "list_jobs",
+            {
+                "limit": _int_param(args, "limit", 100),
+                "cursor": _param(args, "cursor"),
+                "namespace": _param(args, "namespace"),
+                "q": _param(args, "q"),
+            },
+        )
+        return json_text(page)
+
+    @app.get("/api/v1/jobs/<job_id:int>")
+    async def get_job(request: Request, job_id: int) -> HTTPResponse:
+        (job,) = await db.read.one("get_job", {"id": job_id, "runs_limit": _int_param(request.args, "runs_limit", 50)})
+        return json_text(job)
+
+    @app.get("/api/v1/runs/<run_id:int>")
+    async def get_run(request: Request, run_id: int) -> HTTPResponse:
+        (run,) = await db.read.one("get_run", {"id": run_id})
+        return json_text(run)

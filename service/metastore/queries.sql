@@ -27,6 +27,17 @@ SELECT metastore.dataset_lineage(%(id)s::bigint, %(direction)s::text, %(depth)s:
 
 -- name: datasets_with_field
 SELECT metastore.datasets_with_field(%(field)s::text, %(limit)s::integer)::text;
+-- name: dataset_runs
+SELECT metastore.dataset_runs(%(id)s::bigint, %(limit)s::integer)::text;
+
+-- name: list_jobs
+SELECT metastore.list_jobs(%(limit)s::integer, %(cursor)s::text, %(namespace)s::text, %(q)s::text)::text;
+
+-- name: get_job
+SELECT metastore.get_job(%(id)s::bigint, %(runs_limit)s::integer)::text;
+
+-- name: get_run
+SELECT metastore.get_run(%(id)s::bigint)::text;
 
 -- name: dataset_summary
 SELECT metastore.dataset_summary()::text;

@@ -1,4 +1,4 @@
-"""The datasets view: static files served by the service itself."""
+"""The datasets and jobs views: static files served by the service itself."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from metastore.errors import ApiError
 _FILES = (
     ("index.html", "text/html; charset=utf-8"),
     ("app.js", "text/javascript; charset=utf-8"),
+    ("jobs.js", "text/javascript; charset=utf-8"),
     ("style.css", "text/css; charset=utf-8"),
 )
 

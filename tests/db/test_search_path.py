@@ -153,6 +153,19 @@ CALLS: dict[str, str] = {
         "SELECT metastore.forward_ack('sp', 'owner', NULL, 0, 0, 'why')"
     ),
     "metastore.forward_status()": "SELECT metastore.forward_status()",
+    "metastore.derive_job_run(jsonb,text,timestamp with time zone,text,text,text)": (
+        "SELECT metastore.derive_job_run(%(event)s::jsonb, 'COMPLETE', now(), 'r-owner-5', 'n', 'j')"
+    ),
+    "metastore.list_jobs(integer,text,text,text)": "SELECT metastore.list_jobs(1, NULL, NULL, 'J')",
+    "metastore.get_job(bigint,integer)": (
+        "SELECT metastore.get_job((SELECT pg_catalog.min(v.id) FROM metastore.jobs_view AS v), 5)"
+    ),
+    "metastore.get_run(bigint)": (
+        "SELECT metastore.get_run((SELECT pg_catalog.min(v.id) FROM metastore.runs_view AS v))"
+    ),
+    "metastore.dataset_runs(bigint,integer)": (
+        "SELECT metastore.dataset_runs((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
+    ),
     # Trigger functions: reached through triggers that refuse (55000).
     "metastore.forbid_change()": "DELETE FROM metastore.events",
     "metastore.settings_keep_row()": "DELETE FROM metastore.settings",

@@ -1,12 +1,14 @@
 // The datasets view: plain ES modules, no build step, no third-party code.
 // Data only ever reaches the page through textContent, never as HTML.
 
-const api = (path) => new URL(`../api/v1/${path}`, window.location.href);
-const $ = (selector) => document.querySelector(selector);
+import { datasetRunsSection, routeJobs } from "./jobs.js";
+
+export const api = (path) => new URL(`../api/v1/${path}`, window.location.href);
+export const $ = (selector) => document.querySelector(selector);
 
 const state = { cursors: [null], page: 0, lastFocus: null, loadToken: 0 };
 
-function el(tag, attrs = {}, ...children) {
+export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (key === "class") node.className = value;
@@ -70,7 +72,7 @@ function nameParts(value) {
 
 // A name as elements: text, and markers in their own style (a span isolated from the bidi
 // order around it).
-function visibleName(value) {
+export function visibleName(value) {
   const node = el("span", { class: "name-text" });
   for (const part of nameParts(value)) {
     if (part.text !== undefined) node.append(part.text);
@@ -82,25 +84,25 @@ function visibleName(value) {
 }
 
 // The same as plain text, where elements cannot go (options, the window title).
-function visibleText(value) {
+export function visibleText(value) {
   return nameParts(value).map((part) => part.text ?? part.marker ?? part.nfc).join("");
 }
 
-function formatTime(iso) {
+export function formatTime(iso) {
   if (!iso) return "";
   const date = new Date(iso);
   return Number.isNaN(date.getTime()) ? iso : `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
 }
 
-function plural(count, noun) {
+export function plural(count, noun) {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
 
-function timeCell(iso) {
+export function timeCell(iso) {
   return el("td", { class: "time", title: iso || "" }, el("time", { datetime: iso || "" }, formatTime(iso)));
 }
 
-async function getJSON(url) {
+export async function getJSON(url) {
   let response;
   try {
     response = await fetch(url, { headers: { Accept: "application/json" } });
@@ -316,6 +318,7 @@ async function showDetail(id) {
     el("section", { class: "detail-card", "aria-label": "Recent events" },
       el("h3", {}, "Recent events"), eventsTable(dataset.events)));
   $("#detail-heading").focus();
+  detail.append(await datasetRunsSection(dataset.id));
 }
 
 function showList() {
@@ -326,6 +329,11 @@ function showList() {
 }
 
 function route() {
+  if (routeJobs(window.location.hash)) {
+    $("#list-view").hidden = true;
+    $("#detail-view").hidden = true;
+    return;
+  }
   const match = window.location.hash.match(/^#\/datasets\/(\d+)$/);
   if (match) showDetail(match[1]);
   else showList();

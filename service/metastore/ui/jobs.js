@@ -1,0 +1,238 @@
+// The jobs view: jobs with their latest run, and a job's page with its runs and SQL.
+// Same rules as app.js: no third-party code, data reaches the page through textContent only.
+
+import { $, api, el, formatTime, getJSON, plural, timeCell, visibleName, visibleText } from "./app.js";
+
+const jobsState = { cursors: [null], page: 0, loadToken: 0, lastFocus: null, wired: false };
+
+function stateBadge(state) {
+  return el("span", { class: `badge state ${String(state || "none").toLowerCase()}` }, state || "no run");
+}
+
+function formatDuration(seconds) {
+  if (seconds === null || seconds === undefined) return "";
+  const s = Number(seconds);
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 120) return `${s.toFixed(1)} s`;
+  const minutes = Math.floor(s / 60);
+  return minutes < 120 ? `${minutes} min ${Math.round(s % 60)} s` : `${(minutes / 60).toFixed(1)} h`;
+}
+
+function jobType(job) {
+  return [job.integration, job.job_type, job.processing_type].filter(Boolean).join(" · ");
+}
+
+function jobFilters() {
+  const params = {};
+  for (const id of ["job-q", "job-namespace"]) {
+    const value = $(`#${id}`).value.trim();
+    if (value) params[id.slice(4)] = value;
+  }
+  params.limit = "50";
+  return params;
+}
+
+function setJobsStatus(text, { error = false, retry = null } = {}) {
+  const status = $("#jobs-status");
+  status.replaceChildren(text);
+  status.classList.toggle("error", error);
+  if (retry) status.append(" ", el("button", { type: "button", onclick: retry }, "Retry"));
+}
+
+function jobRow(job) {
+  const run = job.latest_run;
+  const open = el("button", { type: "button", onclick: () => openJob(job.id) }, visibleName(job.name));
+  return el("tr", { "data-id": job.id, "data-name": job.name },
+    el("td", { class: "name" }, open),
+    el("td", { class: "ns" }, visibleName(job.namespace)),
+    el("td", {}, jobType(job)),
+    el("td", {}, stateBadge(run?.state)),
+    timeCell(run?.started_at),
+    el("td", { class: "num" }, formatDuration(run?.duration_s)),
+    el("td", {}, run?.trino_user ? visibleName(run.trino_user) : ""),
+    timeCell(job.last_seen));
+}
+
+async function loadJobs() {
+  const token = ++jobsState.loadToken;
+  const url = api("jobs");
+  for (const [key, value] of Object.entries(jobFilters())) url.searchParams.set(key, value);
+  const cursor = jobsState.cursors[jobsState.page];
+  if (cursor) url.searchParams.set("cursor", cursor);
+  setJobsStatus("Loading jobs…");
+  let page;
+  try {
+    page = await getJSON(url);
+  } catch (error) {
+    if (token !== jobsState.loadToken) return;
+    $("#jobs tbody").replaceChildren();
+    setJobsStatus(error.message, { error: true, retry: loadJobs });
+    return;
+  }
+  if (token !== jobsState.loadToken) return;
+  const body = $("#jobs tbody");
+  if (page.jobs.length === 0) {
+    body.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "empty" },
+      jobsState.page === 0 ? "No jobs match these filters." : "No more jobs.")));
+    setJobsStatus(jobsState.page === 0 ? "No jobs match." : "");
+  } else {
+    body.replaceChildren(...page.jobs.map(jobRow));
+    setJobsStatus(`Showing ${plural(page.jobs.length, "job")}${page.next_cursor ? "" : " (last page)"}.`);
+  }
+  jobsState.cursors[jobsState.page + 1] = page.next_cursor;
+  $("#jobs-next").disabled = !page.next_cursor;
+  $("#jobs-prev").disabled = jobsState.page === 0;
+  $("#jobs-page-label").textContent = `Page ${jobsState.page + 1}`;
+}
+
+function restartJobs() {
+  jobsState.cursors = [null];
+  jobsState.page = 0;
+  loadJobs();
+}
+
+function openJob(id) {
+  jobsState.lastFocus = document.activeElement;
+  window.location.hash = `#/jobs/${id}`;
+}
+
+// SQL as text, with a button that copies it: the clipboard API where the page may use it, else
+// the selection and the copy command.
+export function sqlBlock(sql, label) {
+  if (!sql) return el("p", { class: "muted" }, "No SQL was sent (no sql job facet).");
+  const code = el("pre", { class: "sql", tabindex: "0", "aria-label": label }, el("code", {}, sql));
+  const done = el("span", { class: "copy-status", role: "status", "aria-live": "polite" });
+  const copy = el("button", { type: "button", class: "copy", "aria-label": `Copy ${label}`, onclick: async () => {
+    let ok = false;
+    try {
+      await navigator.clipboard.writeText(sql);
+      ok = true;
+    } catch {
+      const range = document.createRange();
+      range.selectNodeContents(code);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      ok = document.execCommand("copy");
+    }
+    done.textContent = ok ? "Copied." : "Select the text and copy it (the browser refused).";
+  } }, "Copy SQL");
+  return el("div", { class: "sql-block" }, el("div", { class: "sql-actions" }, copy, done), code);
+}
+
+function runsTable(runs) {
+  if (runs.length === 0) return el("p", { class: "muted" }, "No runs.");
+  return el("div", { class: "table-wrap" }, el("table", { id: "runs" },
+    el("thead", {}, el("tr", {}, ...["Run", "State", "Started", "Ended", "Duration", "User", "Source", "Error"].map(
+      (title) => el("th", { scope: "col", class: title === "Duration" ? "num" : "" }, title)))),
+    el("tbody", {}, ...runs.map((run) => el("tr", { "data-run": run.run_id },
+      el("td", { class: "ns" }, visibleName(run.run_id)),
+      el("td", {}, stateBadge(run.state)),
+      timeCell(run.started_at),
+      timeCell(run.ended_at),
+      el("td", { class: "num" }, formatDuration(run.duration_s)),
+      el("td", {}, run.trino_user ? visibleName(run.trino_user) : ""),
+      el("td", {}, run.trino_source ? visibleName(run.trino_source) : ""),
+      el("td", { class: "error-text" }, run.error_message || ""))))));
+}
+
+async function showJob(id) {
+  const view = $("#job-view");
+  view.hidden = false;
+  const detail = $("#job-detail");
+  detail.replaceChildren(el("p", { role: "status" }, "Loading job…"));
+  let job;
+  try {
+    job = await getJSON(api(`jobs/${encodeURIComponent(id)}`));
+  } catch (error) {
+    detail.replaceChildren(el("p", { class: "status error", role: "alert" }, error.message));
+    view.focus();
+    return;
+  }
+  document.title = `${visibleText(job.name)} · Jobs · Metadata Store`;
+  detail.replaceChildren(
+    el("div", { class: "detail-card" },
+      el("h2", { id: "job-heading", tabindex: "-1" }, visibleName(job.name)),
+      el("dl", { class: "props" },
+        el("dt", {}, "Namespace"), el("dd", {}, visibleName(job.namespace)),
+        el("dt", {}, "Type"), el("dd", {}, jobType(job) || "not sent"),
+        el("dt", {}, "First seen"), el("dd", {}, formatTime(job.first_seen)),
+        el("dt", {}, "Last seen"), el("dd", {}, formatTime(job.last_seen)))),
+    el("section", { class: "detail-card", id: "job-sql", "aria-label": "Latest SQL" },
+      el("h3", {}, job.sql_dialect ? `Latest SQL (${job.sql_dialect})` : "Latest SQL"),
+      sqlBlock(job.latest_sql, "SQL of the job")),
+    el("section", { class: "detail-card", "aria-label": "Runs" },
+      el("h3", {}, "Runs, newest first"), runsTable(job.runs)));
+  $("#job-heading").focus();
+}
+
+// The queries that read and wrote a dataset, for its page (app.js).
+export async function datasetRunsSection(datasetId) {
+  const section = el("section", { class: "detail-card", id: "dataset-runs", "aria-label": "Queries" },
+    el("h3", {}, "Queries that wrote and read it"));
+  let answer;
+  try {
+    answer = await getJSON(api(`datasets/${encodeURIComponent(datasetId)}/runs?limit=10`));
+  } catch (error) {
+    section.append(el("p", { class: "status error" }, error.message));
+    return section;
+  }
+  if (answer.runs.length === 0) section.append(el("p", { class: "muted" }, "No run read or wrote it."));
+  for (const run of answer.runs) {
+    const how = [run.wrote ? "wrote" : null, run.read ? "read" : null].filter(Boolean).join(" and ");
+    section.append(el("div", { class: "query" },
+      el("p", {},
+        el("a", { href: `#/jobs/${run.job.id}` }, visibleName(run.job.name)), ` ${how} it · `,
+        stateBadge(run.state), ` ${formatTime(run.ended_at || run.started_at)}`,
+        run.trino_user ? ` · ${visibleText(run.trino_user)}` : ""),
+      sqlBlock(run.sql, `SQL of ${visibleText(run.job.name)}`)));
+  }
+  return section;
+}
+
+function wire() {
+  if (jobsState.wired) return;
+  jobsState.wired = true;
+  $("#jobs-filters").addEventListener("submit", (event) => {
+    event.preventDefault();
+    restartJobs();
+  });
+  let timer;
+  for (const id of ["#job-q", "#job-namespace"]) {
+    $(id).addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(restartJobs, 250);
+    });
+  }
+  $("#jobs-next").addEventListener("click", () => {
+    jobsState.page += 1;
+    loadJobs();
+  });
+  $("#jobs-prev").addEventListener("click", () => {
+    jobsState.page = Math.max(0, jobsState.page - 1);
+    loadJobs();
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !$("#job-view").hidden) window.location.hash = "#/jobs";
+  });
+  restartJobs();
+}
+
+// Shows the jobs list or a job for #/jobs and #/jobs/<id>, hides both otherwise; true when shown.
+export function routeJobs(hash) {
+  const job = hash.match(/^#\/jobs\/(\d+)$/);
+  const list = hash === "#/jobs";
+  $("#jobs-view").hidden = !list;
+  $("#job-view").hidden = !job;
+  for (const link of document.querySelectorAll(".nav a")) {
+    if ((link.dataset.nav === "jobs") === Boolean(job || list)) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  if (list) {
+    wire();
+    document.title = "Jobs · Metadata Store";
+    if (jobsState.lastFocus && document.body.contains(jobsState.lastFocus)) jobsState.lastFocus.focus();
+  }
+  if (job) showJob(job[1]);
+  return Boolean(job || list);
+}

@@ -1,0 +1,226 @@
+"""metastore.derive_job_run: jobs and runs from the events, whatever order they arrive in."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import psycopg
+
+from tests.conftest import FIXTURES, ingest, load_fixture
+
+RUN_COLUMNS = (
+    "state, state_time, started_at, ended_at, duration, error_message, trino_user, trino_source, "
+    "trino_catalog, trino_schema, first_event_time, last_event_time, event_count"
+)
+
+
+def event(job: str, event_type: str | None, when: str, run_id: str = "r1", **run_facets: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "eventTime": when,
+        "run": {"runId": run_id, "facets": run_facets},
+        "job": {"namespace": "ns", "name": job},
+    }
+    if event_type is not None:
+        body["eventType"] = event_type
+    return body
+
+
+def run_row(owner: psycopg.Connection[Any], job: str, run_id: str = "r1") -> tuple[Any, ...]:
+    row = owner.execute(
+        f"SELECT {RUN_COLUMNS} FROM metastore.runs r JOIN metastore.jobs j ON j.id = r.job_id "
+        "WHERE j.name = %s AND r.run_id = %s",
+        (job, run_id),
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def test_state_is_the_same_in_every_arrival_order(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    def events(job: str) -> list[dict[str, Any]]:
+        return [
+            event(job, "START", "2026-07-20T10:00:00Z"),
+            event(job, "RUNNING", "2026-07-20T10:00:05Z"),
+            event(job, "OTHER", "2026-07-20T10:00:30Z"),
+            event(job, "COMPLETE", "2026-07-20T10:00:10Z"),
+        ]
+
+    rows = set()
+    for k, order in enumerate(itertools.permutations(range(4))):
+        job = f"perm{k}"
+        for i in order:
+            assert ingest(service, events(job)[i])[0] == "stored"
+        rows.add(run_row(owner, job))
+    assert len(rows) == 1
+    (state, state_time, started, ended, duration, *_rest, events_count) = rows.pop()
+    # A terminal event wins over START/RUNNING, and OTHER (later) does not undo it.
+    assert state == "COMPLETE" and events_count == 4
+    assert (ended - started).total_seconds() == 10 == duration.total_seconds()
+    assert ended == state_time
+
+
+def test_complete_before_start_and_duplicates(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
+    complete = event("j", "COMPLETE", "2026-07-20T10:00:07Z")
+    start = event("j", "START", "2026-07-20T10:00:00Z")
+    assert ingest(service, complete)[0] == "stored"
+    assert run_row(owner, "j")[:4][0] == "COMPLETE"
+    assert run_row(owner, "j")[2] is None  # no START yet: no start time
+    assert ingest(service, start)[0] == "stored"
+    assert ingest(service, complete)[0] == "duplicate"
+    assert ingest(service, start)[0] == "duplicate"
+    row = run_row(owner, "j")
+    assert row[0] == "COMPLETE" and row[4].total_seconds() == 7
+    assert row[-1] == 2  # duplicates are not counted: they are not stored again
+
+
+def test_retry_after_fail_the_latest_terminal_event_wins(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    failed = event("j", "FAIL", "2026-07-20T10:00:03Z", errorMessage={"message": "Division by zero"})
+    done = event("j", "COMPLETE", "2026-07-20T10:00:09Z")
+    ingest(service, done)
+    ingest(service, failed)
+    row = run_row(owner, "j")
+    assert (row[0], row[5]) == ("COMPLETE", None)
+    # The other way round: the FAIL is the latest, its error message comes with it.
+    ingest(service, event("k", "COMPLETE", "2026-07-20T10:00:03Z"))
+    ingest(service, event("k", "FAIL", "2026-07-20T10:00:09Z", errorMessage={"message": "boom"}))
+    row = run_row(owner, "k")
+    assert (row[0], row[5]) == ("FAIL", "boom")
+
+
+def test_at_the_same_time_fail_wins_over_complete(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    for job, order in (("a", ("FAIL", "COMPLETE")), ("b", ("COMPLETE", "FAIL"))):
+        for kind in order:
+            ingest(service, event(job, kind, "2026-07-20T10:00:00Z"))
+        assert run_row(owner, job)[0] == "FAIL"
+
+
+def test_other_and_typeless_events_leave_state_other_until_a_real_one(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    ingest(service, event("j", None, "2026-07-20T10:00:05Z"))
+    assert run_row(owner, "j")[0] == "OTHER"
+    ingest(service, event("j", "START", "2026-07-20T10:00:00Z"))
+    assert run_row(owner, "j")[0] == "START"
+
+
+def test_trino_fixtures_fail_with_error_message_user_and_source(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    for name in ("03-ctas-start.json", "04-ctas-complete.json", "06-ctas-analysis-fail.json"):
+        assert ingest(service, load_fixture(FIXTURES / "trino" / name))[0] == "stored"
+    complete = load_fixture(FIXTURES / "trino" / "04-ctas-complete.json")
+    fail = load_fixture(FIXTURES / "trino" / "06-ctas-analysis-fail.json")
+    ctas = run_row(owner, complete["job"]["name"], complete["run"]["runId"])
+    assert ctas[0] == "COMPLETE"
+    assert (ctas[6], ctas[7], ctas[8], ctas[9]) == ("alice", "trino-python-client", None, None)
+    assert ctas[4].total_seconds() > 0
+    failed = run_row(owner, fail["job"]["name"], fail["run"]["runId"])
+    assert failed[0] == "FAIL"
+    assert failed[5] == fail["run"]["facets"]["errorMessage"]["message"]
+    job = owner.execute(
+        "SELECT latest_sql, sql_dialect, processing_type, integration, job_type FROM metastore.jobs WHERE name = %s",
+        (complete["job"]["name"],),
+    ).fetchone()
+    assert job == (
+        complete["job"]["facets"]["sql"]["query"],
+        "trino",
+        "BATCH",
+        "TRINO",
+        "QUERY",
+    )
+
+
+def test_job_events_update_the_job_only(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
+    job_event = {
+        "eventTime": "2026-07-20T10:00:00Z",
+        "job": {"namespace": "ns", "name": "only", "facets": {"sql": {"query": "SELECT 1"}}},
+    }
+    assert ingest(service, job_event)[0] == "stored"
+    assert owner.execute("SELECT latest_sql FROM metastore.jobs WHERE name = 'only'").fetchone() == ("SELECT 1",)
+    assert owner.execute("SELECT count(*) FROM metastore.runs").fetchone() == (0,)
+    # The latest SQL is the one of the latest eventTime, whatever came last.
+    older = dict(job_event, eventTime="2026-07-19T10:00:00Z")
+    older["job"] = {"namespace": "ns", "name": "only", "facets": {"sql": {"query": "SELECT 0"}}}
+    ingest(service, older)
+    assert owner.execute(
+        "SELECT latest_sql, first_seen < last_seen FROM metastore.jobs WHERE name = 'only'"
+    ).fetchone() == (
+        "SELECT 1",
+        True,
+    )
+
+
+def test_rows_grow_with_runs_not_with_events(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
+    for i in range(30):
+        ingest(service, event("j", "RUNNING", f"2026-07-20T10:00:{i:02d}Z", run_id=f"r{i % 3}"))
+    assert owner.execute("SELECT count(*) FROM metastore.jobs").fetchone() == (1,)
+    assert owner.execute("SELECT count(*), sum(event_count) FROM metastore.runs").fetchone() == (3, 30)
+
+
+def test_backfill_rebuilds_the_same_jobs_and_runs(database: Any, service: psycopg.Connection[Any]) -> None:
+    for name in sorted(p.name for p in (FIXTURES / "trino").glob("*.json")):
+        ingest(service, load_fixture(FIXTURES / "trino" / name))
+    for i, kind in enumerate(("COMPLETE", "START", "FAIL", "OTHER")):
+        ingest(service, event("j", kind, f"2026-07-20T10:00:0{i}Z", errorMessage={"message": f"m{i}"}))
+    snapshot = (
+        "SELECT j.id, j.namespace, j.name, j.first_seen, j.last_seen, j.latest_sql, j.job_type, r.id, "
+        f"{RUN_COLUMNS} FROM metastore.jobs j LEFT JOIN metastore.runs r ON r.job_id = j.id ORDER BY j.id, r.id"
+    )
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        before = owner.execute(snapshot).fetchall()
+        owner.execute("UPDATE metastore.runs SET state = 'ABORT', event_count = 99")
+        owner.execute(
+            "INSERT INTO metastore.jobs (namespace, name, first_seen, last_seen) VALUES ('x', 'y', now(), now())"
+        )
+        owner.execute("CALL metastore.backfill(3)")
+        assert owner.execute(snapshot).fetchall() == before
+    assert len(before) == 6  # five Trino queries and j
+
+
+def test_ties_and_empty_values_are_decided_the_same_in_any_order(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    def events(job: str) -> list[dict[str, Any]]:
+        same = "2026-07-20T10:00:09Z"
+        return [
+            event(job, "FAIL", same, errorMessage={"message": "b"}, trino_query_context={"user": "u1"}),
+            event(job, "FAIL", same, errorMessage={"message": "a"}, trino_query_context={"user": "u2"}),
+            event(job, "FAIL", same, errorMessage={"message": ""}),
+            event(job, "COMPLETE", same, trino_query_context={"user": ""}),
+            event(job, "START", "2026-07-20T10:00:00Z", trino_query_context={"user": "u0", "source": "s"}),
+            event(job, "RUNNING", "2026-07-20T10:00:10Z"),
+        ]
+
+    rng = random.Random(15)
+    orders = [list(p) for p in itertools.permutations(range(6))]
+    rows = set()
+    for k, order in enumerate(rng.sample(orders, 40)):
+        job = f"tie{k}"
+        for i in order:
+            assert ingest(service, events(job)[i])[0] == "stored"
+        rows.add(run_row(owner, job))
+    assert len(rows) == 1
+    row = rows.pop()
+    assert (row[0], row[5], row[6], row[7]) == ("FAIL", "b", "u2", None)
+
+
+def test_ingest_goes_on_after_reverting_v0007(empty_db: Any) -> None:
+    from metastore import migrations
+
+    dsn = empty_db.owner_dsn
+    migrations.deploy(dsn)
+    assert migrations.revert(dsn, 6) == [7]
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        assert ingest(owner, event("j", "COMPLETE", "2026-07-20T10:00:00Z"))[0] == "stored"
+        assert owner.execute("SELECT to_regclass('metastore.runs')").fetchone() == (None,)
+    migrations.deploy(dsn)
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        owner.execute("CALL metastore.backfill()")
+        assert owner.execute("SELECT state FROM metastore.runs").fetchall() == [("COMPLETE",)]

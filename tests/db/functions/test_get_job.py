@@ -1,0 +1,60 @@
+"""metastore.get_job: one job, its latest SQL and its latest runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import FIXTURES, ingest, load_fixture
+
+
+def get(conn: psycopg.Connection[Any], job_id: int, runs_limit: int = 50) -> dict[str, Any]:
+    row = conn.execute("SELECT metastore.get_job(%s, %s::int)", (job_id, runs_limit)).fetchone()
+    assert row is not None
+    return dict(row[0])
+
+
+def job_id(owner: psycopg.Connection[Any], name: str) -> int:
+    row = owner.execute("SELECT id FROM metastore.jobs WHERE name = %s", (name,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_job_with_sql_and_runs_newest_first(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
+    for name in ("05-select-runtime-fail.json",):
+        ingest(service, load_fixture(FIXTURES / "trino" / name))
+    fail = load_fixture(FIXTURES / "trino" / "05-select-runtime-fail.json")
+    job = get(service, job_id(owner, fail["job"]["name"]))
+    assert job["latest_sql"] == fail["job"]["facets"]["sql"]["query"]
+    assert [(r["run_id"], r["state"], r["error_message"], r["trino_user"]) for r in job["runs"]] == [
+        (fail["run"]["runId"], "FAIL", "Division by zero", "alice")
+    ]
+
+    for i in range(5):
+        ingest(
+            service,
+            {
+                "eventTime": f"2026-07-2{i}T10:00:00Z",
+                "eventType": "COMPLETE",
+                "run": {"runId": f"run-{i}"},
+                "job": {"namespace": "ns", "name": "daily"},
+            },
+        )
+    daily = get(service, job_id(owner, "daily"), runs_limit=3)
+    assert [r["run_id"] for r in daily["runs"]] == ["run-4", "run-3", "run-2"]
+    assert get(service, daily["id"], runs_limit=0)["runs"] == []
+
+
+def test_unknown_job_is_no_data_found(service: psycopg.Connection[Any]) -> None:
+    with pytest.raises(psycopg.Error) as caught:
+        get(service, 424242)
+    assert caught.value.sqlstate == "P0002"
+
+
+@pytest.mark.parametrize("runs_limit", [-1, 1001])
+def test_bad_runs_limit_is_22023(service: psycopg.Connection[Any], runs_limit: int) -> None:
+    with pytest.raises(psycopg.Error) as caught:
+        get(service, 1, runs_limit)
+    assert caught.value.sqlstate == "22023"
