@@ -205,7 +205,7 @@ BEGIN
            pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
       FROM pg_temp.backfill_mentions AS m
      GROUP BY m.namespace, m.name
-    ON CONFLICT (namespace, name) DO UPDATE
+    ON CONFLICT (name_key) DO UPDATE
        SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen,
            input_events = excluded.input_events, output_events = excluded.output_events
      WHERE (d.kind, d.first_seen, d.last_seen, d.input_events, d.output_events)
@@ -406,6 +406,21 @@ $_$;
 
 COMMENT ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) IS 'Creates the missing daily partitions (UTC days, named events_pYYYYMMDD and event_datasets_pYYYYMMDD) of metastore.events and metastore.event_datasets from p_from through today + p_days_ahead, moving the rows of those days out of the default partitions; returns how many partitions it created (0 when none were missing: it is idempotent, and concurrent callers take turns). Holds ingest off for the milliseconds the partitions take to attach. Error codes: 22023 bad arguments; 55P03 the tables stayed locked by another transaction (e.g. a backfill), try again later. Owner only: the service calls metastore.ensure_partitions().';
 
+CREATE FUNCTION metastore.dataset_key(p_namespace text, p_name text) RETURNS bytea
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    -- The text's bytes in the database encoding: decode of the text with its backslashes
+    -- doubled, which is immutable (convert_to is only stable, so no index could use it). Text
+    -- never holds a zero byte: the separator makes the key injective and keeps the order.
+    RETURN pg_catalog.decode(pg_catalog.replace(p_namespace, '\', '\\'), 'escape') || '\x00'::bytea
+        || pg_catalog.decode(pg_catalog.replace(p_name, '\', '\\'), 'escape');
+END
+$$;
+
+COMMENT ON FUNCTION metastore.dataset_key(p_namespace text, p_name text) IS 'The bytes of namespace, a zero byte, the bytes of name: one key per (namespace, name) whose byte order is theirs. metastore.datasets.name_key is its sha256; datasets_order_idx indexes its first 1024 bytes. Frozen (defined by change 5): indexes hold its results.';
+
 CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -463,9 +478,6 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    -- Two names of 1000 bytes each keep a (namespace, name) index entry under
-    -- PostgreSQL's btree limit of about 2700 bytes.
-    c_max_bytes constant integer := 1000;
     v_key       text;
     v_direction text;
     v_list      jsonb;
@@ -497,8 +509,9 @@ BEGIN
                     ERRCODE = '22023',
                     MESSAGE = format('"%s" must be an object with "namespace" and "name"', v_path);
             END IF;
-            v_row := ROW(metastore.json_text(v_item -> 'namespace', v_path || '.namespace', c_max_bytes),
-                         metastore.json_text(v_item -> 'name', v_path || '.name', c_max_bytes),
+            -- Of any length: no index holds a whole name (change 5, metastore.dataset_key).
+            v_row := ROW(metastore.json_text(v_item -> 'namespace', v_path || '.namespace', NULL),
+                         metastore.json_text(v_item -> 'name', v_path || '.name', NULL),
                          v_direction, NULL, NULL, NULL);
             RETURN NEXT v_row;
 
@@ -512,8 +525,6 @@ BEGIN
                     OR jsonb_typeof(v_ident -> 'namespace') IS DISTINCT FROM 'string'
                     OR jsonb_typeof(v_ident -> 'name') IS DISTINCT FROM 'string'
                     OR v_ident ->> 'namespace' = '' OR v_ident ->> 'name' = ''
-                    OR octet_length(v_ident ->> 'namespace') > c_max_bytes
-                    OR octet_length(v_ident ->> 'name') > c_max_bytes
                     OR (v_ident ->> 'namespace' = v_row.symlink_of_namespace
                         AND v_ident ->> 'name' = v_row.symlink_of_name);
                 v_row.namespace := v_ident ->> 'namespace';
@@ -527,7 +538,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), and every symlinks-facet identifier of those (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Error codes: 22023 malformed inputs/outputs/dataset; 22001 a namespace or name over 1000 bytes.';
+COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), and every symlinks-facet identifier of those (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Namespaces and names may be of any length. Error codes: 22023 malformed inputs/outputs/dataset.';
 
 CREATE FUNCTION metastore.forbid_change() RETURNS trigger
     LANGUAGE plpgsql
@@ -1007,7 +1018,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) IS 'The string at p_value, or null when absent and not required. Error codes: 22023 missing or not a non-empty string; 22001 longer than p_max_bytes.';
+COMMENT ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) IS 'The string at p_value, or null when absent and not required. Error codes: 22023 missing or not a non-empty string; 22001 longer than p_max_bytes (null: no limit).';
 
 CREATE FUNCTION metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1015,26 +1026,40 @@ CREATE FUNCTION metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor te
     SET "TimeZone" TO 'UTC'
     AS $_$
 DECLARE
-    -- One page, keyset-paginated on the (namespace, name) unique index: a deep page costs what
-    -- the first does. $1, $2: after (namespace, name); $3 namespace, $4 scheme, $5 kind, $6 limit,
-    -- $7 the LIKE pattern of q.
+    -- One page, keyset-paginated in (namespace, name) order, which is the byte order of
+    -- metastore.dataset_key: datasets_order_idx holds its first 1024 bytes (change 5; no index can
+    -- hold names of any length whole), walked in order from the cursor; only keys that tie on
+    -- all 1024 bytes are sorted (Incremental Sort), so a deep page costs what the first does.
+    -- $1 after this key (null: from the start; a bound here would make the planner probe
+    -- datasets_order_idx for its first key even when the trigram index serves q), $2 up to this prefix (the end of a namespace), $3 namespace,
+    -- $4 scheme, $5 kind, $6 limit, $7 the LIKE pattern of q.
     c_page constant text := $q$
-        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
           FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
                        v.input_events, v.output_events,
                        -- Per row of the page only: both directions of the symlinks facet.
                        (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
-                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
+                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
+                       metastore.dataset_key(v.namespace, v.name) AS sort_key
                   FROM metastore.datasets_view AS v
-                 WHERE (v.namespace, v.name) > ($1, $2)
+                 WHERE ($1::bytea IS NULL
+                        OR (pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
+                            >= pg_catalog.substr($1, 1, 1024)
+                            AND metastore.dataset_key(v.namespace, v.name) > $1))
+                   AND ($2::bytea IS NULL
+                        OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= $2)
                    AND ($3::text IS NULL OR v.namespace = $3)
-                   AND ($4::text IS NULL OR v.scheme = $4)
+                   AND ($4::text IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left($4, 200)
+                                             AND v.scheme = $4))
                    AND ($5::text IS NULL OR v.kind = $5)
                    AND ($7::text IS NULL OR pg_catalog.lower(v.name) LIKE $7)
-                 ORDER BY v.namespace, v.name
+                 ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
+                          metastore.dataset_key(v.namespace, v.name)
                  LIMIT $6) AS p
     $q$;
-    v_after  jsonb := '["", ""]';
+    v_after  jsonb;
+    v_from   bytea;
+    v_to     bytea;
     v_like   text;
     v_rows   jsonb;
     v_last   jsonb;
@@ -1061,32 +1086,46 @@ BEGIN
                 ERRCODE = '22023',
                 MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
         END IF;
+        v_from := metastore.dataset_key(v_after ->> 0, v_after ->> 1);
+    END IF;
+    IF p_namespace IS NOT NULL THEN
+        -- The namespace's keys lie between its bytes followed by 0 and by 1: start at the first,
+        -- stop at the last instead of walking the rest of the index.
+        v_to := metastore.dataset_key(p_namespace, '');
+        v_from := greatest(v_from, v_to);  -- greatest ignores a null
+        v_to := pg_catalog.substr(pg_catalog.substr(v_to, 1, pg_catalog.length(v_to) - 1) || '\x01'::bytea, 1, 1024);
     END IF;
 
     IF p_q IS NULL THEN
-        -- Without q, one plan fits every call: the (namespace, name) index, walked in order.
-        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
+        -- Without q, one plan fits every call: datasets_order_idx, walked in order.
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
           INTO v_rows
           FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
                        v.input_events, v.output_events,
                        (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
-                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
+                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
+                       metastore.dataset_key(v.namespace, v.name) AS sort_key
                   FROM metastore.datasets_view AS v
-                 WHERE (v.namespace, v.name) > (v_after ->> 0, v_after ->> 1)
+                 WHERE pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
+                       >= pg_catalog.substr(coalesce(v_from, '\x'), 1, 1024)
+                   AND metastore.dataset_key(v.namespace, v.name) > coalesce(v_from, '\x')
+                   AND (v_to IS NULL OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= v_to)
                    AND (p_namespace IS NULL OR v.namespace = p_namespace)
-                   AND (p_scheme IS NULL OR v.scheme = pg_catalog.lower(p_scheme))
+                   AND (p_scheme IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left(pg_catalog.lower(p_scheme), 200)
+                                             AND v.scheme = pg_catalog.lower(p_scheme)))
                    AND (p_kind IS NULL OR v.kind = p_kind)
-                 ORDER BY v.namespace, v.name
+                 ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
+                          metastore.dataset_key(v.namespace, v.name)
                  LIMIT p_limit + 1) AS p;
     ELSE
         -- q is a case-insensitive substring of the name, as a LIKE pattern (\, % and _ taken
         -- literally) on lower(name), which the trigram index (V0002, where pg_trgm exists) serves.
         -- Planned for the values at hand (EXECUTE ... USING): a rare q goes through the trigram
-        -- index, a common one walks the (namespace, name) index and stops at the page's end.
+        -- index, a common one walks datasets_order_idx and stops at the page's end.
         v_like := '%' || pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
                       pg_catalog.lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
         EXECUTE c_page INTO v_rows
-          USING v_after ->> 0, v_after ->> 1, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like;
+          USING v_from, v_to, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like;
     END IF;
 
     IF pg_catalog.jsonb_array_length(v_rows) > p_limit THEN
@@ -1100,12 +1139,13 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) IS 'One page of datasets ordered by (namespace, name): {"datasets": [...], "next_cursor": text or null}. Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
+COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) IS 'One page of datasets ordered by (namespace, name), in code point order (metastore.dataset_key): {"datasets": [...], "next_cursor": text or null}. Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
 
 CREATE FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+BEGIN
     -- New datasets first, as placeholders that the events' own upserts complete in this
     -- transaction (least/greatest of the times, kind, counts): only events that are new can
     -- mention a dataset that does not exist yet, so every placeholder is completed.
@@ -1114,15 +1154,16 @@ CREATE FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) RETURN
       FROM unnest(p_events) AS e
      CROSS JOIN LATERAL unnest(e.mentions) AS m
      ORDER BY m.namespace, m.name
-    ON CONFLICT (namespace, name) DO NOTHING;
+    ON CONFLICT (name_key) DO NOTHING;
 
-    SELECT NULL
-      FROM metastore.datasets AS d
-     WHERE (d.namespace, d.name) IN (SELECT m.namespace, m.name
-                                       FROM unnest(p_events) AS e
-                                      CROSS JOIN LATERAL unnest(e.mentions) AS m)
-     ORDER BY d.namespace, d.name
-       FOR UPDATE OF d;
+    PERFORM
+       FROM metastore.datasets AS d
+      WHERE d.name_key IN (SELECT sha256(metastore.dataset_key(m.namespace, m.name))
+                             FROM unnest(p_events) AS e
+                            CROSS JOIN LATERAL unnest(e.mentions) AS m)
+      ORDER BY d.namespace, d.name
+        FOR UPDATE OF d;
+END
 $$;
 
 COMMENT ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) IS 'Creates the missing datasets the given events mention and locks them all, in (namespace, name) order, so that batches and single events cannot deadlock. Call it only with events about to be stored.';
@@ -1415,7 +1456,7 @@ BEGIN
       FROM unnest(p_event.mentions) AS x
      GROUP BY x.namespace, x.name
      ORDER BY x.namespace, x.name
-    ON CONFLICT (namespace, name) DO UPDATE
+    ON CONFLICT (name_key) DO UPDATE
        SET kind = CASE WHEN d.kind = 'dataset' OR excluded.kind = 'dataset' THEN 'dataset' ELSE 'symlink' END,
            first_seen = least(d.first_seen, excluded.first_seen),
            last_seen = greatest(d.last_seen, excluded.last_seen),
@@ -1425,14 +1466,15 @@ BEGIN
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
     SELECT DISTINCT store_event.event_id, d.id, x.direction, p_event.event_time
       FROM unnest(p_event.mentions) AS x
-      JOIN metastore.datasets AS d ON d.namespace = x.namespace AND d.name = x.name
+      JOIN metastore.datasets AS d ON d.name_key = pg_catalog.sha256(metastore.dataset_key(x.namespace, x.name))
     ON CONFLICT DO NOTHING;
 
     INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
     SELECT DISTINCT c.id, s.id, x.symlink_type
       FROM unnest(p_event.mentions) AS x
-      JOIN metastore.datasets AS s ON s.namespace = x.namespace AND s.name = x.name
-      JOIN metastore.datasets AS c ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
+      JOIN metastore.datasets AS s ON s.name_key = pg_catalog.sha256(metastore.dataset_key(x.namespace, x.name))
+      JOIN metastore.datasets AS c
+        ON c.name_key = pg_catalog.sha256(metastore.dataset_key(x.symlink_of_namespace, x.symlink_of_name))
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
 END
@@ -1621,8 +1663,9 @@ BEGIN
         v_result.run_id := metastore.json_text(p_payload #> '{run,runId}', 'run.runId', 256);
     END IF;
     IF v_result.event_kind IN ('run', 'job') THEN
-        v_result.job_namespace := metastore.json_text(p_payload #> '{job,namespace}', 'job.namespace', 1000);
-        v_result.job_name := metastore.json_text(p_payload #> '{job,name}', 'job.name', 1000);
+        -- Of any length, like dataset names: events_job_idx holds prefixes only (change 5).
+        v_result.job_namespace := metastore.json_text(p_payload #> '{job,namespace}', 'job.namespace', NULL);
+        v_result.job_name := metastore.json_text(p_payload #> '{job,name}', 'job.name', NULL);
     END IF;
     v_result.event_type := metastore.json_text(p_payload -> 'eventType', 'eventType', 64, false);
     v_result.producer := metastore.json_text(p_payload -> 'producer', 'producer', 2000, false);
@@ -1764,6 +1807,7 @@ END) STORED,
     last_seen timestamp with time zone NOT NULL,
     input_events bigint DEFAULT 0 NOT NULL,
     output_events bigint DEFAULT 0 NOT NULL,
+    name_key bytea GENERATED ALWAYS AS (sha256(metastore.dataset_key(namespace, name))) STORED,
     CONSTRAINT datasets_input_events_check CHECK ((input_events >= 0)),
     CONSTRAINT datasets_kind_check CHECK ((kind = ANY (ARRAY['dataset'::text, 'symlink'::text]))),
     CONSTRAINT datasets_output_events_check CHECK ((output_events >= 0))
@@ -1784,6 +1828,8 @@ COMMENT ON COLUMN metastore.datasets.last_seen IS 'Latest eventTime of the event
 COMMENT ON COLUMN metastore.datasets.input_events IS 'How many events read it (links with direction input).';
 
 COMMENT ON COLUMN metastore.datasets.output_events IS 'How many events wrote it (links with direction output).';
+
+COMMENT ON COLUMN metastore.datasets.name_key IS 'sha256 of metastore.dataset_key(namespace, name): the unique key of a dataset, for names of any length.';
 
 ALTER TABLE metastore.datasets ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME metastore.datasets_id_seq
@@ -1955,7 +2001,7 @@ ALTER TABLE ONLY metastore.dataset_symlinks
     ADD CONSTRAINT dataset_symlinks_pkey PRIMARY KEY (dataset_id, symlink_id, type);
 
 ALTER TABLE ONLY metastore.datasets
-    ADD CONSTRAINT datasets_namespace_name_key UNIQUE (namespace, name);
+    ADD CONSTRAINT datasets_name_key_key UNIQUE (name_key);
 
 ALTER TABLE ONLY metastore.datasets
     ADD CONSTRAINT datasets_pkey PRIMARY KEY (id);
@@ -1996,7 +2042,11 @@ CREATE INDEX datasets_name_trgm_idx ON metastore.datasets USING gin (lower(name)
 
 COMMENT ON INDEX metastore.datasets_name_trgm_idx IS 'Trigram index of lower(name): serves the q filter of metastore.list_datasets (a substring of the name).';
 
-CREATE INDEX datasets_scheme_idx ON metastore.datasets USING btree (scheme, namespace, name);
+CREATE INDEX datasets_order_idx ON metastore.datasets USING btree (substr(metastore.dataset_key(namespace, name), 1, 1024));
+
+COMMENT ON INDEX metastore.datasets_order_idx IS 'The first 1024 bytes of metastore.dataset_key: (namespace, name) order for metastore.list_datasets.';
+
+CREATE INDEX datasets_scheme_idx ON metastore.datasets USING btree ("left"(scheme, 200), substr(metastore.dataset_key(namespace, name), 1, 1024));
 
 CREATE INDEX event_datasets_dataset_idx ON ONLY metastore.event_datasets USING btree (dataset_id, event_time, event_id);
 
@@ -2006,9 +2056,9 @@ CREATE INDEX events_event_time_idx ON ONLY metastore.events USING btree (event_t
 
 CREATE INDEX events_default_event_time_idx ON metastore.events_default USING btree (event_time);
 
-CREATE INDEX events_job_idx ON ONLY metastore.events USING btree (job_namespace, job_name) WHERE (job_name IS NOT NULL);
+CREATE INDEX events_job_idx ON ONLY metastore.events USING btree ("left"(job_namespace, 200), "left"(job_name, 400)) WHERE (job_name IS NOT NULL);
 
-CREATE INDEX events_default_job_namespace_job_name_idx ON metastore.events_default USING btree (job_namespace, job_name) WHERE (job_name IS NOT NULL);
+CREATE INDEX events_default_left_left1_idx ON metastore.events_default USING btree ("left"(job_namespace, 200), "left"(job_name, 400)) WHERE (job_name IS NOT NULL);
 
 CREATE INDEX events_run_id_idx ON ONLY metastore.events USING btree (run_id) WHERE (run_id IS NOT NULL);
 
@@ -2028,7 +2078,7 @@ ALTER INDEX metastore.event_datasets_pkey ATTACH PARTITION metastore.event_datas
 
 ALTER INDEX metastore.events_event_time_idx ATTACH PARTITION metastore.events_default_event_time_idx;
 
-ALTER INDEX metastore.events_job_idx ATTACH PARTITION metastore.events_default_job_namespace_job_name_idx;
+ALTER INDEX metastore.events_job_idx ATTACH PARTITION metastore.events_default_left_left1_idx;
 
 ALTER INDEX metastore.events_payload_sha256_key ATTACH PARTITION metastore.events_default_payload_sha256_event_time_key;
 
@@ -2069,6 +2119,8 @@ REVOKE ALL ON FUNCTION metastore.check_event(p_payload jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION metastore.check_source(p_source_kind text, p_source_principal text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.dataset_key(p_namespace text, p_name text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_app;

@@ -43,7 +43,7 @@ BEGIN
       FROM unnest(p_event.mentions) AS x
      GROUP BY x.namespace, x.name
      ORDER BY x.namespace, x.name
-    ON CONFLICT (namespace, name) DO UPDATE
+    ON CONFLICT (name_key) DO UPDATE
        SET kind = CASE WHEN d.kind = 'dataset' OR excluded.kind = 'dataset' THEN 'dataset' ELSE 'symlink' END,
            first_seen = least(d.first_seen, excluded.first_seen),
            last_seen = greatest(d.last_seen, excluded.last_seen),
@@ -53,14 +53,15 @@ BEGIN
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
     SELECT DISTINCT store_event.event_id, d.id, x.direction, p_event.event_time
       FROM unnest(p_event.mentions) AS x
-      JOIN metastore.datasets AS d ON d.namespace = x.namespace AND d.name = x.name
+      JOIN metastore.datasets AS d ON d.name_key = pg_catalog.sha256(metastore.dataset_key(x.namespace, x.name))
     ON CONFLICT DO NOTHING;
 
     INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
     SELECT DISTINCT c.id, s.id, x.symlink_type
       FROM unnest(p_event.mentions) AS x
-      JOIN metastore.datasets AS s ON s.namespace = x.namespace AND s.name = x.name
-      JOIN metastore.datasets AS c ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
+      JOIN metastore.datasets AS s ON s.name_key = pg_catalog.sha256(metastore.dataset_key(x.namespace, x.name))
+      JOIN metastore.datasets AS c
+        ON c.name_key = pg_catalog.sha256(metastore.dataset_key(x.symlink_of_namespace, x.symlink_of_name))
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
 END

@@ -60,7 +60,7 @@ BEGIN
            pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
       FROM pg_temp.backfill_mentions AS m
      GROUP BY m.namespace, m.name
-    ON CONFLICT (namespace, name) DO UPDATE
+    ON CONFLICT (name_key) DO UPDATE
        SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen,
            input_events = excluded.input_events, output_events = excluded.output_events
      WHERE (d.kind, d.first_seen, d.last_seen, d.input_events, d.output_events)
