@@ -6,6 +6,7 @@ python -m tests.db.bench_dedupe [--events 2000] [--seconds 10] [--clients 8]
    key as stored, and the candidates (jsonb_hash_extended, md5 of the text), over a temp table of
    distinct events, as the median of 5 rounds. Then whether jsonb_hash_extended tells apart the
    events the stored key does (it must, or it changes what counts as a duplicate).
+   With --old DIR: ingest_event per event, this checkout against an older one, alternating.
 2. The counters: store_event updates input_events, output_events and last_seen of every dataset an
    event mentions (ON CONFLICT DO UPDATE), which row-locks it until commit. --clients connections,
    one durable commit per event (synchronous_commit on, fsync on), each event reading one
@@ -147,6 +148,29 @@ def bench_counters(server: LocalPostgres, clients: int, seconds: float, rounds: 
     }
 
 
+def bench_ingest_ab(server: LocalPostgres, old: Path, events: int, rounds: int) -> dict[str, Any]:
+    """metastore.ingest_event per event (Trino COMPLETE events, one call each), this checkout against
+    an older one deployed beside it, in alternating rounds (the machine's load shifts between them)."""
+    from tests.db.bench_ingest_guards import complete_events, deploy_old
+
+    provision(server, "ab")
+    dsns = {"this": server.dsn_for("metastore_service", "ab"), "old": deploy_old(server, old)[0]}
+    times: dict[str, list[float]] = {k: [] for k in dsns}
+    for r in range(rounds):
+        for label, dsn in dsns.items():
+            bodies = [e.encode() for e in complete_events(events)]
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                started = time.perf_counter()
+                for body in bodies:
+                    conn.execute("SELECT status FROM metastore.ingest_event(%b)", (body,)).fetchone()
+                times[label].append((time.perf_counter() - started) / events * 1000)
+            print(f"  round {r + 1}, {label}: {times[label][-1]:.3f} ms per event", file=sys.stderr)
+    return {
+        k: {"ms_per_event": [round(x, 3) for x in v], "median": round(statistics.median(v), 3)}
+        for k, v in times.items()
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=2000)
@@ -154,6 +178,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--skip-counters", action="store_true")
+    parser.add_argument("--ab-rounds", type=int, default=8)
+    parser.add_argument("--old", type=Path, help="an older checkout: ingest_event per event, this one against it")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     results: dict[str, Any] = {}
@@ -163,6 +189,9 @@ def main() -> int:
         results["hash"] = bench_hash(server.dsn_for("metastore_owner", "hash"), args.events)
         row = psycopg.connect(server.dsn, autocommit=True).execute("SELECT version()").fetchone()
         results["hash"]["server"] = row[0] if row else None
+        if args.old:
+            print(f"== ingest_event per event, this checkout and {args.old}", file=sys.stderr)
+            results["ingest_event"] = bench_ingest_ab(server, args.old, 300, args.ab_rounds)
     if args.skip_counters:
         print(json.dumps(results, indent=2))
         return 0
