@@ -196,7 +196,9 @@ BEGIN
      CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_seen AS s WHERE s.event_id = e.id);
 
-    -- 3. Datasets keep their ids; what no event mentions any more goes last.
+    -- 3. Datasets keep their ids; what no event mentions any more goes last. Their totals are
+    -- recomputed whole: the activity that waited to be folded in is part of them.
+    DELETE FROM metastore.dataset_activity;
     INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT m.namespace, m.name,
            CASE WHEN pg_catalog.bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
@@ -427,13 +429,13 @@ CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500
     AS $$
     -- What the view's filters offer: every scheme and the busiest namespaces, with counts.
     SELECT jsonb_build_object(
-        'datasets', (SELECT count(*) FROM metastore.datasets_view),
+        'datasets', (SELECT count(*) FROM metastore.datasets),
         'schemes', (SELECT coalesce(jsonb_agg(jsonb_build_object('scheme', s.scheme, 'datasets', s.n)
                                               ORDER BY s.scheme NULLS LAST), '[]')
-                      FROM (SELECT v.scheme, count(*) AS n FROM metastore.datasets_view AS v GROUP BY v.scheme) AS s),
+                      FROM (SELECT v.scheme, count(*) AS n FROM metastore.datasets AS v GROUP BY v.scheme) AS s),
         'namespaces', (SELECT coalesce(jsonb_agg(jsonb_build_object('namespace', n.namespace, 'datasets', n.n)
                                                  ORDER BY n.namespace), '[]')
-                         FROM (SELECT v.namespace, count(*) AS n FROM metastore.datasets_view AS v
+                         FROM (SELECT v.namespace, count(*) AS n FROM metastore.datasets AS v
                                 GROUP BY v.namespace ORDER BY count(*) DESC, v.namespace
                                 LIMIT greatest(p_namespaces_limit, 0)) AS n))
 $$;
@@ -1399,6 +1401,47 @@ $_$;
 
 COMMENT ON FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) IS 'Records in metastore.rejected_events an event the service accepted but could not store (p_body as received, or null; p_sqlstate and p_reason say why; the reason is cut at 2000 characters). Error codes: 22023 p_sqlstate not a SQLSTATE, p_reason missing, an unknown source kind, or a principal with the unauthenticated kind (p_source_kind null means unauthenticated).';
 
+CREATE FUNCTION metastore.roll_up_datasets(p_dataset_ids bigint[] DEFAULT NULL::bigint[]) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_folded bigint;
+BEGIN
+    -- Rows in (namespace, name) order, as every writer takes them (metastore.lock_datasets); a
+    -- concurrent roll-up of the same datasets waits here, then deletes only what is left.
+    PERFORM
+       FROM metastore.datasets AS d
+      WHERE CASE WHEN p_dataset_ids IS NULL
+                 THEN d.id IN (SELECT a.dataset_id FROM metastore.dataset_activity AS a)
+                 ELSE d.id = ANY (p_dataset_ids) END
+      ORDER BY d.namespace, d.name
+        FOR NO KEY UPDATE OF d;
+
+    WITH moved AS (
+        DELETE FROM metastore.dataset_activity AS a
+         WHERE p_dataset_ids IS NULL OR a.dataset_id = ANY (p_dataset_ids)
+        RETURNING a.*
+    ), sums AS (
+        SELECT m.dataset_id, min(m.first_seen) AS first_seen, max(m.last_seen) AS last_seen,
+               sum(m.input_events) AS input_events, sum(m.output_events) AS output_events, count(*) AS n
+          FROM moved AS m
+         GROUP BY m.dataset_id
+    ), folded AS (
+        UPDATE metastore.datasets AS d
+           SET first_seen = least(d.first_seen, s.first_seen), last_seen = greatest(d.last_seen, s.last_seen),
+               input_events = d.input_events + s.input_events, output_events = d.output_events + s.output_events
+          FROM sums AS s
+         WHERE d.id = s.dataset_id
+        RETURNING s.n
+    )
+    SELECT coalesce(sum(f.n), 0) INTO v_folded FROM folded AS f;
+    RETURN v_folded;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.roll_up_datasets(p_dataset_ids bigint[]) IS 'Folds metastore.dataset_activity into metastore.datasets (counts, first_seen, last_seen) for the given datasets, or all of them when null, and returns how many activity rows it folded. metastore.datasets_view reads the same before and after.';
+
 CREATE FUNCTION metastore.schema_version() RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1427,7 +1470,9 @@ CREATE FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_e
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_hash bytea := sha256(convert_to(p_payload::text, 'UTF8'));
+    v_hash     bytea := sha256(convert_to(p_payload::text, 'UTF8'));
+    v_new      bigint[];
+    v_existing bigint;
 BEGIN
     INSERT INTO metastore.events AS e (
         payload, payload_sha256, event_kind, event_type, event_time, run_id, job_namespace, job_name,
@@ -1450,21 +1495,52 @@ BEGIN
     END IF;
     duplicate := false;
 
-    -- Sorted, so that concurrent events lock shared dataset rows in one order.
-    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
-    SELECT x.namespace, x.name,
-           CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           p_event.event_time, p_event.event_time,
-           bool_or(x.direction = 'input')::integer, bool_or(x.direction = 'output')::integer
-      FROM unnest(p_event.mentions) AS x
-     GROUP BY x.namespace, x.name
-     ORDER BY x.namespace, x.name
-    ON CONFLICT (name_key) DO UPDATE
-       SET kind = CASE WHEN d.kind = 'dataset' OR excluded.kind = 'dataset' THEN 'dataset' ELSE 'symlink' END,
-           first_seen = least(d.first_seen, excluded.first_seen),
-           last_seen = greatest(d.last_seen, excluded.last_seen),
-           input_events = d.input_events + excluded.input_events,
-           output_events = d.output_events + excluded.output_events;
+    -- New datasets take what this event says; sorted, so that concurrent events wait on new
+    -- rows' keys in one order. An existing dataset is not updated (that would lock its row until
+    -- commit, and events sharing it would commit one at a time): the event's part goes to
+    -- dataset_activity, which datasets_view adds and metastore.roll_up_datasets folds in.
+    WITH added AS (
+        INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
+        SELECT x.namespace, x.name,
+               CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+               p_event.event_time, p_event.event_time,
+               bool_or(x.direction = 'input')::integer, bool_or(x.direction = 'output')::integer
+          FROM unnest(p_event.mentions) AS x
+         GROUP BY x.namespace, x.name
+         ORDER BY x.namespace, x.name
+        ON CONFLICT (name_key) DO NOTHING
+        RETURNING d.id)
+    SELECT coalesce(array_agg(added.id), '{}') INTO v_new FROM added;
+
+    -- Only when some of them existed already: an event whose datasets are all new is done here.
+    IF cardinality(v_new) < (SELECT count(DISTINCT (x.namespace, x.name)) FROM unnest(p_event.mentions) AS x) THEN
+        -- A statement of its own: it sees the rows the insert above found (committed by then).
+        WITH seen AS (
+            SELECT d.id, bool_or(x.direction = 'input')::integer AS input_events,
+                   bool_or(x.direction = 'output')::integer AS output_events
+              FROM unnest(p_event.mentions) AS x
+              JOIN metastore.datasets AS d ON d.name_key = pg_catalog.sha256(metastore.dataset_key(x.namespace, x.name))
+             WHERE d.id <> ALL (v_new)
+             GROUP BY d.id)
+        INSERT INTO metastore.dataset_activity (dataset_id, first_seen, last_seen, input_events, output_events)
+        SELECT s.id, p_event.event_time, p_event.event_time, s.input_events, s.output_events FROM seen AS s;
+        GET DIAGNOSTICS v_existing = ROW_COUNT;
+
+        IF v_existing > 0 THEN
+            -- Known so far only as a symlink, now named directly: the one change that locks the row.
+            UPDATE metastore.datasets AS d SET kind = 'dataset'
+             WHERE d.kind = 'symlink' AND d.id <> ALL (v_new)
+               AND d.name_key IN (SELECT pg_catalog.sha256(metastore.dataset_key(x.namespace, x.name))
+                                    FROM unnest(p_event.mentions) AS x WHERE x.symlink_of_namespace IS NULL);
+            -- Folded in by about one event in 64 that mention a dataset: few rows wait in
+            -- dataset_activity, and concurrent events seldom meet on the rows' locks.
+            IF pg_catalog.random() < 1.0 / 64 THEN
+                PERFORM metastore.roll_up_datasets(ARRAY(
+                    SELECT d.id FROM unnest(p_event.mentions) AS x
+                      JOIN metastore.datasets AS d ON d.name_key = pg_catalog.sha256(metastore.dataset_key(x.namespace, x.name))));
+            END IF;
+        END IF;
+    END IF;
 
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
     SELECT DISTINCT store_event.event_id, d.id, x.direction, p_event.event_time
@@ -1699,6 +1775,16 @@ $$;
 
 COMMENT ON FUNCTION metastore.write_probe() IS 'true when the tables ingest writes can be locked for writing within 200 ms (nothing holds a lock against writers), false otherwise. The service''s async writers use it to tell an event that cannot be stored from a database that cannot store anything right now.';
 
+CREATE TABLE metastore.dataset_activity (
+    dataset_id bigint NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL,
+    input_events bigint NOT NULL,
+    output_events bigint NOT NULL
+);
+
+COMMENT ON TABLE metastore.dataset_activity IS 'What events added to existing datasets (counts, eventTimes) and metastore.roll_up_datasets has not folded into metastore.datasets yet; metastore.datasets_view adds it. No foreign key: its check would lock the dataset row, which this table is here to avoid.';
+
 CREATE TABLE metastore.event_datasets (
     event_id bigint NOT NULL,
     dataset_id bigint NOT NULL,
@@ -1850,11 +1936,17 @@ CREATE VIEW metastore.datasets_view AS
     scheme,
     authority,
     kind,
-    first_seen,
-    last_seen,
-    input_events,
-    output_events
-   FROM metastore.datasets d;
+    LEAST(d.first_seen, a.first_seen) AS first_seen,
+    GREATEST(d.last_seen, a.last_seen) AS last_seen,
+    (d.input_events + COALESCE(a.input_events, (0)::bigint)) AS input_events,
+    (d.output_events + COALESCE(a.output_events, (0)::bigint)) AS output_events
+   FROM (metastore.datasets d
+     LEFT JOIN LATERAL ( SELECT min(x.first_seen) AS first_seen,
+            max(x.last_seen) AS last_seen,
+            (sum(x.input_events))::bigint AS input_events,
+            (sum(x.output_events))::bigint AS output_events
+           FROM metastore.dataset_activity x
+          WHERE (x.dataset_id = d.id)) a ON (true));
 
 COMMENT ON VIEW metastore.datasets_view IS 'Datasets as applications may read them.';
 
@@ -2039,6 +2131,8 @@ ALTER TABLE ONLY metastore.rejected_events
 ALTER TABLE ONLY metastore_migrations.schema_version
     ADD CONSTRAINT schema_version_pkey PRIMARY KEY (version);
 
+CREATE INDEX dataset_activity_dataset_idx ON metastore.dataset_activity USING btree (dataset_id);
+
 CREATE INDEX dataset_symlinks_symlink_idx ON metastore.dataset_symlinks USING btree (symlink_id);
 
 CREATE INDEX datasets_name_trgm_idx ON metastore.datasets USING gin (lower(name) public.gin_trgm_ops);
@@ -2187,6 +2281,8 @@ REVOKE ALL ON FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text,
 
 REVOKE ALL ON FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.roll_up_datasets(p_dataset_ids bigint[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;

@@ -17,6 +17,21 @@ BEGIN
 END
 $check$;
 
+-- The activity not folded yet goes into the datasets first.
+UPDATE metastore.datasets AS d
+   SET first_seen = least(d.first_seen, a.first_seen), last_seen = greatest(d.last_seen, a.last_seen),
+       input_events = d.input_events + a.input_events, output_events = d.output_events + a.output_events
+  FROM (SELECT x.dataset_id, pg_catalog.min(x.first_seen) AS first_seen, pg_catalog.max(x.last_seen) AS last_seen,
+               pg_catalog.sum(x.input_events) AS input_events, pg_catalog.sum(x.output_events) AS output_events
+          FROM metastore.dataset_activity AS x GROUP BY x.dataset_id) AS a
+ WHERE d.id = a.dataset_id;
+DROP FUNCTION IF EXISTS metastore.roll_up_datasets(bigint[]);
+CREATE OR REPLACE VIEW metastore.datasets_view AS
+SELECT d.id, d.namespace, d.name, d.scheme, d.authority, d.kind, d.first_seen, d.last_seen,
+       d.input_events, d.output_events
+  FROM metastore.datasets AS d;
+DROP TABLE metastore.dataset_activity;
+
 DROP INDEX metastore.events_job_idx;
 CREATE INDEX events_job_idx ON metastore.events (job_namespace, job_name) WHERE job_name IS NOT NULL;
 

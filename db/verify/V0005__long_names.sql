@@ -1,6 +1,7 @@
 -- Verifies V0005: datasets are unique on name_key, and no btree index holds a whole namespace or
 -- name (of a dataset or a job), which would cap their length again.
 SELECT id, namespace, name, name_key FROM metastore.datasets WHERE false;
+SELECT dataset_id, first_seen, last_seen, input_events, output_events FROM metastore.dataset_activity WHERE false;
 
 DO $verify$
 DECLARE

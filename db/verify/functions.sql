@@ -49,6 +49,7 @@ BEGIN
                                     'metastore.create_partitions(date, integer)',
                                     'metastore.record_rejection(bytea, text, text, text, text)',
                                     'metastore.read_event(bytea)',
+                                    'metastore.roll_up_datasets(bigint[])',
                                     'metastore.check_source(text, text)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
                 pg_catalog.format('%s must not execute %s', v_role, v_fn);
@@ -126,6 +127,7 @@ DECLARE
         'metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) -> TABLE(event text, cursor text, more boolean)',
         'metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) -> void',
         'metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) -> void',
+        'metastore.roll_up_datasets(p_dataset_ids bigint[] DEFAULT NULL::bigint[]) -> bigint',
         'metastore.schema_version() -> bigint',
         'metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT event_id bigint, OUT duplicate boolean) -> record',
         'metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) -> jsonb',

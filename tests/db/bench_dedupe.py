@@ -7,12 +7,12 @@ python -m tests.db.bench_dedupe [--events 2000] [--seconds 10] [--clients 8]
    distinct events, as the median of 5 rounds. Then whether jsonb_hash_extended tells apart the
    events the stored key does (it must, or it changes what counts as a duplicate).
    With --old DIR: ingest_event per event, this checkout against an older one, alternating.
-2. The counters: store_event updates input_events, output_events and last_seen of every dataset an
-   event mentions (ON CONFLICT DO UPDATE), which row-locks it until commit. --clients connections,
-   one durable commit per event (synchronous_commit on, fsync on), each event reading one
-   dataset: all the same dataset, or each client its own; and the same dataset with a store_event
-   that leaves existing rows alone (ON CONFLICT DO NOTHING: what a roll-up off the hot path would
-   leave). Events/s over --seconds each.
+2. The counters: store_event updated input_events, output_events and last_seen of every dataset an
+   event mentions (ON CONFLICT DO UPDATE), which row-locks it until commit; now it appends to
+   dataset_activity (metastore.roll_up_datasets folds it in). --clients connections, one durable
+   commit per event (synchronous_commit on, fsync on), each event reading one dataset: all the
+   same dataset, or each its own; with --old DIR the older checkout too, in alternating rounds.
+   Events/s over --seconds each.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def event(client: int, i: int, dataset: str) -> bytes:
     ).encode()
 
 
-def run_clients(service_dsn: str, clients: int, seconds: float, shared: bool) -> float:
+def run_clients(service_dsn: str, clients: int, seconds: float, dataset: str | None) -> float:
+    """Events/s of `clients` connections, each event reading `dataset` (None: each client its own)."""
     counts = [0] * clients
     stop = time.monotonic() + seconds
     errors: list[BaseException] = []
@@ -108,7 +109,7 @@ def run_clients(service_dsn: str, clients: int, seconds: float, shared: bool) ->
             with psycopg.connect(service_dsn, autocommit=True) as conn:
                 i = 0
                 while time.monotonic() < stop:
-                    body = event(c, i, "shared" if shared else f"own/{c}")
+                    body = event(c, i, dataset or f"own/{c}/{uuid.uuid4()}")
                     row = conn.execute("SELECT status FROM metastore.ingest_event(%b)", (body,)).fetchone()
                     assert row == ("stored",), row
                     i += 1
@@ -126,22 +127,24 @@ def run_clients(service_dsn: str, clients: int, seconds: float, shared: bool) ->
     return sum(counts) / seconds
 
 
-def bench_counters(server: LocalPostgres, clients: int, seconds: float, rounds: int) -> dict[str, Any]:
-    results: dict[str, list[float]] = {"shared_dataset": [], "own_dataset": [], "shared_dataset_no_counters": []}
-    store_event = (ROOT / "db" / "functions" / "040_store_event.sql").read_text()
-    head, tail = store_event.split("ON CONFLICT (name_key) DO UPDATE", 1)
-    no_counters = head + "ON CONFLICT (name_key) DO NOTHING;" + tail.split(";", 1)[1]
+def bench_counters(
+    server: LocalPostgres, old: Path | None, clients: int, seconds: float, rounds: int
+) -> dict[str, Any]:
+    """This checkout (and an older one, deployed beside it), alternating rounds."""
+    provision(server, "counters")
+    dsns = {"this": server.dsn_for("metastore_service", "counters")}
+    if old:
+        from tests.db.bench_ingest_guards import deploy_old
+
+        dsns["old"] = deploy_old(server, old)[0]
+    results: dict[str, list[float]] = {}
     for r in range(rounds):
-        for case in results:
-            db = f"counters_{r}_{case}"
-            provision(server, db)
-            owner_dsn, service_dsn = server.dsn_for("metastore_owner", db), server.dsn_for("metastore_service", db)
-            if case == "shared_dataset_no_counters":
-                with psycopg.connect(owner_dsn, autocommit=True) as owner:
-                    owner.execute(no_counters)  # type: ignore[arg-type]
-            rate = run_clients(service_dsn, clients, seconds, shared=case != "own_dataset")
-            results[case].append(rate)
-            print(f"  round {r + 1}, {case}: {rate:.0f} events/s", file=sys.stderr)
+        for shared in (True, False):
+            for label, dsn in dsns.items():
+                case = f"{label}_{'shared' if shared else 'own'}_dataset"
+                rate = run_clients(dsn, clients, seconds, f"shared/{r}" if shared else None)
+                results.setdefault(case, []).append(rate)
+                print(f"  round {r + 1}, {case}: {rate:.0f} events/s", file=sys.stderr)
     return {
         case: {"events_per_s": [round(x) for x in rates], "median": round(statistics.median(rates))}
         for case, rates in results.items()
@@ -189,7 +192,7 @@ def main() -> int:
         results["hash"] = bench_hash(server.dsn_for("metastore_owner", "hash"), args.events)
         row = psycopg.connect(server.dsn, autocommit=True).execute("SELECT version()").fetchone()
         results["hash"]["server"] = row[0] if row else None
-        if args.old:
+        if args.old and args.ab_rounds:
             print(f"== ingest_event per event, this checkout and {args.old}", file=sys.stderr)
             results["ingest_event"] = bench_ingest_ab(server, args.old, 300, args.ab_rounds)
     if args.skip_counters:
@@ -199,7 +202,7 @@ def main() -> int:
         server.stop()
         server.start(durable=True)
         print(f"== counters, {args.clients} clients, durable commits", file=sys.stderr)
-        results["counters"] = bench_counters(server, args.clients, args.seconds, args.rounds)
+        results["counters"] = bench_counters(server, args.old, args.clients, args.seconds, args.rounds)
     text = json.dumps(results, indent=2)
     print(text)
     if args.out:

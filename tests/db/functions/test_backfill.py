@@ -17,7 +17,7 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return {
         "datasets": conn.execute(
             "SELECT namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events "
-            "FROM metastore.datasets ORDER BY 1, 2"
+            "FROM metastore.datasets_view ORDER BY 1, 2"
         ).fetchall(),
         "links": conn.execute(
             "SELECT e.payload_sha256, d.namespace, d.name, l.direction, l.event_time, l.tableoid::regclass::text "
