@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
 import pytest
 
 from metastore import migrations, sql
+
+KINDS = ("deploy", "revert", "verify")
 
 
 def test_every_named_query_parses_and_is_used() -> None:
@@ -26,7 +29,7 @@ def test_duplicate_names_are_refused() -> None:
 
 def test_every_change_has_deploy_revert_and_verify() -> None:
     for change in migrations.changes():
-        for kind in ("deploy", "revert", "verify"):
+        for kind in KINDS:
             assert change.file(kind).is_file(), f"{change.name} has no db/{kind} file"
 
 
@@ -38,3 +41,21 @@ def test_function_files_follow_the_house_rules() -> None:
         assert "COMMENT ON" in text and "REVOKE ALL ON" in text, path.name
         for raise_stmt in re.findall(r"RAISE EXCEPTION[^;]*;", text, re.DOTALL):
             assert "ERRCODE" in raise_stmt, f"{path.name}: a RAISE without a SQLSTATE"
+
+
+def test_released_changes_are_frozen() -> None:
+    """db/released.sha256 pins every file of every released change (db/CONVENTIONS.md): a database
+    deployed by that release has run them, so an edit would reach new installations only."""
+    db = migrations.db_dir()
+    pinned = {}
+    for line in (db / "released.sha256").read_text().splitlines():
+        digest, path = line.split(maxsplit=1)
+        pinned[path] = digest
+    changed = [p for p, digest in pinned.items() if hashlib.sha256((db / p).read_bytes()).hexdigest() != digest]
+    assert not changed, f"released files changed (add a new change instead): {changed}"
+    # Whole changes, and every change up to the newest pinned one.
+    newest = max(int(re.match(r"\w+/V(\d+)__", p).group(1)) for p in pinned)  # type: ignore[union-attr]
+    expected = {
+        f"{kind}/{change.name}" for change in migrations.changes() if change.version <= newest for kind in KINDS
+    }
+    assert set(pinned) == expected

@@ -46,6 +46,6 @@ $fn$;
 
 COMMENT ON FUNCTION metastore.json_text(jsonb, text, integer, boolean) IS
     'The string at p_value, or null when absent and not required. '
-    'Error codes: 22023 missing or not a non-empty string; 22001 longer than p_max_bytes.';
+    'Error codes: 22023 missing or not a non-empty string; 22001 longer than p_max_bytes (null: no limit).';
 
 REVOKE ALL ON FUNCTION metastore.json_text(jsonb, text, integer, boolean) FROM PUBLIC;

@@ -5,9 +5,6 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    -- Two names of 1000 bytes each keep a (namespace, name) index entry under
-    -- PostgreSQL's btree limit of about 2700 bytes.
-    c_max_bytes constant integer := 1000;
     v_key       text;
     v_direction text;
     v_list      jsonb;
@@ -39,8 +36,9 @@ BEGIN
                     ERRCODE = '22023',
                     MESSAGE = format('"%s" must be an object with "namespace" and "name"', v_path);
             END IF;
-            v_row := ROW(metastore.json_text(v_item -> 'namespace', v_path || '.namespace', c_max_bytes),
-                         metastore.json_text(v_item -> 'name', v_path || '.name', c_max_bytes),
+            -- Of any length: no index holds a whole name (change 5, metastore.dataset_key).
+            v_row := ROW(metastore.json_text(v_item -> 'namespace', v_path || '.namespace', NULL),
+                         metastore.json_text(v_item -> 'name', v_path || '.name', NULL),
                          v_direction, NULL, NULL, NULL);
             RETURN NEXT v_row;
 
@@ -54,8 +52,6 @@ BEGIN
                     OR jsonb_typeof(v_ident -> 'namespace') IS DISTINCT FROM 'string'
                     OR jsonb_typeof(v_ident -> 'name') IS DISTINCT FROM 'string'
                     OR v_ident ->> 'namespace' = '' OR v_ident ->> 'name' = ''
-                    OR octet_length(v_ident ->> 'namespace') > c_max_bytes
-                    OR octet_length(v_ident ->> 'name') > c_max_bytes
                     OR (v_ident ->> 'namespace' = v_row.symlink_of_namespace
                         AND v_ident ->> 'name' = v_row.symlink_of_name);
                 v_row.namespace := v_ident ->> 'namespace';
@@ -73,6 +69,6 @@ COMMENT ON FUNCTION metastore.extract_datasets(jsonb) IS
     'The datasets an OpenLineage event mentions, one row per mention: its inputs (direction input), '
     'its outputs (output), a DatasetEvent''s dataset (none), and every symlinks-facet identifier of those '
     '(same direction, with symlink_of_* naming the dataset that carries it). Nothing else. '
-    'Error codes: 22023 malformed inputs/outputs/dataset; 22001 a namespace or name over 1000 bytes.';
+    'Namespaces and names may be of any length. Error codes: 22023 malformed inputs/outputs/dataset.';
 
 REVOKE ALL ON FUNCTION metastore.extract_datasets(jsonb) FROM PUBLIC;

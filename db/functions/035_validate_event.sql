@@ -86,8 +86,9 @@ BEGIN
         v_result.run_id := metastore.json_text(p_payload #> '{run,runId}', 'run.runId', 256);
     END IF;
     IF v_result.event_kind IN ('run', 'job') THEN
-        v_result.job_namespace := metastore.json_text(p_payload #> '{job,namespace}', 'job.namespace', 1000);
-        v_result.job_name := metastore.json_text(p_payload #> '{job,name}', 'job.name', 1000);
+        -- Of any length, like dataset names: events_job_idx holds prefixes only (change 5).
+        v_result.job_namespace := metastore.json_text(p_payload #> '{job,namespace}', 'job.namespace', NULL);
+        v_result.job_name := metastore.json_text(p_payload #> '{job,name}', 'job.name', NULL);
     END IF;
     v_result.event_type := metastore.json_text(p_payload -> 'eventType', 'eventType', 64, false);
     v_result.producer := metastore.json_text(p_payload -> 'producer', 'producer', 2000, false);

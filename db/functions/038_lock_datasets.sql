@@ -2,10 +2,13 @@
 -- batch here, up front, for all of its events. Without this, two batches touching the same
 -- datasets in different orders deadlock (seen under load with two async writers): on existing
 -- rows (row locks) as on new ones (waits on the unique index).
+-- PL/pgSQL, not SQL: a SQL body is checked when created, and a deploy to a version before
+-- change 5 (which makes name_key) applies this file too.
 CREATE OR REPLACE FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+BEGIN
     -- New datasets first, as placeholders that the events' own upserts complete in this
     -- transaction (least/greatest of the times, kind, counts): only events that are new can
     -- mention a dataset that does not exist yet, so every placeholder is completed.
@@ -14,15 +17,16 @@ AS $fn$
       FROM unnest(p_events) AS e
      CROSS JOIN LATERAL unnest(e.mentions) AS m
      ORDER BY m.namespace, m.name
-    ON CONFLICT (namespace, name) DO NOTHING;
+    ON CONFLICT (name_key) DO NOTHING;
 
-    SELECT NULL
-      FROM metastore.datasets AS d
-     WHERE (d.namespace, d.name) IN (SELECT m.namespace, m.name
-                                       FROM unnest(p_events) AS e
-                                      CROSS JOIN LATERAL unnest(e.mentions) AS m)
-     ORDER BY d.namespace, d.name
-       FOR UPDATE OF d;
+    PERFORM
+       FROM metastore.datasets AS d
+      WHERE d.name_key IN (SELECT sha256(metastore.dataset_key(m.namespace, m.name))
+                             FROM unnest(p_events) AS e
+                            CROSS JOIN LATERAL unnest(e.mentions) AS m)
+      ORDER BY d.namespace, d.name
+        FOR UPDATE OF d;
+END
 $fn$;
 
 COMMENT ON FUNCTION metastore.lock_datasets(metastore.valid_event[]) IS

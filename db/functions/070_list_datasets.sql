@@ -11,26 +11,40 @@ SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
 AS $fn$
 DECLARE
-    -- One page, keyset-paginated on the (namespace, name) unique index: a deep page costs what
-    -- the first does. $1, $2: after (namespace, name); $3 namespace, $4 scheme, $5 kind, $6 limit,
-    -- $7 the LIKE pattern of q.
+    -- One page, keyset-paginated in (namespace, name) order, which is the byte order of
+    -- metastore.dataset_key: datasets_order_idx holds its first 1024 bytes (change 5; no index can
+    -- hold names of any length whole), walked in order from the cursor; only keys that tie on
+    -- all 1024 bytes are sorted (Incremental Sort), so a deep page costs what the first does.
+    -- $1 after this key (null: from the start; a bound here would make the planner probe
+    -- datasets_order_idx for its first key even when the trigram index serves q), $2 up to this prefix (the end of a namespace), $3 namespace,
+    -- $4 scheme, $5 kind, $6 limit, $7 the LIKE pattern of q.
     c_page constant text := $q$
-        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
           FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
                        v.input_events, v.output_events,
                        -- Per row of the page only: both directions of the symlinks facet.
                        (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
-                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
+                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
+                       metastore.dataset_key(v.namespace, v.name) AS sort_key
                   FROM metastore.datasets_view AS v
-                 WHERE (v.namespace, v.name) > ($1, $2)
+                 WHERE ($1::bytea IS NULL
+                        OR (pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
+                            >= pg_catalog.substr($1, 1, 1024)
+                            AND metastore.dataset_key(v.namespace, v.name) > $1))
+                   AND ($2::bytea IS NULL
+                        OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= $2)
                    AND ($3::text IS NULL OR v.namespace = $3)
-                   AND ($4::text IS NULL OR v.scheme = $4)
+                   AND ($4::text IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left($4, 200)
+                                             AND v.scheme = $4))
                    AND ($5::text IS NULL OR v.kind = $5)
                    AND ($7::text IS NULL OR pg_catalog.lower(v.name) LIKE $7)
-                 ORDER BY v.namespace, v.name
+                 ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
+                          metastore.dataset_key(v.namespace, v.name)
                  LIMIT $6) AS p
     $q$;
-    v_after  jsonb := '["", ""]';
+    v_after  jsonb;
+    v_from   bytea;
+    v_to     bytea;
     v_like   text;
     v_rows   jsonb;
     v_last   jsonb;
@@ -57,32 +71,46 @@ BEGIN
                 ERRCODE = '22023',
                 MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
         END IF;
+        v_from := metastore.dataset_key(v_after ->> 0, v_after ->> 1);
+    END IF;
+    IF p_namespace IS NOT NULL THEN
+        -- The namespace's keys lie between its bytes followed by 0 and by 1: start at the first,
+        -- stop at the last instead of walking the rest of the index.
+        v_to := metastore.dataset_key(p_namespace, '');
+        v_from := greatest(v_from, v_to);  -- greatest ignores a null
+        v_to := pg_catalog.substr(pg_catalog.substr(v_to, 1, pg_catalog.length(v_to) - 1) || '\x01'::bytea, 1, 1024);
     END IF;
 
     IF p_q IS NULL THEN
-        -- Without q, one plan fits every call: the (namespace, name) index, walked in order.
-        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) ORDER BY p.namespace, p.name), '[]')
+        -- Without q, one plan fits every call: datasets_order_idx, walked in order.
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
           INTO v_rows
           FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
                        v.input_events, v.output_events,
                        (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
-                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations
+                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
+                       metastore.dataset_key(v.namespace, v.name) AS sort_key
                   FROM metastore.datasets_view AS v
-                 WHERE (v.namespace, v.name) > (v_after ->> 0, v_after ->> 1)
+                 WHERE pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
+                       >= pg_catalog.substr(coalesce(v_from, '\x'), 1, 1024)
+                   AND metastore.dataset_key(v.namespace, v.name) > coalesce(v_from, '\x')
+                   AND (v_to IS NULL OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= v_to)
                    AND (p_namespace IS NULL OR v.namespace = p_namespace)
-                   AND (p_scheme IS NULL OR v.scheme = pg_catalog.lower(p_scheme))
+                   AND (p_scheme IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left(pg_catalog.lower(p_scheme), 200)
+                                             AND v.scheme = pg_catalog.lower(p_scheme)))
                    AND (p_kind IS NULL OR v.kind = p_kind)
-                 ORDER BY v.namespace, v.name
+                 ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
+                          metastore.dataset_key(v.namespace, v.name)
                  LIMIT p_limit + 1) AS p;
     ELSE
         -- q is a case-insensitive substring of the name, as a LIKE pattern (\, % and _ taken
         -- literally) on lower(name), which the trigram index (V0002, where pg_trgm exists) serves.
         -- Planned for the values at hand (EXECUTE ... USING): a rare q goes through the trigram
-        -- index, a common one walks the (namespace, name) index and stops at the page's end.
+        -- index, a common one walks datasets_order_idx and stops at the page's end.
         v_like := '%' || pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
                       pg_catalog.lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
         EXECUTE c_page INTO v_rows
-          USING v_after ->> 0, v_after ->> 1, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like;
+          USING v_from, v_to, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like;
     END IF;
 
     IF pg_catalog.jsonb_array_length(v_rows) > p_limit THEN
@@ -97,7 +125,8 @@ END
 $fn$;
 
 COMMENT ON FUNCTION metastore.list_datasets(integer, text, text, text, text, text) IS
-    'One page of datasets ordered by (namespace, name): {"datasets": [...], "next_cursor": text or null}. '
+    'One page of datasets ordered by (namespace, name), in code point order (metastore.dataset_key): '
+    '{"datasets": [...], "next_cursor": text or null}. '
     'Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). '
     'Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
 

@@ -4,13 +4,13 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
     -- What the view's filters offer: every scheme and the busiest namespaces, with counts.
     SELECT jsonb_build_object(
-        'datasets', (SELECT count(*) FROM metastore.datasets_view),
+        'datasets', (SELECT count(*) FROM metastore.datasets),
         'schemes', (SELECT coalesce(jsonb_agg(jsonb_build_object('scheme', s.scheme, 'datasets', s.n)
                                               ORDER BY s.scheme NULLS LAST), '[]')
-                      FROM (SELECT v.scheme, count(*) AS n FROM metastore.datasets_view AS v GROUP BY v.scheme) AS s),
+                      FROM (SELECT v.scheme, count(*) AS n FROM metastore.datasets AS v GROUP BY v.scheme) AS s),
         'namespaces', (SELECT coalesce(jsonb_agg(jsonb_build_object('namespace', n.namespace, 'datasets', n.n)
                                                  ORDER BY n.namespace), '[]')
-                         FROM (SELECT v.namespace, count(*) AS n FROM metastore.datasets_view AS v
+                         FROM (SELECT v.namespace, count(*) AS n FROM metastore.datasets AS v
                                 GROUP BY v.namespace ORDER BY count(*) DESC, v.namespace
                                 LIMIT greatest(p_namespaces_limit, 0)) AS n))
 $fn$;

@@ -51,7 +51,9 @@ BEGIN
      CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_seen AS s WHERE s.event_id = e.id);
 
-    -- 3. Datasets keep their ids; what no event mentions any more goes last.
+    -- 3. Datasets keep their ids; what no event mentions any more goes last. Their totals are
+    -- recomputed whole: the activity that waited to be folded in is part of them.
+    DELETE FROM metastore.dataset_activity;
     INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
     SELECT m.namespace, m.name,
            CASE WHEN pg_catalog.bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
@@ -60,7 +62,7 @@ BEGIN
            pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
       FROM pg_temp.backfill_mentions AS m
      GROUP BY m.namespace, m.name
-    ON CONFLICT (namespace, name) DO UPDATE
+    ON CONFLICT (name_key) DO UPDATE
        SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen,
            input_events = excluded.input_events, output_events = excluded.output_events
      WHERE (d.kind, d.first_seen, d.last_seen, d.input_events, d.output_events)

@@ -84,8 +84,11 @@ BEGIN
            AND (v_et_to IS NULL OR e.event_time < v_et_to)
            AND (v_rc_from IS NULL OR e.received_at >= v_rc_from)
            AND (v_rc_to IS NULL OR e.received_at < v_rc_to)
-           AND (p_job_namespace IS NULL OR e.job_namespace = p_job_namespace)
-           AND (p_job_name IS NULL OR e.job_name = p_job_name)
+           -- The prefixes events_job_idx holds (change 5: job names of any length), then the whole.
+           AND (p_job_namespace IS NULL OR (pg_catalog.left(e.job_namespace, 200) = pg_catalog.left(p_job_namespace, 200)
+                                            AND e.job_namespace = p_job_namespace))
+           AND (p_job_name IS NULL OR (pg_catalog.left(e.job_name, 400) = pg_catalog.left(p_job_name, 400)
+                                       AND e.job_name = p_job_name))
            AND (p_event_type IS NULL OR e.event_type = upper(p_event_type))
            AND (p_dataset_namespace IS NULL AND p_dataset_name IS NULL
                 OR EXISTS (SELECT FROM metastore.event_datasets AS l

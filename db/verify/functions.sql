@@ -61,6 +61,7 @@ BEGIN
                                     'metastore.record_rejection(bytea, text, text, text, text)',
                                     'metastore.read_event(bytea)',
                                     'metastore.check_source(text, text)',
+                                    'metastore.roll_up_datasets(bigint[])',
                                     'metastore.derive_lineage(bigint, timestamptz, jsonb, text, text, metastore.dataset_mention[])',
                                     'metastore.dataset_aliases(bigint[], integer)',
                                     'metastore.dataset_layer(bigint)'] LOOP
@@ -105,3 +106,73 @@ BEGIN
         'metastore.backfill must pin its search_path with set_config';
 END
 $search_path$;
+
+-- The exact set of functions and procedures of schema metastore, each with its signature (names,
+-- types, defaults and OUT parameters of its arguments, and its result): a function added, dropped
+-- or changed without this list following is reported, by name. Add a new function here (and to
+-- tests/db/test_search_path.py); what a signature change requires is in db/CONVENTIONS.md.
+DO $exact$
+DECLARE
+    -- db/functions: every deploy applies all of them, whatever the version it deploys to.
+    c_functions constant text[] := ARRAY[
+        'metastore.apply_retention(p_keep interval) -> jsonb',
+        'metastore.backfill(IN p_batch_size integer DEFAULT 10000)',
+        'metastore.check_event(p_payload jsonb) -> metastore.checked_event',
+        'metastore.check_source(p_source_kind text, p_source_principal text) -> text',
+        'metastore.create_partitions(p_from date DEFAULT (CURRENT_DATE - 1), p_days_ahead integer DEFAULT 14) -> integer',
+        'metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) -> jsonb',
+        'metastore.ensure_partitions() -> integer',
+        'metastore.event_kind(p_payload jsonb) -> text',
+        'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',
+        'metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) -> boolean',
+        'metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) -> TABLE(claimed boolean, cursor text)',
+        'metastore.forward_status() -> jsonb',
+        'metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) -> jsonb',
+        'metastore.group_role(p_kind text) -> text',
+        'metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT result jsonb) -> record',
+        'metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) -> record',
+        'metastore.ingest_events(p_bodies bytea[], p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text) -> TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)',
+        'metastore.json_has_unique_keys(p_json text, p_parsed jsonb) -> boolean',
+        'metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) -> text',
+        'metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
+        'metastore.lock_datasets(p_events metastore.valid_event[]) -> void',
+        'metastore.partitions_ahead() -> integer',
+        'metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) -> record',
+        'metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) -> TABLE(event text, cursor text, more boolean)',
+        'metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) -> void',
+        'metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) -> void',
+        'metastore.roll_up_datasets(p_dataset_ids bigint[] DEFAULT NULL::bigint[]) -> bigint',
+        'metastore.schema_version() -> bigint',
+        'metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT event_id bigint, OUT duplicate boolean) -> record',
+        'metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) -> jsonb',
+        'metastore.validate_event(p_payload jsonb) -> metastore.valid_event',
+        'metastore.write_probe() -> boolean'
+    ];
+    v_expected text[];
+    v_missing  text;
+    v_extra    text;
+BEGIN
+    -- Types print qualified unless in pg_catalog: the same text whatever path the caller has.
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    -- Functions of the migrations, from the change that makes each.
+    SELECT c_functions || pg_catalog.array_agg(m.f) INTO v_expected
+      FROM (VALUES (1, 'metastore.forbid_change() -> trigger'),
+                   (2, 'metastore.settings_keep_row() -> trigger'),
+                   (5, 'metastore.dataset_key(p_namespace text, p_name text) -> bytea')) AS m (v, f)
+     WHERE m.v IN (SELECT s.version FROM metastore_migrations.schema_version AS s);
+    WITH actual AS (
+        SELECT 'metastore.' || p.proname || '(' || pg_catalog.pg_get_function_arguments(p.oid) || ')'
+               || coalesce(' -> ' || pg_catalog.pg_get_function_result(p.oid), '') AS f
+          FROM pg_catalog.pg_proc AS p
+         WHERE p.pronamespace = 'metastore'::regnamespace)
+    SELECT (SELECT pg_catalog.string_agg(e.f, '; ' ORDER BY e.f) FROM pg_catalog.unnest(v_expected) AS e (f)
+             WHERE e.f NOT IN (SELECT a.f FROM actual AS a)),
+           (SELECT pg_catalog.string_agg(a.f, '; ' ORDER BY a.f) FROM actual AS a
+             WHERE a.f <> ALL (v_expected))
+      INTO v_missing, v_extra;
+    ASSERT v_missing IS NULL AND v_extra IS NULL,
+        pg_catalog.format('the functions of schema metastore are not this release''s (db/verify/functions.sql): '
+                          'missing or changed: %s; not in the list: %s',
+                          coalesce(v_missing, 'none'), coalesce(v_extra, 'none'));
+END
+$exact$;

@@ -139,10 +139,11 @@ def test_an_existing_installation_keeps_its_roles_and_can_move_to_its_own(pg_ser
     inst = install(pg_server, f"app_{uuid.uuid4().hex[:8]}", f"reader_{uuid.uuid4().hex[:8]}", "old")
     legacy_service = f"legacy_svc_{uuid.uuid4().hex[:8]}"
     dba(pg_server, f"CREATE ROLE {legacy_service} LOGIN IN ROLE metastore_app")
-    migrations.deploy(inst.dsn(inst.owner), target=2)  # before change 3 (the function files need change 2)
+    migrations.deploy(inst.dsn(inst.owner), target=2)  # before change 3
     allow_two_weeks_ahead(inst.dsn(inst.owner))
     with psycopg.connect(inst.dsn(legacy_service), autocommit=True) as conn:
-        assert ingest(conn, generated_events(1, "old")[0])[0] == "stored"
+        # This release's functions store events from change 5 on; refusing one needs change 2.
+        assert ingest(conn, {**generated_events(1, "old")[0], "eventTime": "soon"})[0] == "rejected"
 
     # The upgrade records those names and keeps them: the running service goes on working.
     migrations.deploy(inst.dsn(inst.owner))

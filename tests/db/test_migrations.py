@@ -65,6 +65,34 @@ def test_functions_are_reapplied_even_when_no_change_is_pending(database: Databa
     assert migrations.verify(database.owner_dsn) == []
 
 
+def test_verify_names_a_function_added_dropped_or_whose_signature_changed(database: Database) -> None:
+    def findings() -> list[str]:
+        failures = migrations.verify(database.owner_dsn)
+        assert all(f.startswith("functions.sql:") for f in failures), failures
+        return failures
+
+    assert findings() == []
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION metastore.helper() RETURNS integer LANGUAGE sql "
+            "SET search_path = pg_catalog, pg_temp AS 'SELECT 1'"
+        )
+    [failure] = findings()
+    assert "missing or changed: none; not in the list: metastore.helper() -> integer" in failure
+
+    with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION metastore.helper()")
+        # The same name and result, one more argument (with a default: old calls still work).
+        conn.execute(
+            "CREATE FUNCTION metastore.schema_version(p_x integer DEFAULT 0) RETURNS bigint LANGUAGE sql "
+            "SET search_path = pg_catalog, pg_temp AS 'SELECT 1::bigint'"
+        )
+        conn.execute("DROP FUNCTION metastore.schema_version()")
+    [failure] = findings()
+    assert "missing or changed: metastore.schema_version() -> bigint;" in failure
+    assert "not in the list: metastore.schema_version(p_x integer DEFAULT 0) -> bigint" in failure
+
+
 def test_verify_catches_a_grant_that_lets_the_service_rewrite_history(database: Database) -> None:
     with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
         conn.execute(f"GRANT UPDATE ON metastore.events TO {APP_ROLE}")

@@ -95,6 +95,8 @@ CALLS: dict[str, str] = {
     "metastore.json_text(jsonb,text,integer,boolean)": "SELECT metastore.json_text(%(one)s::jsonb, 'x', 10, false)",
     "metastore.event_kind(jsonb)": "SELECT metastore.event_kind(%(event)s::jsonb)",
     "metastore.extract_datasets(jsonb)": "SELECT * FROM metastore.extract_datasets(%(event)s::jsonb)",
+    "metastore.dataset_key(text,text)": "SELECT metastore.dataset_key(%(one)s, %(one)s)",
+    "metastore.roll_up_datasets(bigint[])": "SELECT metastore.roll_up_datasets()",
     "metastore.validate_event(jsonb)": "SELECT metastore.validate_event(%(event)s::jsonb)",
     "metastore.check_event(jsonb)": "SELECT metastore.check_event(%(bad)s::jsonb)",
     "metastore.lock_datasets(metastore.valid_event[])": (

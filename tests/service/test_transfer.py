@@ -85,7 +85,7 @@ def datasets_of(db: Database) -> list[tuple[Any, ...]]:
     with psycopg.connect(db.owner_dsn) as conn:
         rows = conn.execute(
             "SELECT namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events "
-            "FROM metastore.datasets ORDER BY namespace, name"
+            "FROM metastore.datasets_view ORDER BY namespace, name"
         ).fetchall()
         links = conn.execute(
             "SELECT a.namespace, a.name, b.namespace, b.name, s.type FROM metastore.dataset_symlinks s "

@@ -21,7 +21,7 @@ def retain(owner: psycopg.Connection[Any], keep: str) -> dict[str, Any]:
 
 def dataset(owner: psycopg.Connection[Any], name: str) -> tuple[Any, ...] | None:
     return owner.execute(
-        "SELECT kind, first_seen, last_seen, input_events, output_events FROM metastore.datasets WHERE name = %s",
+        "SELECT kind, first_seen, last_seen, input_events, output_events FROM metastore.datasets_view WHERE name = %s",
         (name,),
     ).fetchone()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,7 +17,7 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     return {
         "datasets": conn.execute(
             "SELECT namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events "
-            "FROM metastore.datasets ORDER BY 1, 2"
+            "FROM metastore.datasets_view ORDER BY 1, 2"
         ).fetchall(),
         "links": conn.execute(
             "SELECT e.payload_sha256, d.namespace, d.name, l.direction, l.event_time, l.tableoid::regclass::text "
@@ -145,3 +146,33 @@ def test_backfill_while_ingest_goes_on_misses_nothing(database: Database, pg_ser
             assert result == snapshot(conn)
     finally:
         drop_database(reference)
+
+
+def test_backfill_rebuilds_names_of_10_kb_identically(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    def name(tag: str) -> str:
+        return tag + os.urandom(5_000).hex()  # 10 KB that does not compress
+
+    table, symlink, job = name("t"), name("s"), name("j")
+    for i in range(3):
+        event = {
+            "eventTime": f"2024-01-01T00:00:0{i}Z",
+            "run": {"runId": f"long-{i}"},
+            "job": {"namespace": "j", "name": job},
+            "inputs": [
+                {
+                    "namespace": "hdfs://nn:8020",
+                    "name": table,
+                    "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": symlink, "type": "T"}]}},
+                }
+            ],
+            "outputs": [{"namespace": "hdfs://nn:8020", "name": name(f"o{i}")}],
+        }
+        assert ingest(service, event)[0] == "stored"
+    live = snapshot(owner)
+    assert len(live["datasets"]) == 5 and len(live["symlinks"]) == 1
+    owner.execute("DELETE FROM metastore.dataset_symlinks")
+    owner.execute("UPDATE metastore.datasets SET input_events = 0")
+    owner.execute("CALL metastore.backfill(2)")
+    assert snapshot(owner) == live

@@ -109,7 +109,9 @@ def test_a_symlink_becomes_a_dataset_when_it_is_read_for_real(
             "inputs": [{"namespace": "hive://m", "name": "db.t"}],
         },
     )
-    row = owner.execute("SELECT kind, first_seen, last_seen FROM metastore.datasets WHERE name = 'db.t'").fetchone()
+    row = owner.execute(
+        "SELECT kind, first_seen, last_seen FROM metastore.datasets_view WHERE name = 'db.t'"
+    ).fetchone()
     assert row is not None
     assert row[0] == "dataset"
     assert (row[1].year, row[2].year) == (2023, 2024)

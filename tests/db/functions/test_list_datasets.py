@@ -204,7 +204,7 @@ def test_a_rare_q_is_served_by_the_trigram_index_and_a_common_one_by_walking_the
         owner.execute("SELECT pg_stat_clear_snapshot()")
         rows = owner.execute(
             "SELECT indexrelname, idx_scan FROM pg_stat_user_indexes WHERE relname = 'datasets' "
-            "AND indexrelname IN ('datasets_name_trgm_idx', 'datasets_namespace_name_key')"
+            "AND indexrelname IN ('datasets_name_trgm_idx', 'datasets_order_idx')"
         ).fetchall()
         return dict(rows)
 
@@ -223,10 +223,42 @@ def test_a_rare_q_is_served_by_the_trigram_index_and_a_common_one_by_walking_the
     rare = owner.execute("SELECT substr(md5('4242'), 3, 10)").fetchone()
     assert rare is not None
     assert used_by(rare[0]) == {"datasets_name_trgm_idx"}
-    assert used_by("SALES.orders") == {"datasets_namespace_name_key"}
+    assert used_by("SALES.orders") == {"datasets_order_idx"}
 
     # Without pg_trgm the statistics of lower(name) still tell a common q from a rare one: a
     # common one walks the names instead of sorting the whole table.
     owner.execute("DROP INDEX metastore.datasets_name_trgm_idx")
     owner.execute("ANALYZE metastore.datasets")
-    assert used_by("SALES.orders") == {"datasets_namespace_name_key"}
+    assert used_by("SALES.orders") == {"datasets_order_idx"}
+
+
+def test_names_of_10_kb_are_paged_in_order_even_when_their_first_kilobytes_tie(
+    service: psycopg.Connection[Any],
+) -> None:
+    # datasets_order_idx holds the first 1024 bytes of (namespace, name): names that share more
+    # than that are ordered by the rest, across pages; a long namespace is filtered exactly.
+    shared = "p" * 2000
+    long_ns = "hdfs://" + "n" * 3000
+    datasets = [{"namespace": "s3://b", "name": shared + f"{i:02d}" * 4000} for i in range(9, -1, -1)]
+    datasets += [{"namespace": "s3://b", "name": f"short_{i}"} for i in range(5)]
+    datasets += [{"namespace": long_ns + suffix, "name": "t"} for suffix in ("", "x", "/")]
+    event = {"eventTime": "2024-01-01T00:00:00Z", "run": {"runId": "r"}, "job": {"namespace": "j", "name": "n"}}
+    assert ingest(service, {**event, "inputs": datasets})[0] == "stored"
+    assert ingest(service, {**event, "run": {"runId": "again"}, "outputs": datasets[:3]})[0] == "stored"
+
+    def walk(**filters: Any) -> list[tuple[str, str]]:
+        seen: list[tuple[str, str]] = []
+        cursor = None
+        while True:
+            result = page(service, limit=3, cursor=cursor, **filters)
+            seen += [(d["namespace"], d["name"]) for d in result["datasets"]]
+            cursor = result["next_cursor"]
+            if cursor is None:
+                return seen
+
+    everything = sorted((d["namespace"], d["name"]) for d in datasets)
+    assert walk() == everything
+    assert walk(namespace=long_ns) == [(long_ns, "t")]
+    assert walk(namespace="s3://b") == [d for d in everything if d[0] == "s3://b"]
+    assert walk(scheme="HDFS") == [d for d in everything if d[0].startswith("hdfs")]
+    assert walk(q="P" * 30) == [d for d in everything if d[1].startswith(shared)]
