@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-
 from metastore.localpg import LocalPostgres, provision
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -44,7 +44,7 @@ def test_a_batch_and_a_single_event_on_the_same_datasets_never_deadlock(database
         single = event(str(uuid.uuid4()), ["a", new[0]])
         start = threading.Barrier(2)
 
-        def run(sql: str, body: Any) -> None:
+        def run(sql: str, body: Any, start: threading.Barrier = start) -> None:
             with psycopg.connect(database.service_dsn, autocommit=True) as conn:
                 start.wait()
                 try:
