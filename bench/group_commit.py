@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from metastore.localpg import LocalPostgres, provision
 
 from bench.run import FULL, ROOT, Bench, Service, body, fixed_rate, insert_floor, templates, wrk
-from bench.tls import throwaway_certificates
+from devtools.localpg import LocalPostgres, provision
+from tests.support.certs import write_tls_files
 
 # Before: a transaction per request (ingest_event), as until now. After: group commit (defaults).
 VARIANTS = {"one commit each": {"METASTORE_GROUP_COMMIT_EVENTS": "1"}, "group commit": {}}
@@ -146,7 +146,7 @@ def main() -> int:
         print("bench: wrk is needed (apt-get install wrk)", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="metastore-bench-gc-"))
-    tls = throwaway_certificates(work)
+    tls = write_tls_files(work)
     bodies = templates()
     templates_file = work / "templates.txt"
     templates_file.write_text("\n".join(bodies) + "\n")

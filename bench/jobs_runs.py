@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from metastore.localpg import LocalPostgres
 
-from metastore import localpg
+from devtools import localpg
+from devtools.localpg import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openlineage" / "trino"

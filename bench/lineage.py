@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from metastore.localpg import LocalPostgres
 from psycopg import sql
 
-from metastore import localpg
+from devtools import localpg
+from devtools.localpg import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
