@@ -263,7 +263,7 @@ def test_choosing_a_field_shows_its_input_fields(page: Page, seeded: Server) -> 
     expect(page.locator("#fields-table tbody tr")).to_have_count(3)
     expect(page.locator("#field-inputs")).to_have_count(0)
     region = page.locator("#fields-table").get_by_role("button", name="region")
-    for _ in range(10):  # by keyboard from the heading
+    for _ in range(30):  # by keyboard from the heading, past the picture
         if region.evaluate("b => b === document.activeElement"):
             break
         page.keyboard.press("Tab")

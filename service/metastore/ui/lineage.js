@@ -4,7 +4,8 @@
 import { api, el, getJSON, plural, visibleName, visibleText } from "./app.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-const BOX = { width: 208, height: 44, columnGap: 64, rowGap: 14, pad: 16, inset: 10 };
+// padX leaves room for the symlink bows drawn left of the first column.
+const BOX = { width: 208, height: 44, columnGap: 64, rowGap: 14, pad: 16, padX: 32, inset: 10 };
 
 function svg(tag, attrs = {}, ...children) {
   const node = document.createElementNS(SVG, tag);
@@ -104,10 +105,10 @@ export function layout(graph) {
     const used = ids.length * BOX.height + (ids.length - 1) * BOX.rowGap;
     const top = (height - used) / 2; // each column centred, so short columns sit beside the dataset
     ids.forEach((id, r) => positions.set(id, {
-      x: BOX.pad + c * (BOX.width + BOX.columnGap), y: top + r * (BOX.height + BOX.rowGap), column: key, row: r,
+      x: BOX.padX + c * (BOX.width + BOX.columnGap), y: top + r * (BOX.height + BOX.rowGap), column: key, row: r,
     }));
   });
-  const width = BOX.pad * 2 + keys.length * BOX.width + (keys.length - 1) * BOX.columnGap;
+  const width = BOX.padX * 2 + keys.length * BOX.width + (keys.length - 1) * BOX.columnGap;
   return { positions, width, height, crossings: best.score, order: keys.flatMap((k) => best.columns.get(k)) };
 }
 
@@ -117,7 +118,7 @@ function edgePath(a, b, kind) {
     const x = a.x;
     const y1 = a.y + BOX.height / 2;
     const y2 = b.y + BOX.height / 2;
-    const bow = Math.min(BOX.columnGap / 2 - 4, 18 + Math.abs(y2 - y1) / 8);
+    const bow = Math.min(BOX.padX - 4, 18 + Math.abs(y2 - y1) / 8);
     return `M${x} ${y1} C${x - bow} ${y1} ${x - bow} ${y2} ${x} ${y2}`;
   }
   const forward = b.x > a.x;
