@@ -16,6 +16,7 @@ _FILES = (
     ("index.html", "text/html; charset=utf-8"),
     ("app.js", "text/javascript; charset=utf-8"),
     ("jobs.js", "text/javascript; charset=utf-8"),
+    ("lineage.js", "text/javascript; charset=utf-8"),
     ("style.css", "text/css; charset=utf-8"),
 )
 

@@ -172,9 +172,12 @@ def test_opening_a_dataset_by_keyboard_shows_symlinks_and_events(page: Page) -> 
     expect(page.locator("#events tbody tr")).to_have_count(1)
     expect(page.locator("#events tbody tr")).to_contain_text("COMPLETE")
     expect(page.locator("#events tbody tr")).to_contain_text("read")
+    # The picture joins both tables to their Hive names with dashed symlink lines.
+    expect(page.locator("#lineage-svg path.edge.symlink")).to_have_count(2)
+    expect(page.locator("#lineage-svg path.edge.lineage")).to_have_count(1)
     page.screenshot(path=str(ARTIFACTS / "dataset-detail.png"), full_page=True)
 
-    page.get_by_role("link", name=re.compile("default.t1")).click()
+    page.locator("#symlinks").get_by_role("link", name=re.compile("default.t1")).click()
     expect(page.locator("#detail-heading")).to_have_text("default.t1")
     expect(page.locator("#symlink-of")).to_contain_text("/user/hive/warehouse/t1")
     page.keyboard.press("Escape")

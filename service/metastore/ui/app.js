@@ -2,6 +2,7 @@
 // Data only ever reaches the page through textContent, never as HTML.
 
 import { datasetRunsSection, routeJobs } from "./jobs.js";
+import { fieldsSection, lineageSection } from "./lineage.js";
 
 export const api = (path) => new URL(`../api/v1/${path}`, window.location.href);
 export const $ = (selector) => document.querySelector(selector);
@@ -228,25 +229,6 @@ function relationList(items, emptyText) {
     " ", kindBadge(item))));
 }
 
-function fieldsTable(fields, columnLineage) {
-  if (!fields || fields.length === 0) return el("p", { class: "muted" }, "No event described its fields.");
-  const sources = new Map();
-  for (const edge of columnLineage || []) {
-    if (edge.field === null) continue;
-    const list = sources.get(edge.field) || [];
-    const text = `${visibleText(edge.input.name)}.${visibleText(edge.input_field)}`;
-    if (!list.includes(text)) list.push(text);
-    sources.set(edge.field, list);
-  }
-  return el("div", { class: "table-wrap" }, el("table", { id: "fields-table" },
-    el("thead", {}, el("tr", {}, ...["Field", "Type", "Derived from"].map(
-      (title) => el("th", { scope: "col" }, title)))),
-    el("tbody", {}, ...fields.map((field) => el("tr", {},
-      el("td", { class: "ns" }, visibleName(String(field.name ?? ""))),
-      el("td", {}, typeof field.type === "string" ? visibleText(field.type) : ""),
-      el("td", { class: "ns" }, (sources.get(field.name) || []).join(", ")))))));
-}
-
 function neighbourList(items, emptyText) {
   if (!items || items.length === 0) return el("p", { class: "muted" }, emptyText);
   return el("ul", { class: "relations" }, ...items.map((item) => el("li", {},
@@ -301,14 +283,14 @@ async function showDetail(id) {
         el("dt", {}, "Written by"), el("dd", {}, plural(dataset.output_events, "event")),
         el("dt", {}, "First seen"), el("dd", {}, formatTime(dataset.first_seen)),
         el("dt", {}, "Last seen"), el("dd", {}, formatTime(dataset.last_seen)))),
+    lineageSection(dataset),
+    fieldsSection(dataset),
     el("section", { class: "detail-card", id: "symlinks", "aria-label": "Symlinks" },
       el("h3", {}, "Symlinks: other names of this dataset"),
       relationList(dataset.symlinks, "This dataset names no symlinks.")),
     el("section", { class: "detail-card", id: "symlink-of", "aria-label": "Symlink of" },
       el("h3", {}, "Symlink of: datasets that give this one as another name"),
       relationList(dataset.symlink_of, "No dataset names this one as a symlink.")),
-    el("section", { class: "detail-card", id: "fields", "aria-label": "Fields" },
-      el("h3", {}, "Fields"), fieldsTable(dataset.fields, dataset.column_lineage)),
     el("section", { class: "detail-card", id: "upstream", "aria-label": "Upstream" },
       el("h3", {}, "Upstream: read by the jobs that wrote it"),
       neighbourList(dataset.upstream, "No job that wrote it read another dataset.")),
