@@ -222,6 +222,10 @@ def test_ingest_goes_on_after_reverting_v0007(empty_db: Any) -> None:
     with psycopg.connect(dsn, autocommit=True) as owner:
         assert ingest(owner, event("j", "COMPLETE", "2026-07-20T10:00:00Z"))[0] == "stored"
         assert owner.execute("SELECT to_regclass('metastore.runs')").fetchone() == (None,)
+        # Gone with its change, so that the older release's verify finds exactly its own functions.
+        assert owner.execute(
+            "SELECT to_regprocedure('metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)')"
+        ).fetchone() == (None,)
     migrations.deploy(dsn)
     with psycopg.connect(dsn, autocommit=True) as owner:
         owner.execute("CALL metastore.backfill()")

@@ -267,3 +267,26 @@ def test_datasets_are_found_by_key_not_by_a_scan(
         assert ingest(service, ctas(2, "ctas"))[0] == "stored"
         assert {t: seq_scans(service, t) for t in ("datasets", "jobs", "runs")} == {"datasets": 0, "jobs": 0, "runs": 0}
     assert count(owner, "column_lineage") == 8
+
+
+def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
+    """A revert drops the layer's tables and the functions that derive into them; store_event (still
+    the newer one until the older release deploys its functions) skips them and stores the event."""
+    from metastore import migrations
+
+    dsn = empty_db.owner_dsn
+    migrations.deploy(dsn)
+    assert migrations.revert(dsn, 5) == [7, 6]
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        assert ingest(owner, ctas(0, "ctas"))[0] == "stored"
+        gone = owner.execute(
+            "SELECT to_regclass('metastore.column_lineage'), to_regclass('metastore.runs'),"
+            " to_regprocedure('metastore.derive_lineage(bigint, timestamptz, jsonb, text, text,"
+            " metastore.dataset_mention[])'),"
+            " to_regprocedure('metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)')"
+        ).fetchone()
+        assert gone == (None, None, None, None)
+    migrations.deploy(dsn)
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        owner.execute("CALL metastore.backfill()")
+        assert count(owner, "column_lineage") == 8
