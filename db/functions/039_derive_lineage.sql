@@ -21,8 +21,9 @@ SET plan_cache_mode = force_generic_plan
 SET enable_hashagg = off
 AS $fn$
 DECLARE
-    v_keys  bytea[];
     v_ids   bigint[];
+    v_ns    text[];
+    v_names text[];
     v_in    bigint[];
     v_out   bigint[];
     v_job   bytea;
@@ -42,10 +43,11 @@ BEGIN
     -- store_event does (one index probe per distinct mention), with the inputs and outputs that get
     -- lineage edges. Only these are resolved: a column-lineage input the event does not mention is
     -- skipped, so what an event derives never depends on which other events came first. The
-    -- statements below join to these arrays on the key (a hash join), never to the table by name.
-    SELECT array_agg(d.name_key), array_agg(d.id),
+    -- statements below join to these arrays on (namespace, name) (a hash join on the text, cheaper
+    -- than a key per row: metastore.dataset_key is a PL/pgSQL call), never to the table by name.
+    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name),
            array_agg(d.id) FILTER (WHERE m.is_input), array_agg(d.id) FILTER (WHERE m.is_output)
-      INTO v_keys, v_ids, v_in, v_out
+      INTO v_ids, v_ns, v_names, v_in, v_out
       FROM (SELECT sha256(metastore.dataset_key(x.namespace, x.name)) AS name_key,
                    bool_or(x.direction = 'input' AND x.symlink_of_namespace IS NULL) AS is_input,
                    bool_or(x.direction = 'output' AND x.symlink_of_namespace IS NULL) AS is_output
@@ -79,8 +81,7 @@ BEGIN
                    AND jsonb_typeof(ds -> 'namespace') = 'string' AND jsonb_typeof(ds -> 'name') = 'string'
                    AND jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
                    AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s
-          JOIN unnest(v_keys, v_ids) AS k (name_key, id)
-            ON k.name_key = sha256(metastore.dataset_key(s.namespace, s.name))
+          JOIN unnest(v_ids, v_ns, v_names) AS k (id, namespace, name) ON k.namespace = s.namespace AND k.name = s.name
          WHERE NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS seen
                             WHERE seen.dataset_id = k.id AND seen.fields_sha256 = s.h
                               AND seen.first_seen <= p_event_time AND seen.last_seen >= p_event_time)
@@ -148,9 +149,9 @@ BEGIN
                    AND jsonb_typeof(inf) = 'object'
                    AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
                    AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
-          JOIN unnest(v_keys, v_ids) AS o (name_key, id) ON o.name_key = sha256(metastore.dataset_key(x.namespace, x.name))
-          JOIN unnest(v_keys, v_ids) AS i (name_key, id)
-            ON i.name_key = sha256(metastore.dataset_key(x.input_namespace, x.input_name))
+          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
+          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
+            ON i.namespace = x.input_namespace AND i.name = x.input_name
          WHERE NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
                             WHERE seen.output_dataset_id = o.id AND seen.input_dataset_id = i.id
                               AND seen.edge_sha256 = x.h
