@@ -24,7 +24,7 @@ import psycopg
 
 from bench.run import FULL, ROOT, Bench, Service, body, fixed_rate, insert_floor, templates, wrk
 from bench.tls import throwaway_certificates
-from metastore.localpg import LocalPostgres, provision
+from devtools.localpg import LocalPostgres, provision
 
 # Before: a transaction per request (ingest_event), as until now. After: group commit (defaults).
 VARIANTS = {"one commit each": {"METASTORE_GROUP_COMMIT_EVENTS": "1"}, "group commit": {}}

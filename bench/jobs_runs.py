@@ -22,8 +22,8 @@ from typing import Any
 
 import psycopg
 
-from metastore import localpg
-from metastore.localpg import LocalPostgres
+from devtools import localpg
+from devtools.localpg import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openlineage" / "trino"

@@ -28,8 +28,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from metastore import localpg
-from metastore.localpg import LocalPostgres
+from devtools import localpg
+from devtools.localpg import LocalPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
