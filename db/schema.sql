@@ -240,15 +240,52 @@ BEGIN
     SELECT n.dataset_id, n.symlink_id, n.type FROM pg_temp.backfill_symlinks AS n
     ON CONFLICT DO NOTHING;
 
+    -- 4. Schema versions, lineage edges and column lineage: recomputed from every event with the
+    -- function live ingest runs (metastore.derive_lineage), in id order as ingest saw them.
+    -- (Short of V0006, where db/functions are applied too, there are none.)
+    IF pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL THEN
+        DELETE FROM metastore.column_lineage;
+        DELETE FROM metastore.lineage_edges;
+        DELETE FROM metastore.dataset_schema_versions;
+        -- The mentions extracted in step 1, per event: no second extraction.
+        CREATE INDEX ON pg_temp.backfill_mentions (event_id);
+        PERFORM metastore.derive_lineage(
+                    e.id, e.event_time, e.payload, e.job_namespace, e.job_name,
+                    ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace, m.symlink_of_name,
+                                     m.symlink_type)::metastore.dataset_mention
+                            FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id))
+           FROM metastore.events AS e
+          ORDER BY e.id;
+    END IF;
+
     DELETE FROM metastore.datasets AS d
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
+
+    -- 5. Jobs and runs, by the live rule (metastore.derive_job_run) over every event: rows are reset to
+    -- "no event yet", every event applied (in any order: the rule does not depend on it), and what no
+    -- event reached goes. Ids are kept.
+    -- (Short of V0007, where db/functions are applied too, there are none.)
+    IF pg_catalog.to_regclass('metastore.runs') IS NOT NULL THEN
+        UPDATE metastore.runs
+           SET state = 'OTHER', state_class = 0, state_rank = 0, state_time = '-infinity', started_at = NULL,
+               ended_at = NULL, error_message = NULL, trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
+               first_event_time = 'infinity', last_event_time = '-infinity', event_count = 0;
+        UPDATE metastore.jobs
+           SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
+               processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
+        PERFORM metastore.derive_job_run(e.payload, e.event_type, e.event_time, e.run_id, e.job_namespace, e.job_name)
+           FROM metastore.events AS e
+          WHERE e.job_name IS NOT NULL;
+        DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
+        DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
+    END IF;
 
     DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
     COMMIT;
 END
 $$;
 
-COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets and dataset_symlinks from metastore.events with the same rules as live ingest (metastore.extract_datasets). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from the events that remain (datasets no remaining event mentions are removed). Error codes: 22023 p_batch_size not positive.';
+COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges, column_lineage, jobs and runs from metastore.events with the same rules as live ingest (metastore.extract_datasets, metastore.derive_lineage, metastore.derive_job_run). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from the events that remain (datasets no remaining event mentions are removed). Error codes: 22023 p_batch_size not positive.';
 
 CREATE FUNCTION metastore.check_event(p_payload jsonb) RETURNS metastore.checked_event
     LANGUAGE plpgsql STABLE
@@ -408,6 +445,33 @@ $_$;
 
 COMMENT ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) IS 'Creates the missing daily partitions (UTC days, named events_pYYYYMMDD and event_datasets_pYYYYMMDD) of metastore.events and metastore.event_datasets from p_from through today + p_days_ahead, moving the rows of those days out of the default partitions; returns how many partitions it created (0 when none were missing: it is idempotent, and concurrent callers take turns). Holds ingest off for the milliseconds the partitions take to attach. Error codes: 22023 bad arguments; 55P03 the tables stayed locked by another transaction (e.g. a backfill), try again later. Owner only: the service calls metastore.ensure_partitions().';
 
+CREATE FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) RETURNS bigint[]
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_all bigint[] := ARRAY(SELECT DISTINCT x FROM unnest(p_ids) AS x WHERE x IS NOT NULL ORDER BY x);
+    v_new bigint[] := v_all;
+BEGIN
+    -- Both ways (carrier -> identifier, identifier -> carriers), to a fixed point: two paths that
+    -- carry one table identifier are aliases of each other. Bounded by p_limit ids.
+    WHILE cardinality(v_new) > 0 AND cardinality(v_all) < p_limit LOOP
+        v_new := ARRAY(
+            SELECT DISTINCT n.id
+              FROM (SELECT s.symlink_id AS id FROM metastore.dataset_symlinks AS s WHERE s.dataset_id = ANY (v_new)
+                    UNION ALL
+                    SELECT s.dataset_id FROM metastore.dataset_symlinks AS s WHERE s.symlink_id = ANY (v_new)) AS n
+             WHERE n.id <> ALL (v_all)
+             ORDER BY n.id
+             LIMIT p_limit - cardinality(v_all));
+        v_all := v_all || v_new;
+    END LOOP;
+    RETURN v_all;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) IS 'The datasets p_ids name, with every dataset linked to them by metastore.dataset_symlinks, either way and transitively, at most p_limit ids (the given ones first).';
+
 CREATE FUNCTION metastore.dataset_key(p_namespace text, p_name text) RETURNS bytea
     LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -422,6 +486,248 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.dataset_key(p_namespace text, p_name text) IS 'The bytes of namespace, a zero byte, the bytes of name: one key per (namespace, name) whose byte order is theirs. metastore.datasets.name_key is its sha256; datasets_order_idx indexes its first 1024 bytes. Frozen (defined by change 5): indexes hold its results.';
+
+CREATE FUNCTION metastore.dataset_layer(p_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    -- Bounds of the lists: a dataset page, not an export.
+    c_versions constant integer := 20;
+    c_hop      constant integer := 100;
+    c_columns  constant integer := 1000;
+    v_aliases  bigint[] := metastore.dataset_aliases(ARRAY[p_id], c_hop);
+BEGIN
+    -- db/functions is applied whatever the deploy's target: before change 6 the page stays as it was.
+    IF to_regclass('metastore.column_lineage') IS NULL THEN
+        RETURN jsonb_build_object('fields', '[]'::jsonb, 'schema_versions', '[]'::jsonb,
+                                  'column_lineage', '[]'::jsonb, 'upstream', '[]'::jsonb, 'downstream', '[]'::jsonb);
+    END IF;
+    RETURN jsonb_build_object(
+        -- The newest version by eventTime is the current schema.
+        'fields', coalesce((SELECT v.fields FROM metastore.dataset_schema_versions AS v
+                             WHERE v.dataset_id = p_id
+                             ORDER BY v.last_seen DESC, v.first_seen DESC, v.fields_sha256 LIMIT 1), '[]'),
+        'schema_versions', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'fields_sha256', encode(v.fields_sha256, 'hex'), 'field_count', jsonb_array_length(v.fields),
+                       'first_event_id', v.first_event_id, 'first_seen', v.first_seen, 'last_seen', v.last_seen,
+                       'fields', v.fields)
+                       ORDER BY v.last_seen DESC, v.first_seen DESC, v.fields_sha256), '[]')
+              FROM (SELECT * FROM metastore.dataset_schema_versions AS v WHERE v.dataset_id = p_id
+                     ORDER BY v.last_seen DESC, v.first_seen DESC, v.fields_sha256 LIMIT c_versions) AS v),
+        'column_lineage', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'field', nullif(c.output_field, ''),
+                       'input', jsonb_build_object('id', d.id, 'namespace', d.namespace, 'name', d.name),
+                       'input_field', c.input_field, 'transformation_type', c.transformation_type,
+                       'transformation_subtype', c.transformation_subtype,
+                       'first_seen', c.first_seen, 'last_seen', c.last_seen)
+                       ORDER BY c.output_field, d.namespace, d.name, c.input_field,
+                                c.transformation_type, c.transformation_subtype), '[]')
+              FROM (SELECT * FROM metastore.column_lineage AS c WHERE c.output_dataset_id = p_id
+                     ORDER BY c.output_field, c.input_dataset_id, c.input_field,
+                              c.transformation_type, c.transformation_subtype
+                     LIMIT c_columns) AS c
+              JOIN metastore.datasets_view AS d ON d.id = c.input_dataset_id),
+        -- One hop, from the dataset and its symlink aliases.
+        'upstream', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind,
+                       'jobs', n.jobs, 'last_seen', n.last_seen) ORDER BY d.namespace, d.name), '[]')
+              FROM (SELECT e.upstream_id AS id, count(DISTINCT e.job_sha256) AS jobs, max(e.last_seen) AS last_seen
+                      FROM metastore.lineage_edges AS e WHERE e.downstream_id = ANY (v_aliases)
+                     GROUP BY e.upstream_id ORDER BY e.upstream_id LIMIT c_hop) AS n
+              JOIN metastore.datasets_view AS d ON d.id = n.id),
+        'downstream', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind,
+                       'jobs', n.jobs, 'last_seen', n.last_seen) ORDER BY d.namespace, d.name), '[]')
+              FROM (SELECT e.downstream_id AS id, count(DISTINCT e.job_sha256) AS jobs, max(e.last_seen) AS last_seen
+                      FROM metastore.lineage_edges AS e WHERE e.upstream_id = ANY (v_aliases)
+                     GROUP BY e.downstream_id ORDER BY e.downstream_id LIMIT c_hop) AS n
+              JOIN metastore.datasets_view AS d ON d.id = n.id));
+END
+$$;
+
+COMMENT ON FUNCTION metastore.dataset_layer(p_id bigint) IS 'For metastore.get_dataset: a dataset''s current fields (its newest schema version by eventTime), its schema_versions (newest 20), column_lineage (output field <- input dataset and field, at most 1000; field null: the dataset-level list), and one hop of upstream and downstream datasets (at most 100 each, with the number of jobs), crossing symlinks.';
+
+CREATE FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text DEFAULT 'both'::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_start     bigint[];
+    v_nodes     bigint[];
+    v_depths    integer[];
+    v_sides     text[];
+    v_seen      bigint[];
+    v_frontier  bigint[];
+    v_next      bigint[];
+    v_dir       text;
+    v_truncated boolean := false;
+    v_room      integer;
+    v_edges     jsonb;
+    v_cut       boolean;
+    v_max_edges integer := 4 * p_node_limit;
+BEGIN
+    IF p_direction IS NULL OR p_direction NOT IN ('upstream', 'downstream', 'both') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('direction must be upstream, downstream or both, not %s', coalesce(p_direction, 'null'));
+    END IF;
+    IF p_depth IS NULL OR p_depth < 1 OR p_depth > 10 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('depth must be from 1 to 10, not %s', p_depth);
+    END IF;
+    IF p_node_limit IS NULL OR p_node_limit < 1 OR p_node_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('node limit must be from 1 to 1000, not %s', p_node_limit);
+    END IF;
+    IF NOT EXISTS (SELECT FROM metastore.datasets AS d WHERE d.id = p_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
+    END IF;
+
+    -- The dataset and its aliases are depth 0; each hop then adds the aliases of what it reached.
+    v_start := metastore.dataset_aliases(ARRAY[p_id], p_node_limit);
+    v_nodes := v_start;
+    v_depths := array_fill(0, ARRAY[cardinality(v_start)]);
+    v_sides := array_fill('self'::text, ARRAY[cardinality(v_start)]);
+
+    -- Each direction on its own from the start (up then down would reach siblings). A node seen
+    -- once is never expanded again in that direction: cycles end there.
+    FOREACH v_dir IN ARRAY CASE WHEN p_direction = 'both' THEN ARRAY['upstream', 'downstream']
+                                ELSE ARRAY[p_direction] END LOOP
+        v_seen := v_start;
+        v_frontier := v_start;
+        FOR v_depth IN 1..p_depth LOOP
+            EXIT WHEN cardinality(v_frontier) = 0 OR v_truncated;
+            v_room := p_node_limit - cardinality(v_nodes);
+            IF v_dir = 'upstream' THEN
+                v_next := ARRAY(SELECT DISTINCT e.upstream_id FROM metastore.lineage_edges AS e
+                                 WHERE e.downstream_id = ANY (v_frontier) AND e.upstream_id <> ALL (v_seen)
+                                 ORDER BY 1 LIMIT v_room + 1);
+            ELSE
+                v_next := ARRAY(SELECT DISTINCT e.downstream_id FROM metastore.lineage_edges AS e
+                                 WHERE e.upstream_id = ANY (v_frontier) AND e.downstream_id <> ALL (v_seen)
+                                 ORDER BY 1 LIMIT v_room + 1);
+            END IF;
+            EXIT WHEN cardinality(v_next) = 0;
+            v_next := ARRAY(SELECT x FROM unnest(metastore.dataset_aliases(v_next, v_room + 1)) WITH ORDINALITY AS a (x, o)
+                             WHERE x <> ALL (v_seen) ORDER BY o);
+            v_seen := v_seen || v_next;
+            -- Reached from the other side already (a cycle through the dataset): listed once.
+            v_next := ARRAY(SELECT x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
+                             WHERE x <> ALL (v_nodes) ORDER BY o);
+            IF cardinality(v_next) > v_room THEN
+                v_next := v_next[1:v_room];
+                v_truncated := true;
+            END IF;
+            v_nodes := v_nodes || v_next;
+            v_depths := v_depths || array_fill(v_depth, ARRAY[cardinality(v_next)]);
+            v_sides := v_sides || array_fill(v_dir, ARRAY[cardinality(v_next)]);
+            v_frontier := v_next;
+        END LOOP;
+    END LOOP;
+
+    -- Edges between the nodes found: lineage per (upstream, downstream) with its number of jobs,
+    -- and the symlinks crossed.
+    SELECT coalesce(jsonb_agg(g.edge ORDER BY g.k1, g.k2, g.k3), '[]'), count(*) > v_max_edges
+      INTO v_edges, v_cut
+      FROM (SELECT * FROM (
+                SELECT jsonb_build_object('kind', 'lineage', 'from', e.upstream_id, 'to', e.downstream_id,
+                                          'jobs', count(*), 'first_seen', min(e.first_seen),
+                                          'last_seen', max(e.last_seen)) AS edge,
+                       0 AS k1, e.upstream_id AS k2, e.downstream_id AS k3
+                  FROM metastore.lineage_edges AS e
+                 WHERE e.upstream_id = ANY (v_nodes) AND e.downstream_id = ANY (v_nodes)
+                 GROUP BY e.upstream_id, e.downstream_id
+                UNION ALL
+                SELECT jsonb_build_object('kind', 'symlink', 'from', s.dataset_id, 'to', s.symlink_id, 'type', s.type),
+                       1, s.dataset_id, s.symlink_id
+                  FROM metastore.dataset_symlinks AS s
+                 WHERE s.dataset_id = ANY (v_nodes) AND s.symlink_id = ANY (v_nodes)) AS u
+             ORDER BY u.k1, u.k2, u.k3
+             LIMIT v_max_edges + 1) AS g;
+    IF v_cut THEN
+        v_edges := v_edges - v_max_edges;
+    END IF;
+
+    RETURN jsonb_build_object(
+        'id', p_id,
+        'direction', p_direction,
+        'depth', p_depth,
+        'nodes', (SELECT jsonb_agg(jsonb_build_object('id', d.id, 'namespace', d.namespace, 'name', d.name,
+                                                      'kind', d.kind, 'depth', n.depth, 'side', n.side)
+                                   ORDER BY n.o)
+                    FROM unnest(v_nodes, v_depths, v_sides) WITH ORDINALITY AS n (id, depth, side, o)
+                    JOIN metastore.datasets_view AS d ON d.id = n.id),
+        'edges', v_edges,
+        'truncated', v_truncated OR v_cut);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) IS 'The lineage graph around a dataset: {id, direction, depth, nodes, edges, truncated}. nodes: the dataset and its symlink aliases (side self, depth 0), then what p_depth hops upstream and/or downstream reach (each with its aliases), at most p_node_limit. edges: lineage (from upstream to downstream, with the number of jobs) and symlink (from the dataset carrying the identifier to it) between listed nodes, at most 4 x p_node_limit. truncated: a limit cut the graph. Error codes: 22023 direction not upstream/downstream/both, depth outside 1..10, node limit outside 1..1000; P0002 no such dataset.';
+
+CREATE FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer DEFAULT 20) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $_$
+DECLARE
+    v_ids   bigint[];
+    v_times timestamptz[];
+    v_runs  jsonb;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 100, not %s', p_limit);
+    END IF;
+    IF NOT EXISTS (SELECT FROM metastore.datasets_view AS d WHERE d.id = p_dataset_id) THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_dataset_id);
+    END IF;
+
+    -- Its newest read and write links, a bounded number (a run reads or writes a dataset in one or
+    -- two events): the (dataset_id, event_time, event_id) index of each partition, newest first.
+    SELECT coalesce(array_agg(w.event_id), '{}'), coalesce(array_agg(w.event_time), '{}')
+      INTO v_ids, v_times
+      FROM (SELECT l.event_id, l.event_time
+              FROM metastore.event_datasets AS l
+             WHERE l.dataset_id = p_dataset_id AND l.direction IN ('input', 'output')
+             ORDER BY l.event_time DESC, l.event_id DESC
+             LIMIT 4 * p_limit) AS w;
+
+    -- Their events' runs, from the partitions of those eventTimes only (EXECUTE: planned for them).
+    EXECUTE
+        'SELECT coalesce(jsonb_agg(x.run ORDER BY x.seen DESC, x.id DESC), ''[]'')
+           FROM (SELECT r.id, max(l.event_time) AS seen,
+                        jsonb_build_object(
+                            ''id'', r.id, ''run_id'', r.run_id, ''state'', r.state,
+                            ''started_at'', r.started_at, ''ended_at'', r.ended_at,
+                            ''duration_s'', extract(epoch FROM r.duration),
+                            ''error_message'', r.error_message,
+                            ''trino_user'', r.trino_user, ''trino_source'', r.trino_source,
+                            ''job'', jsonb_build_object(''id'', j.id, ''namespace'', j.namespace, ''name'', j.name),
+                            ''sql'', j.latest_sql,
+                            ''read'', bool_or(l.direction = ''input''),
+                            ''wrote'', bool_or(l.direction = ''output'')) AS run
+                   FROM metastore.event_datasets AS l
+                   JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
+                   JOIN metastore.jobs AS j
+                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(e.job_namespace, e.job_name))
+                   JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = e.run_id
+                  WHERE l.dataset_id = $1 AND l.event_id = ANY ($2) AND l.event_time = ANY ($3)
+                    AND e.event_time = ANY ($3) AND l.direction IN (''input'', ''output'')
+                  GROUP BY r.id, r.run_id, r.state, r.started_at, r.ended_at, r.duration, r.error_message,
+                           r.trino_user, r.trino_source, j.id, j.namespace, j.name, j.latest_sql
+                  ORDER BY seen DESC, r.id DESC
+                  LIMIT $4) AS x'
+        INTO v_runs
+        USING p_dataset_id, v_ids, v_times, p_limit;
+    RETURN jsonb_build_object('dataset_id', p_dataset_id, 'runs', v_runs);
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer) IS 'The latest runs (at most p_limit, newest first) that read or wrote a dataset, among its newest 4 * p_limit read and write links, each with its state, times, job and the job''s latest SQL: {"dataset_id", "runs": [...]}. Error codes: P0002 no such dataset; 22023 limit outside 1..100.';
 
 CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -441,6 +747,368 @@ CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500
 $$;
 
 COMMENT ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) IS 'Counts for the view''s filters: all datasets, per scheme (null: no scheme), and per namespace (the p_namespaces_limit namespaces with most datasets, ordered by name).';
+
+CREATE FUNCTION metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $_$
+BEGIN
+    IF p_field IS NULL OR p_field = '' OR octet_length(p_field) > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'field must be a name of 1 to 1000 bytes';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    -- Versions with the name (the index), kept when current: no later version of their dataset.
+    RETURN jsonb_build_object('field', p_field, 'datasets', (
+        SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.namespace, d.name), '[]')
+          FROM (SELECT d.*
+                  FROM metastore.dataset_schema_versions AS v
+                  JOIN metastore.datasets_view AS d ON d.id = v.dataset_id
+                 WHERE jsonb_path_query_array(v.fields, '$[*].name') @> jsonb_build_array(p_field)
+                   AND NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS n
+                                    WHERE n.dataset_id = v.dataset_id
+                                      AND (n.last_seen, n.first_seen, v.fields_sha256)
+                                          > (v.last_seen, v.first_seen, n.fields_sha256))
+                 ORDER BY d.namespace, d.name
+                 LIMIT p_limit) AS d));
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) IS 'Datasets whose current fields (metastore.get_dataset''s "fields") have a top-level field named exactly p_field: {field, datasets}, ordered by namespace and name, at most p_limit. Error codes: 22023 field empty or over 1000 bytes, limit outside 1..1000.';
+
+CREATE FUNCTION metastore.derive_job_run(p_payload jsonb, p_event_type text, p_event_time timestamp with time zone, p_run_id text, p_job_namespace text, p_job_name text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_job      jsonb := p_payload -> 'job' -> 'facets';
+    v_run      jsonb := p_payload -> 'run' -> 'facets';
+    v_ctx      jsonb;
+    v_type     jsonb;
+    v_sql      text;
+    v_dialect  text;
+    v_state    text;
+    v_class    smallint;
+    v_rank     smallint;
+    v_error    text;
+    v_job_id   bigint;
+BEGIN
+    IF p_job_name IS NULL OR p_job_namespace IS NULL THEN
+        RETURN;  -- a DatasetEvent: no job
+    END IF;
+    -- db/functions are applied at every version: short of V0007 there are no jobs to derive.
+    IF to_regclass('metastore.runs') IS NULL THEN
+        RETURN;
+    END IF;
+    -- Facet values count only as non-empty JSON strings (an empty one is as good as none, so that
+    -- null and '' never tie in a comparison below).
+    IF jsonb_typeof(v_job -> 'sql' -> 'query') = 'string' THEN
+        v_sql := nullif(v_job -> 'sql' ->> 'query', '');
+        IF v_sql IS NOT NULL AND jsonb_typeof(v_job -> 'sql' -> 'dialect') = 'string' THEN
+            v_dialect := nullif(v_job -> 'sql' ->> 'dialect', '');
+        END IF;
+    END IF;
+    IF jsonb_typeof(v_job -> 'jobType') = 'object' THEN
+        v_type := v_job -> 'jobType';
+    END IF;
+
+    INSERT INTO metastore.jobs AS j (
+        namespace, name, first_seen, last_seen, latest_sql, sql_dialect, sql_time,
+        processing_type, integration, job_type, type_time)
+    VALUES (
+        p_job_namespace, p_job_name, p_event_time, p_event_time,
+        v_sql, v_dialect, CASE WHEN v_sql IS NOT NULL THEN p_event_time END,
+        CASE WHEN jsonb_typeof(v_type -> 'processingType') = 'string' THEN nullif(v_type ->> 'processingType', '') END,
+        CASE WHEN jsonb_typeof(v_type -> 'integration') = 'string' THEN nullif(v_type ->> 'integration', '') END,
+        CASE WHEN jsonb_typeof(v_type -> 'jobType') = 'string' THEN nullif(v_type ->> 'jobType', '') END,
+        CASE WHEN v_type IS NOT NULL THEN p_event_time END)
+    ON CONFLICT (name_key) DO UPDATE
+       SET first_seen = least(j.first_seen, excluded.first_seen),
+           last_seen = greatest(j.last_seen, excluded.last_seen),
+           -- The sql facet of the latest eventTime; at an equal time the greater text, then dialect.
+           -- A side without one has a null time: the comparison is null, the old values stay.
+           (latest_sql, sql_dialect, sql_time) = ROW(
+               CASE WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
+                         > (coalesce(j.sql_time, '-infinity'), coalesce(j.latest_sql, '') COLLATE "C",
+                            coalesce(j.sql_dialect, '') COLLATE "C")
+                    THEN excluded.latest_sql ELSE j.latest_sql END,
+               CASE WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
+                         > (coalesce(j.sql_time, '-infinity'), coalesce(j.latest_sql, '') COLLATE "C",
+                            coalesce(j.sql_dialect, '') COLLATE "C")
+                    THEN excluded.sql_dialect ELSE j.sql_dialect END,
+               greatest(j.sql_time, excluded.sql_time)),
+           -- The jobType facet the same way.
+           (processing_type, integration, job_type, type_time) = ROW(
+               CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                          coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
+                         > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
+                            coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
+                    THEN excluded.processing_type ELSE j.processing_type END,
+               CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                          coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
+                         > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
+                            coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
+                    THEN excluded.integration ELSE j.integration END,
+               CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                          coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
+                         > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
+                            coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
+                    THEN excluded.job_type ELSE j.job_type END,
+               greatest(j.type_time, excluded.type_time))
+    RETURNING j.id INTO v_job_id;
+
+    IF p_run_id IS NULL THEN
+        RETURN;  -- a JobEvent: the job only
+    END IF;
+    -- The state's key: (class, eventTime, rank, error message). Class: terminal (COMPLETE, FAIL,
+    -- ABORT) 2 over START and RUNNING 1 over OTHER or no eventType 0. Rank, at an equal time:
+    -- FAIL > ABORT > COMPLETE, RUNNING > START.
+    v_state := CASE WHEN p_event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT') THEN p_event_type
+                    ELSE 'OTHER' END;
+    v_class := CASE WHEN v_state IN ('COMPLETE', 'FAIL', 'ABORT') THEN 2 WHEN v_state = 'OTHER' THEN 0 ELSE 1 END;
+    v_rank := CASE v_state WHEN 'FAIL' THEN 3 WHEN 'ABORT' THEN 2 WHEN 'COMPLETE' THEN 1 WHEN 'RUNNING' THEN 1
+                           ELSE 0 END;
+    IF jsonb_typeof(v_run -> 'errorMessage' -> 'message') = 'string' THEN
+        v_error := nullif(v_run -> 'errorMessage' ->> 'message', '');
+    END IF;
+    IF jsonb_typeof(v_run -> 'trino_query_context') = 'object' THEN
+        v_ctx := v_run -> 'trino_query_context';
+    END IF;
+
+    INSERT INTO metastore.runs AS r (
+        job_id, run_id, state, state_class, state_rank, state_time, started_at, ended_at, error_message,
+        trino_user, trino_source, trino_catalog, trino_schema, context_time,
+        first_event_time, last_event_time, event_count)
+    VALUES (
+        v_job_id, p_run_id, v_state, v_class, v_rank, p_event_time,
+        CASE WHEN v_state = 'START' THEN p_event_time END,
+        CASE WHEN v_class = 2 THEN p_event_time END,
+        v_error,
+        CASE WHEN jsonb_typeof(v_ctx -> 'user') = 'string' THEN nullif(v_ctx ->> 'user', '') END,
+        CASE WHEN jsonb_typeof(v_ctx -> 'source') = 'string' THEN nullif(v_ctx ->> 'source', '') END,
+        CASE WHEN jsonb_typeof(v_ctx -> 'catalog') = 'string' THEN nullif(v_ctx ->> 'catalog', '') END,
+        CASE WHEN jsonb_typeof(v_ctx -> 'schema') = 'string' THEN nullif(v_ctx ->> 'schema', '') END,
+        CASE WHEN v_ctx IS NOT NULL THEN p_event_time END,
+        p_event_time, p_event_time, 1)
+    ON CONFLICT (job_id, run_id) DO UPDATE
+       SET -- Everything of the state from the side with the greater key; ended_at and the error
+           -- message come with the event that decided it.
+           (state, state_class, state_rank, state_time, ended_at, error_message) = ROW(
+               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
+                          coalesce(excluded.error_message, '') COLLATE "C")
+                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
+                    THEN excluded.state ELSE r.state END,
+               greatest(r.state_class, excluded.state_class),
+               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
+                          coalesce(excluded.error_message, '') COLLATE "C")
+                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
+                    THEN excluded.state_rank ELSE r.state_rank END,
+               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
+                          coalesce(excluded.error_message, '') COLLATE "C")
+                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
+                    THEN excluded.state_time ELSE r.state_time END,
+               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
+                          coalesce(excluded.error_message, '') COLLATE "C")
+                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
+                    THEN excluded.ended_at ELSE r.ended_at END,
+               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
+                          coalesce(excluded.error_message, '') COLLATE "C")
+                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
+                    THEN excluded.error_message ELSE r.error_message END),
+           started_at = least(r.started_at, excluded.started_at),
+           -- trino_query_context of the latest eventTime; at an equal time the greater values.
+           (trino_user, trino_source, trino_catalog, trino_schema, context_time) = ROW(
+               CASE WHEN (excluded.context_time, coalesce(excluded.trino_user, '') COLLATE "C",
+                          coalesce(excluded.trino_source, '') COLLATE "C", coalesce(excluded.trino_catalog, '') COLLATE "C",
+                          coalesce(excluded.trino_schema, '') COLLATE "C")
+                         > (coalesce(r.context_time, '-infinity'), coalesce(r.trino_user, '') COLLATE "C",
+                            coalesce(r.trino_source, '') COLLATE "C", coalesce(r.trino_catalog, '') COLLATE "C",
+                            coalesce(r.trino_schema, '') COLLATE "C")
+                    THEN excluded.trino_user ELSE r.trino_user END,
+               CASE WHEN (excluded.context_time, coalesce(excluded.trino_user, '') COLLATE "C",
+                          coalesce(excluded.trino_source, '') COLLATE "C", coalesce(excluded.trino_catalog, '') COLLATE "C",
+                          coalesce(excluded.trino_schema, '') COLLATE "C")
+                         > (coalesce(r.context_time, '-infinity'), coalesce(r.trino_user, '') COLLATE "C",
+                            coalesce(r.trino_source, '') COLLATE "C", coalesce(r.trino_catalog, '') COLLATE "C",
+                            coalesce(r.trino_schema, '') COLLATE "C")
+                    THEN excluded.trino_source ELSE r.trino_source END,
+               CASE WHEN (excluded.context_time, coalesce(excluded.trino_user, '') COLLATE "C",
+                          coalesce(excluded.trino_source, '') COLLATE "C", coalesce(excluded.trino_catalog, '') COLLATE "C",
+                          coalesce(excluded.trino_schema, '') COLLATE "C")
+                         > (coalesce(r.context_time, '-infinity'), coalesce(r.trino_user, '') COLLATE "C",
+                            coalesce(r.trino_source, '') COLLATE "C", coalesce(r.trino_catalog, '') COLLATE "C",
+                            coalesce(r.trino_schema, '') COLLATE "C")
+                    THEN excluded.trino_catalog ELSE r.trino_catalog END,
+               CASE WHEN (excluded.context_time, coalesce(excluded.trino_user, '') COLLATE "C",
+                          coalesce(excluded.trino_source, '') COLLATE "C", coalesce(excluded.trino_catalog, '') COLLATE "C",
+                          coalesce(excluded.trino_schema, '') COLLATE "C")
+                         > (coalesce(r.context_time, '-infinity'), coalesce(r.trino_user, '') COLLATE "C",
+                            coalesce(r.trino_source, '') COLLATE "C", coalesce(r.trino_catalog, '') COLLATE "C",
+                            coalesce(r.trino_schema, '') COLLATE "C")
+                    THEN excluded.trino_schema ELSE r.trino_schema END,
+               greatest(r.context_time, excluded.context_time)),
+           first_event_time = least(r.first_event_time, excluded.first_event_time),
+           last_event_time = greatest(r.last_event_time, excluded.last_event_time),
+           event_count = r.event_count + 1;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.derive_job_run(p_payload jsonb, p_event_type text, p_event_time timestamp with time zone, p_run_id text, p_job_namespace text, p_job_name text) IS 'Applies one stored event to metastore.jobs and metastore.runs (the event''s header as stored in metastore.events, and its payload for the sql, jobType, errorMessage and trino_query_context facets). Order-independent: the rows depend on the set of events only (see the comment of runs.state). Called by store_event for each newly stored event and by backfill; not for applications.';
+
+CREATE FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_hashagg TO 'off'
+    AS $_$
+DECLARE
+    v_ids   bigint[];
+    v_ns    text[];
+    v_names text[];
+    v_in    bigint[];
+    v_out   bigint[];
+    v_job   bytea;
+    -- Edges and column lineage keep first_seen and last_seen to the hour (UTC): an event that
+    -- repeats them within the hour writes nothing (a query that runs every minute would otherwise
+    -- rewrite each of its rows every minute). Schema versions keep exact times, so that the current
+    -- fields are those of the newest event. Either way a function of the set of events, whatever
+    -- their order: backfill gives what live ingest gave.
+    v_hour  timestamptz := date_trunc('hour', p_event_time, 'UTC');
+BEGIN
+    -- db/functions is applied whatever the deploy's target: before change 6 there is nowhere to
+    -- derive into, and ingest must go on (a catalog lookup, microseconds).
+    IF to_regclass('metastore.column_lineage') IS NULL THEN
+        RETURN;
+    END IF;
+    -- The datasets this event mentions (metastore.extract_datasets), looked up by name_key as
+    -- store_event does (one index probe per distinct mention), with the inputs and outputs that get
+    -- lineage edges. Only these are resolved: a column-lineage input the event does not mention is
+    -- skipped, so what an event derives never depends on which other events came first. The
+    -- statements below join to these arrays on (namespace, name) (a hash join on the text, cheaper
+    -- than a key per row: metastore.dataset_key is a PL/pgSQL call), never to the table by name.
+    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name),
+           array_agg(d.id) FILTER (WHERE m.is_input), array_agg(d.id) FILTER (WHERE m.is_output)
+      INTO v_ids, v_ns, v_names, v_in, v_out
+      FROM (SELECT sha256(metastore.dataset_key(x.namespace, x.name)) AS name_key,
+                   bool_or(x.direction = 'input' AND x.symlink_of_namespace IS NULL) AS is_input,
+                   bool_or(x.direction = 'output' AND x.symlink_of_namespace IS NULL) AS is_output
+              FROM unnest(p_mentions) AS x
+             GROUP BY 1) AS m
+      JOIN metastore.datasets AS d ON d.name_key = m.name_key;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+
+    -- Each derivation only when its facet is there (a jsonpath test costs microseconds, a statement
+    -- a tenth of a millisecond or more).
+    IF p_payload @? '$.inputs[*].facets.schema' OR p_payload @? '$.outputs[*].facets.schema'
+       OR p_payload @? '$.dataset.facets.schema' THEN
+        INSERT INTO metastore.dataset_schema_versions AS v
+               (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)
+        SELECT k.id, s.h, s.fields, p_event_id, p_event_time, p_event_time
+          -- Schema facets of inputs, outputs and a DatasetEvent's dataset. An empty list says nothing
+          -- about the fields (some producers send it when they do not know them).
+          FROM (SELECT DISTINCT ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
+                       ds #> '{facets,schema,fields}' AS fields,
+                       sha256(convert_to((ds #> '{facets,schema,fields}')::text, 'UTF8')) AS h
+                  FROM (SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'inputs') = 'array'
+                                                         THEN p_payload -> 'inputs' ELSE '[]' END)
+                        UNION ALL
+                        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
+                                                         THEN p_payload -> 'outputs' ELSE '[]' END)
+                        UNION ALL
+                        SELECT p_payload -> 'dataset' WHERE metastore.event_kind(p_payload) = 'dataset') AS t (ds)
+                 WHERE jsonb_typeof(ds) = 'object'
+                   AND jsonb_typeof(ds -> 'namespace') = 'string' AND jsonb_typeof(ds -> 'name') = 'string'
+                   AND jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
+                   AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s
+          JOIN unnest(v_ids, v_ns, v_names) AS k (id, namespace, name) ON k.namespace = s.namespace AND k.name = s.name
+         WHERE NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS seen
+                            WHERE seen.dataset_id = k.id AND seen.fields_sha256 = s.h
+                              AND seen.first_seen <= p_event_time AND seen.last_seen >= p_event_time)
+         ORDER BY 1, 2
+        ON CONFLICT (dataset_id, fields_sha256) DO UPDATE
+           SET first_event_id = CASE WHEN excluded.first_seen < v.first_seen THEN excluded.first_event_id
+                                     ELSE v.first_event_id END,
+               first_seen = least(v.first_seen, excluded.first_seen),
+               last_seen = greatest(v.last_seen, excluded.last_seen)
+         WHERE excluded.first_seen < v.first_seen OR excluded.last_seen > v.last_seen;
+
+    END IF;
+
+    IF p_job_name IS NOT NULL AND v_in IS NOT NULL AND v_out IS NOT NULL THEN
+        v_job := sha256(convert_to(jsonb_build_array(p_job_namespace, p_job_name)::text, 'UTF8'));
+        INSERT INTO metastore.lineage_edges AS e
+               (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
+        SELECT i.id, o.id, v_job, coalesce(p_job_namespace, ''), p_job_name, v_hour, v_hour
+          FROM unnest(v_in) AS i (id)
+         CROSS JOIN unnest(v_out) AS o (id)
+         WHERE NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
+                            WHERE seen.upstream_id = i.id AND seen.downstream_id = o.id AND seen.job_sha256 = v_job
+                              AND seen.first_seen <= v_hour AND seen.last_seen >= v_hour)
+         ORDER BY 1, 2
+        ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
+           SET first_seen = least(e.first_seen, excluded.first_seen),
+               last_seen = greatest(e.last_seen, excluded.last_seen)
+         WHERE excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
+    END IF;
+
+    IF p_payload @? '$.outputs[*].facets.columnLineage' THEN
+        INSERT INTO metastore.column_lineage AS c
+               (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
+                transformation_subtype, first_seen, last_seen, edge_sha256)
+        SELECT o.id, x.output_field, i.id, x.input_field, x.transformation_type, x.transformation_subtype,
+               v_hour, v_hour, x.h
+          -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
+          -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
+          -- without transformations is one edge of unknown type ('', '').
+          -- Fields and transformations are of any length: the key is the hash of all four (edge_sha256).
+          FROM (SELECT x0.*, sha256(convert_to(jsonb_build_array(x0.output_field, x0.input_field, x0.transformation_type,
+                                                                 x0.transformation_subtype)::text, 'UTF8')) AS h
+          FROM (SELECT DISTINCT od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
+                       inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
+                       inf ->> 'field' AS input_field,
+                       CASE WHEN jsonb_typeof(tr -> 'type') = 'string' THEN tr ->> 'type' ELSE '' END
+                           AS transformation_type,
+                       CASE WHEN jsonb_typeof(tr -> 'subtype') = 'string' THEN tr ->> 'subtype' ELSE '' END
+                           AS transformation_subtype
+                  FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_payload -> 'outputs') = 'array'
+                                                 THEN p_payload -> 'outputs' ELSE '[]' END) AS od
+                 CROSS JOIN LATERAL (
+                        SELECT fe.key, fe.value -> 'inputFields'
+                          FROM jsonb_each(CASE WHEN jsonb_typeof(od #> '{facets,columnLineage,fields}') = 'object'
+                                               THEN od #> '{facets,columnLineage,fields}' ELSE '{}' END) AS fe
+                        UNION ALL
+                        SELECT '', od #> '{facets,columnLineage,dataset}') AS f (field, inputs)
+                 CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
+                                                              THEN f.inputs ELSE '[]' END) AS inf
+                 CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(inf -> 'transformations') = 'array'
+                                                                   AND jsonb_array_length(inf -> 'transformations') > 0
+                                                              THEN inf -> 'transformations' ELSE '[{}]' END) AS tr
+                 WHERE jsonb_typeof(od) = 'object'
+                   AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
+                   AND jsonb_typeof(inf) = 'object'
+                   AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
+                   AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
+          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
+          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
+            ON i.namespace = x.input_namespace AND i.name = x.input_name
+         WHERE NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
+                            WHERE seen.output_dataset_id = o.id AND seen.input_dataset_id = i.id
+                              AND seen.edge_sha256 = x.h
+                              AND seen.first_seen <= v_hour AND seen.last_seen >= v_hour)
+         ORDER BY 1, 3, 9
+        ON CONFLICT (output_dataset_id, input_dataset_id, edge_sha256) DO UPDATE
+           SET first_seen = least(c.first_seen, excluded.first_seen),
+               last_seen = greatest(c.last_seen, excluded.last_seen)
+         WHERE excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
+    END IF;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) IS 'Derives one stored event''s schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. p_mentions: the event''s metastore.extract_datasets rows; only those datasets are resolved. The rules live here only: live ingest (store_event) and backfill both call it.';
 
 CREATE FUNCTION metastore.ensure_partitions() RETURNS integer
     LANGUAGE sql SECURITY DEFINER
@@ -726,11 +1394,116 @@ BEGIN
               FROM metastore.dataset_symlinks_view AS s
               JOIN metastore.datasets_view AS d ON d.id = s.dataset_id
              WHERE s.symlink_id = p_id),
-        'events', v_events);
+        'events', v_events)
+        -- Fields, schema versions, column lineage and one hop of lineage.
+        || metastore.dataset_layer(p_id);
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time). Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
+COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time), and (metastore.dataset_layer) its fields, schema_versions, column_lineage, upstream and downstream. Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
+
+CREATE FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer DEFAULT 50) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_job jsonb;
+BEGIN
+    IF p_runs_limit IS NULL OR p_runs_limit < 0 OR p_runs_limit > 1000 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('runs_limit must be from 0 to 1000, not %s', p_runs_limit);
+    END IF;
+    SELECT to_jsonb(j) INTO v_job FROM metastore.jobs_view AS j WHERE j.id = p_id;
+    IF v_job IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no job has id %s', p_id);
+    END IF;
+    -- Its latest runs, newest first, through the (job_id, first_event_time, id) index.
+    RETURN v_job || jsonb_build_object(
+        'runs', (
+            SELECT coalesce(jsonb_agg(jsonb_build_object(
+                       'id', r.id, 'run_id', r.run_id, 'state', r.state, 'started_at', r.started_at,
+                       'ended_at', r.ended_at, 'duration_s', extract(epoch FROM r.duration),
+                       'error_message', r.error_message, 'trino_user', r.trino_user,
+                       'trino_source', r.trino_source, 'first_event_time', r.first_event_time,
+                       'last_event_time', r.last_event_time, 'event_count', r.event_count)
+                       ORDER BY r.first_event_time DESC, r.id DESC), '[]')
+              FROM (SELECT * FROM metastore.runs_view AS v
+                     WHERE v.job_id = p_id
+                     ORDER BY v.first_event_time DESC, v.id DESC
+                     LIMIT p_runs_limit) AS r));
+END
+$$;
+
+COMMENT ON FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer) IS 'One job with its latest SQL (sql job facet), job type, and its latest p_runs_limit runs, newest first. Error codes: P0002 no such job; 22023 runs_limit outside 0..1000.';
+
+CREATE FUNCTION metastore.get_run(p_id bigint) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $_$
+DECLARE
+    -- Run facets shown as sent, each from the latest event of the run that carries it.
+    c_facets constant text[] := ARRAY['errorMessage', 'nominalTime', 'processing_engine', 'parent',
+                                      'trino_query_context'];
+    v_run    jsonb;
+    v_result jsonb;
+BEGIN
+    SELECT to_jsonb(r) - 'duration' || jsonb_build_object(
+               'duration_s', extract(epoch FROM r.duration),
+               'job', jsonb_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name))
+      INTO v_run
+      FROM metastore.runs_view AS r
+      JOIN metastore.jobs_view AS j ON j.id = r.job_id
+     WHERE r.id = p_id;
+    IF v_run IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no run has id %s', p_id);
+    END IF;
+
+    -- The run's events lie between its first and last eventTime: EXECUTE plans for that window,
+    -- so only those days' partitions are read (a generic plan would lock every partition).
+    EXECUTE
+        'WITH ev AS (
+             SELECT e.id, e.event_time, e.event_type, e.payload
+               FROM metastore.events AS e
+              WHERE e.run_id = $1 AND e.job_namespace = $2 AND e.job_name = $3
+                AND e.event_time >= $4 AND e.event_time <= $5
+              ORDER BY e.event_time DESC, e.id DESC
+              LIMIT 1000),
+         io AS (
+             SELECT DISTINCT l.direction, d.id, d.namespace, d.name
+               FROM ev
+               JOIN metastore.event_datasets AS l ON l.event_id = ev.id AND l.event_time = ev.event_time
+               JOIN metastore.datasets_view AS d ON d.id = l.dataset_id
+              WHERE l.event_time >= $4 AND l.event_time <= $5)
+         SELECT jsonb_build_object(
+                    ''events'', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                     ''id'', ev.id, ''event_type'', ev.event_type, ''event_time'', ev.event_time)
+                                     ORDER BY ev.event_time DESC, ev.id DESC), ''[]'') FROM ev),
+                    ''inputs'', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                     ''id'', io.id, ''namespace'', io.namespace, ''name'', io.name)
+                                     ORDER BY io.namespace, io.name), ''[]'') FROM io WHERE io.direction = ''input''),
+                    ''outputs'', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                      ''id'', io.id, ''namespace'', io.namespace, ''name'', io.name)
+                                      ORDER BY io.namespace, io.name), ''[]'') FROM io WHERE io.direction = ''output''),
+                    ''sql'', (SELECT ev.payload -> ''job'' -> ''facets'' -> ''sql'' ->> ''query'' FROM ev
+                             WHERE jsonb_typeof(ev.payload -> ''job'' -> ''facets'' -> ''sql'' -> ''query'') = ''string''
+                             ORDER BY ev.event_time DESC, ev.id DESC LIMIT 1),
+                    ''facets'', (SELECT coalesce(jsonb_object_agg(f.key, f.value), ''{}'')
+                                  FROM (SELECT DISTINCT ON (k.key) k.key, k.value
+                                          FROM ev CROSS JOIN LATERAL jsonb_each(
+                                                   CASE WHEN jsonb_typeof(ev.payload -> ''run'' -> ''facets'') = ''object''
+                                                        THEN ev.payload -> ''run'' -> ''facets'' ELSE ''{}'' END) AS k
+                                         WHERE k.key = ANY ($6)
+                                         ORDER BY k.key, ev.event_time DESC, ev.id DESC) AS f))'
+        INTO v_result
+        USING v_run ->> 'run_id', v_run -> 'job' ->> 'namespace', v_run -> 'job' ->> 'name',
+              (v_run ->> 'first_event_time')::timestamptz, (v_run ->> 'last_event_time')::timestamptz, c_facets;
+    RETURN v_run || v_result;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.get_run(p_id bigint) IS 'One run: its state, times, error, Trino user and source, its job, its events (newest first, at most 1000), the datasets they read (inputs) and wrote (outputs), the SQL of its latest event with an sql facet, and the run facets errorMessage, nominalTime, processing_engine, parent and trino_query_context as sent (each from the latest event that carries it). Error codes: P0002 no such run.';
 
 CREATE FUNCTION metastore.group_role(p_kind text) RETURNS text
     LANGUAGE plpgsql STABLE
@@ -1142,6 +1915,94 @@ END
 $_$;
 
 COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) IS 'One page of datasets ordered by (namespace, name), in code point order (metastore.dataset_key): {"datasets": [...], "next_cursor": text or null}. Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
+
+CREATE FUNCTION metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_q text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_after jsonb;
+    -- Bounds in metastore.dataset_key order (jobs_order_idx): from the start to past every key (no
+    -- text holds the byte 0xff).
+    v_from  bytea := '\x'::bytea;
+    v_to    bytea := '\xff'::bytea;
+    v_like  text;
+    v_rows  jsonb;
+    v_last  jsonb;
+    v_next  text;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    IF p_cursor IS NOT NULL THEN
+        BEGIN
+            v_after := convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
+        EXCEPTION WHEN data_exception THEN
+            v_after := NULL;
+        END;
+        IF jsonb_typeof(v_after) IS DISTINCT FROM 'array' OR jsonb_array_length(v_after) <> 2
+           OR jsonb_typeof(v_after -> 0) IS DISTINCT FROM 'string'
+           OR jsonb_typeof(v_after -> 1) IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023', MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
+        END IF;
+        v_from := metastore.dataset_key(v_after ->> 0, v_after ->> 1);
+    END IF;
+    IF p_namespace IS NOT NULL THEN
+        -- The namespace's keys lie between its bytes followed by 0 and by 1.
+        v_to := metastore.dataset_key(p_namespace, '');
+        v_from := greatest(v_from, v_to);
+        v_to := substr(substr(v_to, 1, length(v_to) - 1) || '\x01'::bytea, 1, 1024);
+    END IF;
+    -- q: a case-insensitive substring of the name (\, % and _ taken literally). No trigram index on
+    -- jobs: jobs_order_idx is walked in order, and stops at the page's end.
+    IF p_q IS NOT NULL THEN
+        v_like := '%' || replace(replace(replace(lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
+    END IF;
+
+    -- Keyset pages in (namespace, name) order, code point by code point (metastore.dataset_key, as
+    -- list_datasets): jobs_order_idx holds its first 1024 bytes, ties past them are sorted. The
+    -- latest run per row of the page only.
+    SELECT coalesce(jsonb_agg(p.job ORDER BY p.sort_key), '[]')
+      INTO v_rows
+      FROM (SELECT metastore.dataset_key(j.namespace, j.name) AS sort_key,
+                   jsonb_build_object(
+                       'id', j.id, 'namespace', j.namespace, 'name', j.name,
+                       'first_seen', j.first_seen, 'last_seen', j.last_seen,
+                       'processing_type', j.processing_type, 'integration', j.integration, 'job_type', j.job_type,
+                       'latest_run', (
+                           SELECT jsonb_build_object(
+                                      'id', r.id, 'run_id', r.run_id, 'state', r.state,
+                                      'started_at', r.started_at, 'ended_at', r.ended_at,
+                                      'duration_s', extract(epoch FROM r.duration),
+                                      'trino_user', r.trino_user, 'trino_source', r.trino_source)
+                             FROM metastore.runs_view AS r
+                            WHERE r.job_id = j.id
+                            ORDER BY r.first_event_time DESC, r.id DESC
+                            LIMIT 1)) AS job
+              FROM metastore.jobs AS j
+             WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= substr(v_from, 1, 1024)
+               AND metastore.dataset_key(j.namespace, j.name) > v_from
+               AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_to
+               AND (p_namespace IS NULL OR j.namespace = p_namespace)
+               AND (v_like IS NULL OR lower(j.name) LIKE v_like)
+             ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024),
+                      metastore.dataset_key(j.namespace, j.name)
+             LIMIT p_limit + 1) AS p;
+
+    IF jsonb_array_length(v_rows) > p_limit THEN
+        v_rows := v_rows - p_limit;
+        v_last := v_rows -> (p_limit - 1);
+        v_next := translate(encode(convert_to(
+                      jsonb_build_array(v_last -> 'namespace', v_last -> 'name')::text, 'UTF8'), 'base64'),
+                      E'+/\n', '-_');
+    END IF;
+    RETURN jsonb_build_object('jobs', v_rows, 'next_cursor', v_next);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) IS 'One page of jobs ordered by (namespace, name), each with its latest run (by first eventTime): {"jobs": [...], "next_cursor": text or null}. Filters: exact namespace, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000 or a cursor not returned by this function.';
 
 CREATE FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) RETURNS void
     LANGUAGE plpgsql
@@ -1556,10 +2417,22 @@ BEGIN
         ON c.name_key = pg_catalog.sha256(metastore.dataset_key(x.symlink_of_namespace, x.symlink_of_name))
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
+
+    -- Each derivation only where its change is deployed: a revert drops its tables and its function
+    -- (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only when a call
+    -- runs, so ingest goes on until the older release's deploy replaces this function.
+    IF pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL THEN
+        PERFORM metastore.derive_lineage(event_id, p_event.event_time, p_payload, p_event.job_namespace,
+                                         p_event.job_name, p_event.mentions);
+    END IF;
+    IF pg_catalog.to_regclass('metastore.runs') IS NOT NULL THEN
+        PERFORM metastore.derive_job_run(p_payload, p_event.event_type, p_event.event_time, p_event.run_id,
+                                         p_event.job_namespace, p_event.job_name);
+    END IF;
 END
 $$;
 
-COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks.';
+COMMENT ON FUNCTION metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text, p_source_principal text, OUT event_id bigint, OUT duplicate boolean) IS 'Stores an event that metastore.validate_event accepted (once: an event equal as JSON to a stored one returns that one with duplicate = true) and derives its datasets, links and symlinks, (metastore.derive_lineage) its schema versions, lineage edges and column lineage, and (metastore.derive_job_run) its job and run.';
 
 CREATE FUNCTION metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql
@@ -1775,6 +2648,28 @@ $$;
 
 COMMENT ON FUNCTION metastore.write_probe() IS 'true when the tables ingest writes can be locked for writing within 200 ms (nothing holds a lock against writers), false otherwise. The service''s async writers use it to tell an event that cannot be stored from a database that cannot store anything right now.';
 
+CREATE TABLE metastore.column_lineage (
+    output_dataset_id bigint NOT NULL,
+    output_field text NOT NULL,
+    input_dataset_id bigint NOT NULL,
+    input_field text NOT NULL,
+    transformation_type text NOT NULL,
+    transformation_subtype text NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL,
+    edge_sha256 bytea NOT NULL
+);
+
+COMMENT ON TABLE metastore.column_lineage IS 'output field <- input field, once per (output dataset, output field, input dataset, input field, transformation type, subtype), first_seen and last_seen to the hour (UTC). Only input datasets the same event mentions are resolved.';
+
+COMMENT ON COLUMN metastore.column_lineage.output_field IS 'Empty: the facet''s dataset-level "dataset" list (the input affects the whole output dataset).';
+
+COMMENT ON COLUMN metastore.column_lineage.transformation_type IS 'transformations[].type (DIRECT, INDIRECT); empty when not given.';
+
+COMMENT ON COLUMN metastore.column_lineage.transformation_subtype IS 'transformations[].subtype; empty when not given.';
+
+COMMENT ON COLUMN metastore.column_lineage.edge_sha256 IS 'sha256 of the JSON array [output_field, input_field, transformation_type, transformation_subtype] as text.';
+
 CREATE TABLE metastore.dataset_activity (
     dataset_id bigint NOT NULL,
     first_seen timestamp with time zone NOT NULL,
@@ -1859,6 +2754,27 @@ CREATE VIEW metastore.dataset_events_view AS
      JOIN metastore.event_datasets l ON (((l.event_id = e.id) AND (l.event_time = e.event_time))));
 
 COMMENT ON VIEW metastore.dataset_events_view IS 'Which events mention which dataset, with the event''s header.';
+
+CREATE TABLE metastore.dataset_schema_versions (
+    dataset_id bigint NOT NULL,
+    fields_sha256 bytea NOT NULL,
+    fields jsonb NOT NULL,
+    first_event_id bigint NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE metastore.dataset_schema_versions IS 'Each distinct field list (schema facet) a dataset was seen with, once: the version with the latest last_seen is the current schema.';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.fields_sha256 IS 'sha256 of fields::text: the version''s key.';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.fields IS 'The schema facet''s "fields" array as sent (name, type, description, nested "fields").';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.first_event_id IS 'metastore.events.id of the earliest event (by eventTime) that carried this field list.';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.first_seen IS 'Earliest eventTime with this field list.';
+
+COMMENT ON COLUMN metastore.dataset_schema_versions.last_seen IS 'Latest eventTime with this field list.';
 
 CREATE TABLE metastore.dataset_symlinks (
     dataset_id bigint NOT NULL,
@@ -2023,6 +2939,75 @@ CREATE TABLE metastore.group_roles (
 
 COMMENT ON TABLE metastore.group_roles IS 'This installation''s two NOLOGIN group roles (one row): app_role (ingest and read) and reader_role (read only). Function grants go to them; set by `metastore db deploy --app-role/--reader-role`. chosen is false until a deploy has set them on a new installation (it then derives them from the database''s name).';
 
+CREATE TABLE metastore.jobs (
+    id bigint NOT NULL,
+    namespace text NOT NULL,
+    name text NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL,
+    latest_sql text,
+    sql_dialect text,
+    sql_time timestamp with time zone,
+    processing_type text,
+    integration text,
+    job_type text,
+    type_time timestamp with time zone,
+    name_key bytea GENERATED ALWAYS AS (sha256(metastore.dataset_key(namespace, name))) STORED
+)
+WITH (fillfactor='80');
+
+COMMENT ON TABLE metastore.jobs IS 'Every job any stored run or job event names, once per (namespace, name). Derived by metastore.derive_job_run; rebuilt by metastore.backfill.';
+
+COMMENT ON COLUMN metastore.jobs.first_seen IS 'Earliest eventTime of the events that name the job.';
+
+COMMENT ON COLUMN metastore.jobs.last_seen IS 'Latest eventTime of the events that name the job.';
+
+COMMENT ON COLUMN metastore.jobs.latest_sql IS 'sql job facet (query) of the event with the latest eventTime that carries one (ties: the greater text).';
+
+COMMENT ON COLUMN metastore.jobs.sql_time IS 'eventTime of the event latest_sql comes from.';
+
+COMMENT ON COLUMN metastore.jobs.job_type IS 'jobType job facet (processingType, integration, jobType) of the latest event that carries one.';
+
+COMMENT ON COLUMN metastore.jobs.name_key IS 'sha256 of metastore.dataset_key(namespace, name): the unique key of a job, for names of any length.';
+
+ALTER TABLE metastore.jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME metastore.jobs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE VIEW metastore.jobs_view AS
+ SELECT id,
+    namespace,
+    name,
+    first_seen,
+    last_seen,
+    latest_sql,
+    sql_dialect,
+    processing_type,
+    integration,
+    job_type
+   FROM metastore.jobs j;
+
+COMMENT ON VIEW metastore.jobs_view IS 'Jobs as applications may read them.';
+
+CREATE TABLE metastore.lineage_edges (
+    upstream_id bigint NOT NULL,
+    downstream_id bigint NOT NULL,
+    job_sha256 bytea NOT NULL,
+    job_namespace text NOT NULL,
+    job_name text NOT NULL,
+    first_seen timestamp with time zone NOT NULL,
+    last_seen timestamp with time zone NOT NULL
+);
+
+COMMENT ON TABLE metastore.lineage_edges IS 'upstream_id was an input and downstream_id an output of one event of the job, once per (upstream, downstream, job), first_seen and last_seen to the hour (UTC). Symlink identifiers get no edges: lineage queries cross metastore.dataset_symlinks.';
+
+COMMENT ON COLUMN metastore.lineage_edges.job_sha256 IS 'sha256 of the JSON array [job namespace, job name] as text: the job''s key.';
+
 CREATE TABLE metastore.rejected_events (
     id bigint NOT NULL,
     sqlstate text NOT NULL,
@@ -2063,6 +3048,80 @@ ALTER TABLE metastore.rejected_events ALTER COLUMN id ADD GENERATED ALWAYS AS ID
     CACHE 1
 );
 
+CREATE TABLE metastore.runs (
+    id bigint NOT NULL,
+    job_id bigint NOT NULL,
+    run_id text NOT NULL,
+    state text NOT NULL,
+    state_class smallint NOT NULL,
+    state_rank smallint NOT NULL,
+    state_time timestamp with time zone NOT NULL,
+    started_at timestamp with time zone,
+    ended_at timestamp with time zone,
+    duration interval GENERATED ALWAYS AS ((ended_at - started_at)) STORED,
+    error_message text,
+    trino_user text,
+    trino_source text,
+    trino_catalog text,
+    trino_schema text,
+    context_time timestamp with time zone,
+    first_event_time timestamp with time zone NOT NULL,
+    last_event_time timestamp with time zone NOT NULL,
+    event_count bigint DEFAULT 0 NOT NULL,
+    CONSTRAINT runs_event_count_check CHECK ((event_count >= 0)),
+    CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['START'::text, 'RUNNING'::text, 'COMPLETE'::text, 'FAIL'::text, 'ABORT'::text, 'OTHER'::text])))
+)
+WITH (fillfactor='80');
+
+COMMENT ON TABLE metastore.runs IS 'Every run of a job, once per (job, run.runId), derived from its events by metastore.derive_job_run. Its datasets are those of its events (metastore.event_datasets, through metastore.events.run_id).';
+
+COMMENT ON COLUMN metastore.runs.state IS 'Decided by the run''s events, whatever their order: a terminal event (COMPLETE, FAIL, ABORT) wins over START and RUNNING, which win over OTHER (or no eventType); within a class the latest eventTime wins; at an equal eventTime FAIL > ABORT > COMPLETE and RUNNING > START, then the greater error message.';
+
+COMMENT ON COLUMN metastore.runs.state_class IS 'The class of state, the first part of its key: 2 COMPLETE, FAIL or ABORT; 1 START or RUNNING; 0 OTHER.';
+
+COMMENT ON COLUMN metastore.runs.state_rank IS 'The order of state at an equal eventTime, the third part of its key: FAIL 3, ABORT 2, COMPLETE and RUNNING 1, START and OTHER 0.';
+
+COMMENT ON COLUMN metastore.runs.state_time IS 'eventTime of the event that decided the state.';
+
+COMMENT ON COLUMN metastore.runs.started_at IS 'Earliest eventTime of the run''s START events; null without one.';
+
+COMMENT ON COLUMN metastore.runs.ended_at IS 'eventTime of the terminal event that decided the state; null while not ended.';
+
+COMMENT ON COLUMN metastore.runs.error_message IS 'errorMessage run facet (message) of the event that decided the state.';
+
+COMMENT ON COLUMN metastore.runs.trino_user IS 'trino_query_context run facet (user, source, catalog, schema) of the latest event that carries it; null where the facet lacks the key (Trino sends user and source from 477 on, catalog and schema not at all).';
+
+COMMENT ON COLUMN metastore.runs.event_count IS 'How many stored events belong to the run.';
+
+ALTER TABLE metastore.runs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME metastore.runs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+CREATE VIEW metastore.runs_view AS
+ SELECT id,
+    job_id,
+    run_id,
+    state,
+    started_at,
+    ended_at,
+    duration,
+    error_message,
+    trino_user,
+    trino_source,
+    trino_catalog,
+    trino_schema,
+    first_event_time,
+    last_event_time,
+    event_count
+   FROM metastore.runs r;
+
+COMMENT ON VIEW metastore.runs_view IS 'Runs as applications may read them.';
+
 CREATE TABLE metastore.settings (
     event_time_past interval DEFAULT '10 years'::interval NOT NULL,
     event_time_future interval DEFAULT '1 day'::interval NOT NULL,
@@ -2091,6 +3150,12 @@ CREATE TABLE metastore_migrations.schema_version (
 ALTER TABLE ONLY metastore.event_datasets ATTACH PARTITION metastore.event_datasets_default DEFAULT;
 
 ALTER TABLE ONLY metastore.events ATTACH PARTITION metastore.events_default DEFAULT;
+
+ALTER TABLE ONLY metastore.column_lineage
+    ADD CONSTRAINT column_lineage_key UNIQUE (output_dataset_id, input_dataset_id, edge_sha256);
+
+ALTER TABLE ONLY metastore.dataset_schema_versions
+    ADD CONSTRAINT dataset_schema_versions_pkey PRIMARY KEY (dataset_id, fields_sha256);
 
 ALTER TABLE ONLY metastore.dataset_symlinks
     ADD CONSTRAINT dataset_symlinks_pkey PRIMARY KEY (dataset_id, symlink_id, type);
@@ -2125,13 +3190,32 @@ ALTER TABLE ONLY metastore.forward_targets
 ALTER TABLE ONLY metastore.group_roles
     ADD CONSTRAINT group_roles_pkey PRIMARY KEY (singleton);
 
+ALTER TABLE ONLY metastore.jobs
+    ADD CONSTRAINT jobs_name_key_key UNIQUE (name_key);
+
+ALTER TABLE ONLY metastore.jobs
+    ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY metastore.lineage_edges
+    ADD CONSTRAINT lineage_edges_pkey PRIMARY KEY (upstream_id, downstream_id, job_sha256);
+
 ALTER TABLE ONLY metastore.rejected_events
     ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY metastore.runs
+    ADD CONSTRAINT runs_job_run_key UNIQUE (job_id, run_id);
+
+ALTER TABLE ONLY metastore.runs
+    ADD CONSTRAINT runs_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY metastore_migrations.schema_version
     ADD CONSTRAINT schema_version_pkey PRIMARY KEY (version);
 
+CREATE INDEX column_lineage_input_idx ON metastore.column_lineage USING btree (input_dataset_id, "left"(input_field, 200));
+
 CREATE INDEX dataset_activity_dataset_idx ON metastore.dataset_activity USING btree (dataset_id);
+
+CREATE INDEX dataset_schema_versions_names_idx ON metastore.dataset_schema_versions USING gin (jsonb_path_query_array(fields, '$[*]."name"'::jsonpath) jsonb_path_ops);
 
 CREATE INDEX dataset_symlinks_symlink_idx ON metastore.dataset_symlinks USING btree (symlink_id);
 
@@ -2165,7 +3249,13 @@ CREATE INDEX events_feed_idx ON ONLY metastore.events USING btree (xact_id, id);
 
 CREATE INDEX events_default_xact_id_id_idx ON metastore.events_default USING btree (xact_id, id);
 
+CREATE INDEX jobs_order_idx ON metastore.jobs USING btree (substr(metastore.dataset_key(namespace, name), 1, 1024));
+
+CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges USING btree (downstream_id, upstream_id);
+
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
+
+CREATE INDEX runs_job_latest_idx ON metastore.runs USING btree (job_id, first_event_time DESC, id DESC);
 
 CREATE UNIQUE INDEX settings_one_row ON metastore.settings USING btree ((true));
 
@@ -2204,6 +3294,9 @@ ALTER TABLE ONLY metastore.dataset_symlinks
 ALTER TABLE metastore.event_datasets
     ADD CONSTRAINT event_datasets_dataset_id_fkey FOREIGN KEY (dataset_id) REFERENCES metastore.datasets(id);
 
+ALTER TABLE ONLY metastore.runs
+    ADD CONSTRAINT runs_job_id_fkey FOREIGN KEY (job_id) REFERENCES metastore.jobs(id);
+
 GRANT USAGE ON SCHEMA metastore TO metastore_app;
 GRANT USAGE ON SCHEMA metastore TO metastore_reader;
 
@@ -2217,11 +3310,31 @@ REVOKE ALL ON FUNCTION metastore.check_source(p_source_kind text, p_source_princ
 
 REVOKE ALL ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead integer) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.dataset_key(p_namespace text, p_name text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.dataset_layer(p_id bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.derive_job_run(p_payload jsonb, p_event_type text, p_event_time timestamp with time zone, p_run_id text, p_job_namespace text, p_job_name text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.ensure_partitions() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;
@@ -2246,6 +3359,14 @@ REVOKE ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_reader;
 
+REVOKE ALL ON FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.get_run(p_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.get_run(p_id bigint) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.get_run(p_id bigint) TO metastore_reader;
+
 REVOKE ALL ON FUNCTION metastore.group_role(p_kind text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) FROM PUBLIC;
@@ -2264,6 +3385,10 @@ REVOKE ALL ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_byt
 REVOKE ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.lock_datasets(p_events metastore.valid_event[]) FROM PUBLIC;
 
@@ -2307,3 +3432,9 @@ GRANT SELECT ON TABLE metastore.dataset_symlinks_view TO metastore_reader;
 
 GRANT SELECT ON TABLE metastore.datasets_view TO metastore_app;
 GRANT SELECT ON TABLE metastore.datasets_view TO metastore_reader;
+
+GRANT SELECT ON TABLE metastore.jobs_view TO metastore_app;
+GRANT SELECT ON TABLE metastore.jobs_view TO metastore_reader;
+
+GRANT SELECT ON TABLE metastore.runs_view TO metastore_app;
+GRANT SELECT ON TABLE metastore.runs_view TO metastore_reader;
