@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 
-from metastore.localpg import LocalPostgres, provision
+from devtools.localpg import LocalPostgres, provision
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openlineage" / "trino"
