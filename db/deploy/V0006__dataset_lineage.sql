@@ -57,7 +57,7 @@ COMMENT ON COLUMN metastore.lineage_edges.job_sha256 IS
 
 -- Column lineage from columnLineage facets of outputs. output_field is empty for the facet's
 -- dataset-level list (inputs that affect the whole dataset: filters, joins, grouping): not null,
--- so that the key is a plain btree equality that lookups use in full.
+-- so that it hashes into the key like any field name.
 CREATE TABLE metastore.column_lineage (
     output_dataset_id      bigint      NOT NULL,
     output_field           text        NOT NULL,
