@@ -57,7 +57,7 @@ COMMENT ON COLUMN metastore.lineage_edges.job_sha256 IS
 
 -- Column lineage from columnLineage facets of outputs. output_field is empty for the facet's
 -- dataset-level list (inputs that affect the whole dataset: filters, joins, grouping): not null,
--- so that the key is a plain btree equality that lookups use in full.
+-- so that it hashes into the key like any field name.
 CREATE TABLE metastore.column_lineage (
     output_dataset_id      bigint      NOT NULL,
     output_field           text        NOT NULL,
@@ -67,14 +67,17 @@ CREATE TABLE metastore.column_lineage (
     transformation_subtype text        NOT NULL,
     first_seen             timestamptz NOT NULL,
     last_seen              timestamptz NOT NULL,
-    CONSTRAINT column_lineage_key UNIQUE
-        (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type, transformation_subtype)
+    edge_sha256            bytea       NOT NULL,
+    -- Field names and transformations are of any length: the key holds their hash, not them.
+    CONSTRAINT column_lineage_key UNIQUE (output_dataset_id, input_dataset_id, edge_sha256)
 );
-CREATE INDEX column_lineage_input_idx ON metastore.column_lineage (input_dataset_id, input_field);
+CREATE INDEX column_lineage_input_idx ON metastore.column_lineage (input_dataset_id, pg_catalog.left(input_field, 200));
 COMMENT ON TABLE metastore.column_lineage IS
     'output field <- input field, once per (output dataset, output field, input dataset, input field, '
     'transformation type, subtype), first_seen and last_seen to the hour (UTC). Only input datasets the '
     'same event mentions are resolved.';
+COMMENT ON COLUMN metastore.column_lineage.edge_sha256 IS
+    'sha256 of the JSON array [output_field, input_field, transformation_type, transformation_subtype] as text.';
 COMMENT ON COLUMN metastore.column_lineage.output_field IS
     'Empty: the facet''s dataset-level "dataset" list (the input affects the whole output dataset).';
 COMMENT ON COLUMN metastore.column_lineage.transformation_type IS 'transformations[].type (DIRECT, INDIRECT); empty when not given.';

@@ -18,11 +18,17 @@ CREATE TABLE metastore.jobs (
     integration      text,
     job_type         text,
     type_time        timestamptz,
-    CONSTRAINT jobs_namespace_name_key UNIQUE (namespace, name)
+    -- Job names are of any length, like dataset names (change 5): no btree holds them whole.
+    name_key         bytea GENERATED ALWAYS AS (pg_catalog.sha256(metastore.dataset_key(namespace, name))) STORED,
+    CONSTRAINT jobs_name_key_key UNIQUE (name_key)
 ) WITH (fillfactor = 80);
+-- (namespace, name) order for metastore.list_jobs, as datasets_order_idx for datasets.
+CREATE INDEX jobs_order_idx ON metastore.jobs (pg_catalog.substr(metastore.dataset_key(namespace, name), 1, 1024));
 COMMENT ON TABLE metastore.jobs IS
     'Every job any stored run or job event names, once per (namespace, name). Derived by '
     'metastore.derive_job_run; rebuilt by metastore.backfill.';
+COMMENT ON COLUMN metastore.jobs.name_key IS
+    'sha256 of metastore.dataset_key(namespace, name): the unique key of a job, for names of any length.';
 COMMENT ON COLUMN metastore.jobs.first_seen IS 'Earliest eventTime of the events that name the job.';
 COMMENT ON COLUMN metastore.jobs.last_seen IS 'Latest eventTime of the events that name the job.';
 COMMENT ON COLUMN metastore.jobs.latest_sql IS
@@ -34,6 +40,7 @@ COMMENT ON COLUMN metastore.jobs.job_type IS
 CREATE TABLE metastore.runs (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     job_id           bigint      NOT NULL REFERENCES metastore.jobs (id),
+    -- At most 256 characters (metastore.validate_event): the btree key below holds it whole.
     run_id           text        NOT NULL,
     state            text        NOT NULL CHECK (state IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')),
     state_class      smallint    NOT NULL,

@@ -24,6 +24,8 @@ DECLARE
     v_ids   bigint[];
     v_ns    text[];
     v_names text[];
+    v_in    bigint[];
+    v_out   bigint[];
     v_job   bytea;
     -- Edges and column lineage keep first_seen and last_seen to the hour (UTC): an event that
     -- repeats them within the hour writes nothing (a query that runs every minute would otherwise
@@ -37,13 +39,21 @@ BEGIN
     IF to_regclass('metastore.column_lineage') IS NULL THEN
         RETURN;
     END IF;
-    -- The datasets this event mentions (metastore.extract_datasets), looked up as store_event does.
-    -- Only these are resolved: a column-lineage input the event does not mention is skipped, so
-    -- what an event derives never depends on which other events came first.
-    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
-      INTO v_ids, v_ns, v_names
-      FROM metastore.datasets AS d
-     WHERE (d.namespace, d.name) IN (SELECT m.namespace, m.name FROM unnest(p_mentions) AS m);
+    -- The datasets this event mentions (metastore.extract_datasets), looked up by name_key as
+    -- store_event does (one index probe per distinct mention), with the inputs and outputs that get
+    -- lineage edges. Only these are resolved: a column-lineage input the event does not mention is
+    -- skipped, so what an event derives never depends on which other events came first. The
+    -- statements below join to these arrays on (namespace, name) (a hash join on the text, cheaper
+    -- than a key per row: metastore.dataset_key is a PL/pgSQL call), never to the table by name.
+    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name),
+           array_agg(d.id) FILTER (WHERE m.is_input), array_agg(d.id) FILTER (WHERE m.is_output)
+      INTO v_ids, v_ns, v_names, v_in, v_out
+      FROM (SELECT sha256(metastore.dataset_key(x.namespace, x.name)) AS name_key,
+                   bool_or(x.direction = 'input' AND x.symlink_of_namespace IS NULL) AS is_input,
+                   bool_or(x.direction = 'output' AND x.symlink_of_namespace IS NULL) AS is_output
+              FROM unnest(p_mentions) AS x
+             GROUP BY 1) AS m
+      JOIN metastore.datasets AS d ON d.name_key = m.name_key;
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
@@ -85,20 +95,14 @@ BEGIN
 
     END IF;
 
-    IF p_job_name IS NOT NULL AND p_payload @? '$.inputs[*]' AND p_payload @? '$.outputs[*]' THEN
+    IF p_job_name IS NOT NULL AND v_in IS NOT NULL AND v_out IS NOT NULL THEN
         v_job := sha256(convert_to(jsonb_build_array(p_job_namespace, p_job_name)::text, 'UTF8'));
         INSERT INTO metastore.lineage_edges AS e
                (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
-        SELECT DISTINCT i.id, o.id, v_job, coalesce(p_job_namespace, ''), p_job_name, v_hour, v_hour
-          FROM unnest(p_mentions) AS mi
-          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
-            ON i.namespace = mi.namespace AND i.name = mi.name
-         CROSS JOIN unnest(p_mentions) AS mo
-          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name)
-            ON o.namespace = mo.namespace AND o.name = mo.name
-         WHERE mi.direction = 'input' AND mi.symlink_of_namespace IS NULL
-           AND mo.direction = 'output' AND mo.symlink_of_namespace IS NULL
-           AND NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
+        SELECT i.id, o.id, v_job, coalesce(p_job_namespace, ''), p_job_name, v_hour, v_hour
+          FROM unnest(v_in) AS i (id)
+         CROSS JOIN unnest(v_out) AS o (id)
+         WHERE NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
                             WHERE seen.upstream_id = i.id AND seen.downstream_id = o.id AND seen.job_sha256 = v_job
                               AND seen.first_seen <= v_hour AND seen.last_seen >= v_hour)
          ORDER BY 1, 2
@@ -111,12 +115,15 @@ BEGIN
     IF p_payload @? '$.outputs[*].facets.columnLineage' THEN
         INSERT INTO metastore.column_lineage AS c
                (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-                transformation_subtype, first_seen, last_seen)
+                transformation_subtype, first_seen, last_seen, edge_sha256)
         SELECT o.id, x.output_field, i.id, x.input_field, x.transformation_type, x.transformation_subtype,
-               v_hour, v_hour
+               v_hour, v_hour, x.h
           -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
           -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
           -- without transformations is one edge of unknown type ('', '').
+          -- Fields and transformations are of any length: the key is the hash of all four (edge_sha256).
+          FROM (SELECT x0.*, sha256(convert_to(jsonb_build_array(x0.output_field, x0.input_field, x0.transformation_type,
+                                                                 x0.transformation_subtype)::text, 'UTF8')) AS h
           FROM (SELECT DISTINCT od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
                        inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
                        inf ->> 'field' AS input_field,
@@ -141,24 +148,16 @@ BEGIN
                    AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
                    AND jsonb_typeof(inf) = 'object'
                    AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
-                   AND jsonb_typeof(inf -> 'field') = 'string'
-                   -- Bounded so that a key of column_lineage stays under the btree's entry limit (~2700 bytes).
-                   AND octet_length(inf ->> 'field') <= 1000 AND octet_length(f.field) <= 1000
-                   AND (jsonb_typeof(tr -> 'type') IS DISTINCT FROM 'string' OR octet_length(tr ->> 'type') <= 200)
-                   AND (jsonb_typeof(tr -> 'subtype') IS DISTINCT FROM 'string'
-                        OR octet_length(tr ->> 'subtype') <= 200)) AS x
+                   AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
           JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
           JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
             ON i.namespace = x.input_namespace AND i.name = x.input_name
          WHERE NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
-                            WHERE seen.output_dataset_id = o.id AND seen.output_field = x.output_field
-                              AND seen.input_dataset_id = i.id AND seen.input_field = x.input_field
-                              AND seen.transformation_type = x.transformation_type
-                              AND seen.transformation_subtype = x.transformation_subtype
+                            WHERE seen.output_dataset_id = o.id AND seen.input_dataset_id = i.id
+                              AND seen.edge_sha256 = x.h
                               AND seen.first_seen <= v_hour AND seen.last_seen >= v_hour)
-         ORDER BY 1, 2, 3, 4, 5, 6
-        ON CONFLICT (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-                     transformation_subtype) DO UPDATE
+         ORDER BY 1, 3, 9
+        ON CONFLICT (output_dataset_id, input_dataset_id, edge_sha256) DO UPDATE
            SET first_seen = least(c.first_seen, excluded.first_seen),
                last_seen = greatest(c.last_seen, excluded.last_seen)
          WHERE excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
@@ -171,7 +170,7 @@ COMMENT ON FUNCTION metastore.derive_lineage(bigint, timestamptz, jsonb, text, t
     'and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and '
     'column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the '
     'dataset-level list, input dataset and field, transformation type and subtype, both empty when not '
-    'given; entries with a field over 1000 bytes or a type or subtype over 200 bytes are skipped) into '
+    'given; keyed by the sha256 of the four, so of any length) into '
     'dataset_schema_versions, lineage_edges and column_lineage. p_mentions: the event''s '
     'metastore.extract_datasets rows; only those datasets are resolved. The rules live here only: live '
     'ingest (store_event) and backfill both call it.';

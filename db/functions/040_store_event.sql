@@ -98,10 +98,17 @@ BEGIN
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
 
-    PERFORM metastore.derive_lineage(event_id, p_event.event_time, p_payload, p_event.job_namespace,
-                                     p_event.job_name, p_event.mentions);
-    PERFORM metastore.derive_job_run(p_payload, p_event.event_type, p_event.event_time, p_event.run_id,
-                                     p_event.job_namespace, p_event.job_name);
+    -- Each derivation only where its change is deployed: a revert drops its tables and its function
+    -- (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only when a call
+    -- runs, so ingest goes on until the older release's deploy replaces this function.
+    IF pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL THEN
+        PERFORM metastore.derive_lineage(event_id, p_event.event_time, p_payload, p_event.job_namespace,
+                                         p_event.job_name, p_event.mentions);
+    END IF;
+    IF pg_catalog.to_regclass('metastore.runs') IS NOT NULL THEN
+        PERFORM metastore.derive_job_run(p_payload, p_event.event_type, p_event.event_time, p_event.run_id,
+                                         p_event.job_namespace, p_event.job_name);
+    END IF;
 END
 $fn$;
 

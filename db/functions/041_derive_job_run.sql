@@ -57,7 +57,7 @@ BEGIN
         CASE WHEN jsonb_typeof(v_type -> 'integration') = 'string' THEN nullif(v_type ->> 'integration', '') END,
         CASE WHEN jsonb_typeof(v_type -> 'jobType') = 'string' THEN nullif(v_type ->> 'jobType', '') END,
         CASE WHEN v_type IS NOT NULL THEN p_event_time END)
-    ON CONFLICT (namespace, name) DO UPDATE
+    ON CONFLICT (name_key) DO UPDATE
        SET first_seen = least(j.first_seen, excluded.first_seen),
            last_seen = greatest(j.last_seen, excluded.last_seen),
            -- The sql facet of the latest eventTime; at an equal time the greater text, then dialect.

@@ -9,7 +9,11 @@ SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
 AS $fn$
 DECLARE
-    v_after jsonb := '["", ""]';
+    v_after jsonb;
+    -- Bounds in metastore.dataset_key order (jobs_order_idx): from the start to past every key (no
+    -- text holds the byte 0xff).
+    v_from  bytea := '\x'::bytea;
+    v_to    bytea := '\xff'::bytea;
     v_like  text;
     v_rows  jsonb;
     v_last  jsonb;
@@ -30,17 +34,26 @@ BEGIN
             RAISE EXCEPTION USING
                 ERRCODE = '22023', MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
         END IF;
+        v_from := metastore.dataset_key(v_after ->> 0, v_after ->> 1);
+    END IF;
+    IF p_namespace IS NOT NULL THEN
+        -- The namespace's keys lie between its bytes followed by 0 and by 1.
+        v_to := metastore.dataset_key(p_namespace, '');
+        v_from := greatest(v_from, v_to);
+        v_to := substr(substr(v_to, 1, length(v_to) - 1) || '\x01'::bytea, 1, 1024);
     END IF;
     -- q: a case-insensitive substring of the name (\, % and _ taken literally). No trigram index on
-    -- jobs: the (namespace, name) index is walked in order, and stops at the page's end.
+    -- jobs: jobs_order_idx is walked in order, and stops at the page's end.
     IF p_q IS NOT NULL THEN
         v_like := '%' || replace(replace(replace(lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
     END IF;
 
-    -- Keyset pages on the (namespace, name) unique index; the latest run per row of the page only.
-    SELECT coalesce(jsonb_agg(p.job ORDER BY p.namespace, p.name), '[]')
+    -- Keyset pages in (namespace, name) order, code point by code point (metastore.dataset_key, as
+    -- list_datasets): jobs_order_idx holds its first 1024 bytes, ties past them are sorted. The
+    -- latest run per row of the page only.
+    SELECT coalesce(jsonb_agg(p.job ORDER BY p.sort_key), '[]')
       INTO v_rows
-      FROM (SELECT j.namespace, j.name,
+      FROM (SELECT metastore.dataset_key(j.namespace, j.name) AS sort_key,
                    jsonb_build_object(
                        'id', j.id, 'namespace', j.namespace, 'name', j.name,
                        'first_seen', j.first_seen, 'last_seen', j.last_seen,
@@ -55,11 +68,14 @@ BEGIN
                             WHERE r.job_id = j.id
                             ORDER BY r.first_event_time DESC, r.id DESC
                             LIMIT 1)) AS job
-              FROM metastore.jobs_view AS j
-             WHERE (j.namespace, j.name) > (v_after ->> 0, v_after ->> 1)
+              FROM metastore.jobs AS j
+             WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= substr(v_from, 1, 1024)
+               AND metastore.dataset_key(j.namespace, j.name) > v_from
+               AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_to
                AND (p_namespace IS NULL OR j.namespace = p_namespace)
                AND (v_like IS NULL OR lower(j.name) LIKE v_like)
-             ORDER BY j.namespace, j.name
+             ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024),
+                      metastore.dataset_key(j.namespace, j.name)
              LIMIT p_limit + 1) AS p;
 
     IF jsonb_array_length(v_rows) > p_limit THEN

@@ -44,7 +44,8 @@ BEGIN
                             ''wrote'', bool_or(l.direction = ''output'')) AS run
                    FROM metastore.event_datasets AS l
                    JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
-                   JOIN metastore.jobs_view AS j ON j.namespace = e.job_namespace AND j.name = e.job_name
+                   JOIN metastore.jobs AS j
+                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(e.job_namespace, e.job_name))
                    JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = e.run_id
                   WHERE l.dataset_id = $1 AND l.event_id = ANY ($2) AND l.event_time = ANY ($3)
                     AND e.event_time = ANY ($3) AND l.direction IN (''input'', ''output'')

@@ -1,6 +1,7 @@
--- Reverts V0007: the functions that read the tables first, then the views and the tables.
--- metastore.derive_job_run stays: store_event calls it for every event, and it does nothing where
--- metastore.runs does not exist, so ingest goes on until the older release's deploy replaces it.
+-- Reverts V0007: the functions that name the tables first, then the views and the tables.
+-- derive_job_run goes too (the older release's verify lists the functions exactly): store_event
+-- calls it only where metastore.runs exists, so ingest goes on (db/CONVENTIONS.md).
+DROP FUNCTION IF EXISTS metastore.derive_job_run(jsonb, text, timestamptz, text, text, text);
 DROP FUNCTION IF EXISTS metastore.dataset_runs(bigint, integer);
 DROP FUNCTION IF EXISTS metastore.get_run(bigint);
 DROP FUNCTION IF EXISTS metastore.get_job(bigint, integer);

@@ -4,7 +4,7 @@ SELECT dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen
 SELECT upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen
   FROM metastore.lineage_edges WHERE false;
 SELECT output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-       transformation_subtype, first_seen, last_seen
+       transformation_subtype, first_seen, last_seen, edge_sha256
   FROM metastore.column_lineage WHERE false;
 
 DO $verify$

@@ -1,6 +1,6 @@
 -- Verifies V0007: the jobs and runs tables, their keys and the views applications read.
 SELECT id, namespace, name, first_seen, last_seen, latest_sql, sql_dialect, sql_time, processing_type,
-       integration, job_type, type_time
+       integration, job_type, type_time, name_key
   FROM metastore.jobs WHERE false;
 SELECT id, job_id, run_id, state, state_class, state_rank, state_time, started_at, ended_at, duration, error_message, trino_user,
        trino_source, trino_catalog, trino_schema, context_time, first_event_time, last_event_time, event_count
@@ -11,8 +11,8 @@ SELECT id, job_id, run_id, state, duration, error_message, trino_user FROM metas
 DO $verify$
 BEGIN
     ASSERT EXISTS (SELECT FROM pg_catalog.pg_constraint
-                    WHERE conrelid = 'metastore.jobs'::regclass AND conname = 'jobs_namespace_name_key'),
-        'metastore.jobs lacks its (namespace, name) key';
+                    WHERE conrelid = 'metastore.jobs'::regclass AND conname = 'jobs_name_key_key'),
+        'metastore.jobs lacks its name_key key';
     ASSERT EXISTS (SELECT FROM pg_catalog.pg_constraint
                     WHERE conrelid = 'metastore.runs'::regclass AND conname = 'runs_job_run_key'),
         'metastore.runs lacks its (job_id, run_id) key';

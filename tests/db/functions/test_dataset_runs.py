@@ -68,3 +68,23 @@ def test_unknown_dataset_and_bad_limit(service: psycopg.Connection[Any]) -> None
         with pytest.raises(psycopg.Error) as caught:
             runs(service, 1, limit)
         assert caught.value.sqlstate == "22023"
+
+
+def test_jobs_are_found_by_key_not_by_a_scan(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
+    """Job names may be of any length, so no index holds them: runs are joined to their job by
+    name_key. With 50k jobs, the page scans neither jobs nor runs."""
+    owner.execute(
+        "INSERT INTO metastore.jobs (namespace, name, first_seen, last_seen)"
+        " SELECT 'seed', 'job' || i, now(), now() FROM generate_series(1, 50000) AS i"
+    )
+    owner.execute("ANALYZE metastore.jobs")
+    for name in ("03-ctas-start.json", "04-ctas-complete.json"):
+        ingest(service, load_fixture(FIXTURES / "trino" / name))
+    nation = dataset_id(owner, "tpch.tiny.nation")
+    with service.transaction():
+        assert len(runs(service, nation)) == 1
+        scans = service.execute(
+            "SELECT relname, seq_scan FROM pg_stat_xact_user_tables"
+            " WHERE schemaname = 'metastore' AND relname IN ('jobs', 'runs') ORDER BY 1"
+        ).fetchall()
+        assert scans == [("jobs", 0), ("runs", 0)]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import random
+import secrets
 from typing import Any
 
 import psycopg
@@ -220,7 +222,68 @@ def test_ingest_goes_on_after_reverting_v0007(empty_db: Any) -> None:
     with psycopg.connect(dsn, autocommit=True) as owner:
         assert ingest(owner, event("j", "COMPLETE", "2026-07-20T10:00:00Z"))[0] == "stored"
         assert owner.execute("SELECT to_regclass('metastore.runs')").fetchone() == (None,)
+        # Gone with its change, so that the older release's verify finds exactly its own functions.
+        assert owner.execute(
+            "SELECT to_regprocedure('metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)')"
+        ).fetchone() == (None,)
     migrations.deploy(dsn)
     with psycopg.connect(dsn, autocommit=True) as owner:
         owner.execute("CALL metastore.backfill()")
         assert owner.execute("SELECT state FROM metastore.runs").fetchall() == [("COMPLETE",)]
+
+
+def test_names_of_any_length_reach_jobs_runs_and_the_dataset_layer(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """A 10 KB job name, field names and transformations (random: they do not compress under the
+    btree's ~2700-byte entry limit), and the longest run id validate_event takes (256 bytes, so
+    runs keep their (job_id, run_id) btree key), are stored and read back whole."""
+    job = secrets.token_hex(5000)
+    run_id = secrets.token_hex(128)
+    field, input_field, subtype = (secrets.token_hex(5000) for _ in range(3))
+    event = copy.deepcopy(load_fixture(FIXTURES / "trino" / "04-ctas-complete.json"))
+    event["job"]["name"] = job
+    event["run"]["runId"] = run_id
+    output = event["outputs"][0]
+    source = event["inputs"][0]
+    output["facets"]["schema"]["fields"] = [{"name": field, "type": "varchar"}]
+    source.setdefault("facets", {})["schema"] = {"fields": [{"name": input_field, "type": "varchar"}]}
+    output["facets"]["columnLineage"] = {
+        "fields": {
+            field: {
+                "inputFields": [
+                    {
+                        "namespace": source["namespace"],
+                        "name": source["name"],
+                        "field": input_field,
+                        "transformations": [{"type": "DIRECT", "subtype": subtype}],
+                    }
+                ]
+            }
+        }
+    }
+    assert ingest(service, event)[:3] == ("stored", 1, None)
+
+    row = service.execute("SELECT id FROM metastore.jobs_view WHERE name = %s", (job,)).fetchone()
+    assert row is not None
+    got_job = service.execute("SELECT metastore.get_job(%s)", (row[0],)).fetchone()
+    assert got_job is not None and got_job[0]["name"] == job
+    assert [r["run_id"] for r in got_job[0]["runs"]] == [run_id]
+    run = service.execute("SELECT metastore.get_run(%s)", (got_job[0]["runs"][0]["id"],)).fetchone()
+    assert run is not None and run[0]["run_id"] == run_id and run[0]["job"]["name"] == job
+    assert [d["name"] for d in run[0]["outputs"]] == [output["name"]]
+
+    out = owner.execute("SELECT id FROM metastore.datasets WHERE name = %s", (output["name"],)).fetchone()
+    assert out is not None
+    dataset = service.execute("SELECT metastore.get_dataset(%s)", (out[0],)).fetchone()
+    assert dataset is not None
+    assert [f["name"] for f in dataset[0]["fields"]] == [field]
+    assert [(c["field"], c["input_field"], c["transformation_subtype"]) for c in dataset[0]["column_lineage"]] == [
+        (field, input_field, subtype)
+    ]
+    # The same event again under another run: one job, one column-lineage row, as keyed.
+    event["run"]["runId"] = secrets.token_hex(128)
+    assert ingest(service, event)[0] == "stored"
+    assert owner.execute("SELECT count(*) FROM metastore.jobs").fetchone() == (1,)
+    assert owner.execute("SELECT count(*), count(DISTINCT run_id) FROM metastore.runs").fetchone() == (2, 2)
+    assert owner.execute("SELECT count(*) FROM metastore.column_lineage").fetchone() == (1,)
