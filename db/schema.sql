@@ -712,7 +712,8 @@ BEGIN
                             ''wrote'', bool_or(l.direction = ''output'')) AS run
                    FROM metastore.event_datasets AS l
                    JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
-                   JOIN metastore.jobs_view AS j ON j.namespace = e.job_namespace AND j.name = e.job_name
+                   JOIN metastore.jobs AS j
+                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(e.job_namespace, e.job_name))
                    JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = e.run_id
                   WHERE l.dataset_id = $1 AND l.event_id = ANY ($2) AND l.event_time = ANY ($3)
                     AND e.event_time = ANY ($3) AND l.direction IN (''input'', ''output'')
@@ -823,7 +824,7 @@ BEGIN
         CASE WHEN jsonb_typeof(v_type -> 'integration') = 'string' THEN nullif(v_type ->> 'integration', '') END,
         CASE WHEN jsonb_typeof(v_type -> 'jobType') = 'string' THEN nullif(v_type ->> 'jobType', '') END,
         CASE WHEN v_type IS NOT NULL THEN p_event_time END)
-    ON CONFLICT (namespace, name) DO UPDATE
+    ON CONFLICT (name_key) DO UPDATE
        SET first_seen = least(j.first_seen, excluded.first_seen),
            last_seen = greatest(j.last_seen, excluded.last_seen),
            -- The sql facet of the latest eventTime; at an equal time the greater text, then dialect.
@@ -966,6 +967,8 @@ DECLARE
     v_ids   bigint[];
     v_ns    text[];
     v_names text[];
+    v_in    bigint[];
+    v_out   bigint[];
     v_job   bytea;
     -- Edges and column lineage keep first_seen and last_seen to the hour (UTC): an event that
     -- repeats them within the hour writes nothing (a query that runs every minute would otherwise
@@ -979,13 +982,21 @@ BEGIN
     IF to_regclass('metastore.column_lineage') IS NULL THEN
         RETURN;
     END IF;
-    -- The datasets this event mentions (metastore.extract_datasets), looked up as store_event does.
-    -- Only these are resolved: a column-lineage input the event does not mention is skipped, so
-    -- what an event derives never depends on which other events came first.
-    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
-      INTO v_ids, v_ns, v_names
-      FROM metastore.datasets AS d
-     WHERE (d.namespace, d.name) IN (SELECT m.namespace, m.name FROM unnest(p_mentions) AS m);
+    -- The datasets this event mentions (metastore.extract_datasets), looked up by name_key as
+    -- store_event does (one index probe per distinct mention), with the inputs and outputs that get
+    -- lineage edges. Only these are resolved: a column-lineage input the event does not mention is
+    -- skipped, so what an event derives never depends on which other events came first. The
+    -- statements below join to these arrays on (namespace, name) (a hash join on the text, cheaper
+    -- than a key per row: metastore.dataset_key is a PL/pgSQL call), never to the table by name.
+    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name),
+           array_agg(d.id) FILTER (WHERE m.is_input), array_agg(d.id) FILTER (WHERE m.is_output)
+      INTO v_ids, v_ns, v_names, v_in, v_out
+      FROM (SELECT sha256(metastore.dataset_key(x.namespace, x.name)) AS name_key,
+                   bool_or(x.direction = 'input' AND x.symlink_of_namespace IS NULL) AS is_input,
+                   bool_or(x.direction = 'output' AND x.symlink_of_namespace IS NULL) AS is_output
+              FROM unnest(p_mentions) AS x
+             GROUP BY 1) AS m
+      JOIN metastore.datasets AS d ON d.name_key = m.name_key;
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
@@ -1027,20 +1038,14 @@ BEGIN
 
     END IF;
 
-    IF p_job_name IS NOT NULL AND p_payload @? '$.inputs[*]' AND p_payload @? '$.outputs[*]' THEN
+    IF p_job_name IS NOT NULL AND v_in IS NOT NULL AND v_out IS NOT NULL THEN
         v_job := sha256(convert_to(jsonb_build_array(p_job_namespace, p_job_name)::text, 'UTF8'));
         INSERT INTO metastore.lineage_edges AS e
                (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
-        SELECT DISTINCT i.id, o.id, v_job, coalesce(p_job_namespace, ''), p_job_name, v_hour, v_hour
-          FROM unnest(p_mentions) AS mi
-          JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
-            ON i.namespace = mi.namespace AND i.name = mi.name
-         CROSS JOIN unnest(p_mentions) AS mo
-          JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name)
-            ON o.namespace = mo.namespace AND o.name = mo.name
-         WHERE mi.direction = 'input' AND mi.symlink_of_namespace IS NULL
-           AND mo.direction = 'output' AND mo.symlink_of_namespace IS NULL
-           AND NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
+        SELECT i.id, o.id, v_job, coalesce(p_job_namespace, ''), p_job_name, v_hour, v_hour
+          FROM unnest(v_in) AS i (id)
+         CROSS JOIN unnest(v_out) AS o (id)
+         WHERE NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
                             WHERE seen.upstream_id = i.id AND seen.downstream_id = o.id AND seen.job_sha256 = v_job
                               AND seen.first_seen <= v_hour AND seen.last_seen >= v_hour)
          ORDER BY 1, 2
@@ -1053,12 +1058,15 @@ BEGIN
     IF p_payload @? '$.outputs[*].facets.columnLineage' THEN
         INSERT INTO metastore.column_lineage AS c
                (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-                transformation_subtype, first_seen, last_seen)
+                transformation_subtype, first_seen, last_seen, edge_sha256)
         SELECT o.id, x.output_field, i.id, x.input_field, x.transformation_type, x.transformation_subtype,
-               v_hour, v_hour
+               v_hour, v_hour, x.h
           -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
           -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
           -- without transformations is one edge of unknown type ('', '').
+          -- Fields and transformations are of any length: the key is the hash of all four (edge_sha256).
+          FROM (SELECT x0.*, sha256(convert_to(jsonb_build_array(x0.output_field, x0.input_field, x0.transformation_type,
+                                                                 x0.transformation_subtype)::text, 'UTF8')) AS h
           FROM (SELECT DISTINCT od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
                        inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
                        inf ->> 'field' AS input_field,
@@ -1083,24 +1091,16 @@ BEGIN
                    AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
                    AND jsonb_typeof(inf) = 'object'
                    AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
-                   AND jsonb_typeof(inf -> 'field') = 'string'
-                   -- Bounded so that a key of column_lineage stays under the btree's entry limit (~2700 bytes).
-                   AND octet_length(inf ->> 'field') <= 1000 AND octet_length(f.field) <= 1000
-                   AND (jsonb_typeof(tr -> 'type') IS DISTINCT FROM 'string' OR octet_length(tr ->> 'type') <= 200)
-                   AND (jsonb_typeof(tr -> 'subtype') IS DISTINCT FROM 'string'
-                        OR octet_length(tr ->> 'subtype') <= 200)) AS x
+                   AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
           JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
           JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
             ON i.namespace = x.input_namespace AND i.name = x.input_name
          WHERE NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
-                            WHERE seen.output_dataset_id = o.id AND seen.output_field = x.output_field
-                              AND seen.input_dataset_id = i.id AND seen.input_field = x.input_field
-                              AND seen.transformation_type = x.transformation_type
-                              AND seen.transformation_subtype = x.transformation_subtype
+                            WHERE seen.output_dataset_id = o.id AND seen.input_dataset_id = i.id
+                              AND seen.edge_sha256 = x.h
                               AND seen.first_seen <= v_hour AND seen.last_seen >= v_hour)
-         ORDER BY 1, 2, 3, 4, 5, 6
-        ON CONFLICT (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-                     transformation_subtype) DO UPDATE
+         ORDER BY 1, 3, 9
+        ON CONFLICT (output_dataset_id, input_dataset_id, edge_sha256) DO UPDATE
            SET first_seen = least(c.first_seen, excluded.first_seen),
                last_seen = greatest(c.last_seen, excluded.last_seen)
          WHERE excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
@@ -1108,7 +1108,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) IS 'Derives one stored event''s schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; entries with a field over 1000 bytes or a type or subtype over 200 bytes are skipped) into dataset_schema_versions, lineage_edges and column_lineage. p_mentions: the event''s metastore.extract_datasets rows; only those datasets are resolved. The rules live here only: live ingest (store_event) and backfill both call it.';
+COMMENT ON FUNCTION metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) IS 'Derives one stored event''s schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. p_mentions: the event''s metastore.extract_datasets rows; only those datasets are resolved. The rules live here only: live ingest (store_event) and backfill both call it.';
 
 CREATE FUNCTION metastore.ensure_partitions() RETURNS integer
     LANGUAGE sql SECURITY DEFINER
@@ -1922,7 +1922,11 @@ CREATE FUNCTION metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text D
     SET "TimeZone" TO 'UTC'
     AS $$
 DECLARE
-    v_after jsonb := '["", ""]';
+    v_after jsonb;
+    -- Bounds in metastore.dataset_key order (jobs_order_idx): from the start to past every key (no
+    -- text holds the byte 0xff).
+    v_from  bytea := '\x'::bytea;
+    v_to    bytea := '\xff'::bytea;
     v_like  text;
     v_rows  jsonb;
     v_last  jsonb;
@@ -1943,17 +1947,26 @@ BEGIN
             RAISE EXCEPTION USING
                 ERRCODE = '22023', MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
         END IF;
+        v_from := metastore.dataset_key(v_after ->> 0, v_after ->> 1);
+    END IF;
+    IF p_namespace IS NOT NULL THEN
+        -- The namespace's keys lie between its bytes followed by 0 and by 1.
+        v_to := metastore.dataset_key(p_namespace, '');
+        v_from := greatest(v_from, v_to);
+        v_to := substr(substr(v_to, 1, length(v_to) - 1) || '\x01'::bytea, 1, 1024);
     END IF;
     -- q: a case-insensitive substring of the name (\, % and _ taken literally). No trigram index on
-    -- jobs: the (namespace, name) index is walked in order, and stops at the page's end.
+    -- jobs: jobs_order_idx is walked in order, and stops at the page's end.
     IF p_q IS NOT NULL THEN
         v_like := '%' || replace(replace(replace(lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
     END IF;
 
-    -- Keyset pages on the (namespace, name) unique index; the latest run per row of the page only.
-    SELECT coalesce(jsonb_agg(p.job ORDER BY p.namespace, p.name), '[]')
+    -- Keyset pages in (namespace, name) order, code point by code point (metastore.dataset_key, as
+    -- list_datasets): jobs_order_idx holds its first 1024 bytes, ties past them are sorted. The
+    -- latest run per row of the page only.
+    SELECT coalesce(jsonb_agg(p.job ORDER BY p.sort_key), '[]')
       INTO v_rows
-      FROM (SELECT j.namespace, j.name,
+      FROM (SELECT metastore.dataset_key(j.namespace, j.name) AS sort_key,
                    jsonb_build_object(
                        'id', j.id, 'namespace', j.namespace, 'name', j.name,
                        'first_seen', j.first_seen, 'last_seen', j.last_seen,
@@ -1968,11 +1981,14 @@ BEGIN
                             WHERE r.job_id = j.id
                             ORDER BY r.first_event_time DESC, r.id DESC
                             LIMIT 1)) AS job
-              FROM metastore.jobs_view AS j
-             WHERE (j.namespace, j.name) > (v_after ->> 0, v_after ->> 1)
+              FROM metastore.jobs AS j
+             WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= substr(v_from, 1, 1024)
+               AND metastore.dataset_key(j.namespace, j.name) > v_from
+               AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_to
                AND (p_namespace IS NULL OR j.namespace = p_namespace)
                AND (v_like IS NULL OR lower(j.name) LIKE v_like)
-             ORDER BY j.namespace, j.name
+             ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024),
+                      metastore.dataset_key(j.namespace, j.name)
              LIMIT p_limit + 1) AS p;
 
     IF jsonb_array_length(v_rows) > p_limit THEN
@@ -2402,10 +2418,17 @@ BEGIN
      WHERE x.symlink_of_namespace IS NOT NULL
     ON CONFLICT DO NOTHING;
 
-    PERFORM metastore.derive_lineage(event_id, p_event.event_time, p_payload, p_event.job_namespace,
-                                     p_event.job_name, p_event.mentions);
-    PERFORM metastore.derive_job_run(p_payload, p_event.event_type, p_event.event_time, p_event.run_id,
-                                     p_event.job_namespace, p_event.job_name);
+    -- Each derivation only where its change is deployed: a revert drops its tables and its function
+    -- (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only when a call
+    -- runs, so ingest goes on until the older release's deploy replaces this function.
+    IF pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL THEN
+        PERFORM metastore.derive_lineage(event_id, p_event.event_time, p_payload, p_event.job_namespace,
+                                         p_event.job_name, p_event.mentions);
+    END IF;
+    IF pg_catalog.to_regclass('metastore.runs') IS NOT NULL THEN
+        PERFORM metastore.derive_job_run(p_payload, p_event.event_type, p_event.event_time, p_event.run_id,
+                                         p_event.job_namespace, p_event.job_name);
+    END IF;
 END
 $$;
 
@@ -2633,7 +2656,8 @@ CREATE TABLE metastore.column_lineage (
     transformation_type text NOT NULL,
     transformation_subtype text NOT NULL,
     first_seen timestamp with time zone NOT NULL,
-    last_seen timestamp with time zone NOT NULL
+    last_seen timestamp with time zone NOT NULL,
+    edge_sha256 bytea NOT NULL
 );
 
 COMMENT ON TABLE metastore.column_lineage IS 'output field <- input field, once per (output dataset, output field, input dataset, input field, transformation type, subtype), first_seen and last_seen to the hour (UTC). Only input datasets the same event mentions are resolved.';
@@ -2643,6 +2667,8 @@ COMMENT ON COLUMN metastore.column_lineage.output_field IS 'Empty: the facet''s 
 COMMENT ON COLUMN metastore.column_lineage.transformation_type IS 'transformations[].type (DIRECT, INDIRECT); empty when not given.';
 
 COMMENT ON COLUMN metastore.column_lineage.transformation_subtype IS 'transformations[].subtype; empty when not given.';
+
+COMMENT ON COLUMN metastore.column_lineage.edge_sha256 IS 'sha256 of the JSON array [output_field, input_field, transformation_type, transformation_subtype] as text.';
 
 CREATE TABLE metastore.dataset_activity (
     dataset_id bigint NOT NULL,
@@ -2925,7 +2951,8 @@ CREATE TABLE metastore.jobs (
     processing_type text,
     integration text,
     job_type text,
-    type_time timestamp with time zone
+    type_time timestamp with time zone,
+    name_key bytea GENERATED ALWAYS AS (sha256(metastore.dataset_key(namespace, name))) STORED
 )
 WITH (fillfactor='80');
 
@@ -2940,6 +2967,8 @@ COMMENT ON COLUMN metastore.jobs.latest_sql IS 'sql job facet (query) of the eve
 COMMENT ON COLUMN metastore.jobs.sql_time IS 'eventTime of the event latest_sql comes from.';
 
 COMMENT ON COLUMN metastore.jobs.job_type IS 'jobType job facet (processingType, integration, jobType) of the latest event that carries one.';
+
+COMMENT ON COLUMN metastore.jobs.name_key IS 'sha256 of metastore.dataset_key(namespace, name): the unique key of a job, for names of any length.';
 
 ALTER TABLE metastore.jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME metastore.jobs_id_seq
@@ -3123,7 +3152,7 @@ ALTER TABLE ONLY metastore.event_datasets ATTACH PARTITION metastore.event_datas
 ALTER TABLE ONLY metastore.events ATTACH PARTITION metastore.events_default DEFAULT;
 
 ALTER TABLE ONLY metastore.column_lineage
-    ADD CONSTRAINT column_lineage_key UNIQUE (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type, transformation_subtype);
+    ADD CONSTRAINT column_lineage_key UNIQUE (output_dataset_id, input_dataset_id, edge_sha256);
 
 ALTER TABLE ONLY metastore.dataset_schema_versions
     ADD CONSTRAINT dataset_schema_versions_pkey PRIMARY KEY (dataset_id, fields_sha256);
@@ -3162,7 +3191,7 @@ ALTER TABLE ONLY metastore.group_roles
     ADD CONSTRAINT group_roles_pkey PRIMARY KEY (singleton);
 
 ALTER TABLE ONLY metastore.jobs
-    ADD CONSTRAINT jobs_namespace_name_key UNIQUE (namespace, name);
+    ADD CONSTRAINT jobs_name_key_key UNIQUE (name_key);
 
 ALTER TABLE ONLY metastore.jobs
     ADD CONSTRAINT jobs_pkey PRIMARY KEY (id);
@@ -3182,7 +3211,7 @@ ALTER TABLE ONLY metastore.runs
 ALTER TABLE ONLY metastore_migrations.schema_version
     ADD CONSTRAINT schema_version_pkey PRIMARY KEY (version);
 
-CREATE INDEX column_lineage_input_idx ON metastore.column_lineage USING btree (input_dataset_id, input_field);
+CREATE INDEX column_lineage_input_idx ON metastore.column_lineage USING btree (input_dataset_id, "left"(input_field, 200));
 
 CREATE INDEX dataset_activity_dataset_idx ON metastore.dataset_activity USING btree (dataset_id);
 
@@ -3219,6 +3248,8 @@ CREATE INDEX events_default_run_id_idx ON metastore.events_default USING btree (
 CREATE INDEX events_feed_idx ON ONLY metastore.events USING btree (xact_id, id);
 
 CREATE INDEX events_default_xact_id_id_idx ON metastore.events_default USING btree (xact_id, id);
+
+CREATE INDEX jobs_order_idx ON metastore.jobs USING btree (substr(metastore.dataset_key(namespace, name), 1, 1024));
 
 CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges USING btree (downstream_id, upstream_id);
 
