@@ -34,11 +34,7 @@ DECLARE
     -- their order: backfill gives what live ingest gave.
     v_hour  timestamptz := date_trunc('hour', p_event_time, 'UTC');
 BEGIN
-    -- db/functions is applied whatever the deploy's target: before change 6 there is nowhere to
-    -- derive into, and ingest must go on (a catalog lookup, microseconds).
-    IF to_regclass('metastore.column_lineage') IS NULL THEN
-        RETURN;
-    END IF;
+    -- Callers (store_event, backfill) call this only where change 6 is deployed.
     -- The datasets this event mentions (metastore.extract_datasets), looked up by name_key as
     -- store_event does (one index probe per distinct mention), with the inputs and outputs that get
     -- lineage edges. Only these are resolved: a column-lineage input the event does not mention is

@@ -31,10 +31,7 @@ BEGIN
     IF p_job_name IS NULL OR p_job_namespace IS NULL THEN
         RETURN;  -- a DatasetEvent: no job
     END IF;
-    -- db/functions are applied at every version: short of V0007 there are no jobs to derive.
-    IF to_regclass('metastore.runs') IS NULL THEN
-        RETURN;
-    END IF;
+    -- Callers (store_event, backfill) call this only where change 7 is deployed.
     -- Facet values count only as non-empty JSON strings (an empty one is as good as none, so that
     -- null and '' never tie in a comparison below).
     IF jsonb_typeof(v_job -> 'sql' -> 'query') = 'string' THEN
@@ -128,60 +125,28 @@ BEGIN
     ON CONFLICT (job_id, run_id) DO UPDATE
        SET -- Everything of the state from the side with the greater key; ended_at and the error
            -- message come with the event that decided it.
-           (state, state_class, state_rank, state_time, ended_at, error_message) = ROW(
-               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
-                          coalesce(excluded.error_message, '') COLLATE "C")
-                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
-                    THEN excluded.state ELSE r.state END,
-               greatest(r.state_class, excluded.state_class),
-               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
-                          coalesce(excluded.error_message, '') COLLATE "C")
-                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
-                    THEN excluded.state_rank ELSE r.state_rank END,
-               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
-                          coalesce(excluded.error_message, '') COLLATE "C")
-                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
-                    THEN excluded.state_time ELSE r.state_time END,
-               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
-                          coalesce(excluded.error_message, '') COLLATE "C")
-                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
-                    THEN excluded.ended_at ELSE r.ended_at END,
-               CASE WHEN (excluded.state_class, excluded.state_time, excluded.state_rank,
-                          coalesce(excluded.error_message, '') COLLATE "C")
-                         > (r.state_class, r.state_time, r.state_rank, coalesce(r.error_message, '') COLLATE "C")
-                    THEN excluded.error_message ELSE r.error_message END),
+           (state, state_class, state_rank, state_time, ended_at, error_message) = (
+               SELECT w.state, w.state_class, w.state_rank, w.state_time, w.ended_at, w.error_message
+                 FROM (VALUES (0, r.state, r.state_class, r.state_rank, r.state_time, r.ended_at, r.error_message),
+                              (1, excluded.state, excluded.state_class, excluded.state_rank, excluded.state_time,
+                               excluded.ended_at, excluded.error_message))
+                      AS w (side, state, state_class, state_rank, state_time, ended_at, error_message)
+                ORDER BY w.state_class DESC, w.state_time DESC, w.state_rank DESC,
+                         coalesce(w.error_message, '') COLLATE "C" DESC, w.side  -- a tie keeps the stored side
+                LIMIT 1),
            started_at = least(r.started_at, excluded.started_at),
            -- trino_query_context of the latest eventTime; at an equal time the greater values.
-           (trino_user, trino_source, trino_catalog, trino_schema, context_time) = ROW(
-               CASE WHEN (excluded.context_time, coalesce(excluded.trino_user, '') COLLATE "C",
-                          coalesce(excluded.trino_source, '') COLLATE "C", coalesce(excluded.trino_catalog, '') COLLATE "C",
-                          coalesce(excluded.trino_schema, '') COLLATE "C")
-                         > (coalesce(r.context_time, '-infinity'), coalesce(r.trino_user, '') COLLATE "C",
-                            coalesce(r.trino_source, '') COLLATE "C", coalesce(r.trino_catalog, '') COLLATE "C",
-                            coalesce(r.trino_schema, '') COLLATE "C")
-                    THEN excluded.trino_user ELSE r.trino_user END,
-               CASE WHEN (excluded.context_time, coalesce(excluded.trino_user, '') COLLATE "C",
-                          coalesce(excluded.trino_source, '') COLLATE "C", coalesce(excluded.trino_catalog, '') COLLATE "C",
-                          coalesce(excluded.trino_schema, '') COLLATE "C")
-                         > (coalesce(r.context_time, '-infinity'), coalesce(r.trino_user, '') COLLATE "C",
-                            coalesce(r.trino_source, '') COLLATE "C", coalesce(r.trino_catalog, '') COLLATE "C",
-                            coalesce(r.trino_schema, '') COLLATE "C")
-                    THEN excluded.trino_source ELSE r.trino_source END,
-               CASE WHEN (excluded.context_time, coalesce(excluded.trino_user, '') COLLATE "C",
-                          coalesce(excluded.trino_source, '') COLLATE "C", coalesce(excluded.trino_catalog, '') COLLATE "C",
-                          coalesce(excluded.trino_schema, '') COLLATE "C")
-                         > (coalesce(r.context_time, '-infinity'), coalesce(r.trino_user, '') COLLATE "C",
-                            coalesce(r.trino_source, '') COLLATE "C", coalesce(r.trino_catalog, '') COLLATE "C",
-                            coalesce(r.trino_schema, '') COLLATE "C")
-                    THEN excluded.trino_catalog ELSE r.trino_catalog END,
-               CASE WHEN (excluded.context_time, coalesce(excluded.trino_user, '') COLLATE "C",
-                          coalesce(excluded.trino_source, '') COLLATE "C", coalesce(excluded.trino_catalog, '') COLLATE "C",
-                          coalesce(excluded.trino_schema, '') COLLATE "C")
-                         > (coalesce(r.context_time, '-infinity'), coalesce(r.trino_user, '') COLLATE "C",
-                            coalesce(r.trino_source, '') COLLATE "C", coalesce(r.trino_catalog, '') COLLATE "C",
-                            coalesce(r.trino_schema, '') COLLATE "C")
-                    THEN excluded.trino_schema ELSE r.trino_schema END,
-               greatest(r.context_time, excluded.context_time)),
+           (trino_user, trino_source, trino_catalog, trino_schema) = (
+               SELECT w.trino_user, w.trino_source, w.trino_catalog, w.trino_schema
+                 FROM (VALUES (0, r.context_time, r.trino_user, r.trino_source, r.trino_catalog, r.trino_schema),
+                              (1, excluded.context_time, excluded.trino_user, excluded.trino_source,
+                               excluded.trino_catalog, excluded.trino_schema))
+                      AS w (side, context_time, trino_user, trino_source, trino_catalog, trino_schema)
+                ORDER BY coalesce(w.context_time, '-infinity') DESC, coalesce(w.trino_user, '') COLLATE "C" DESC,
+                         coalesce(w.trino_source, '') COLLATE "C" DESC, coalesce(w.trino_catalog, '') COLLATE "C" DESC,
+                         coalesce(w.trino_schema, '') COLLATE "C" DESC, w.side
+                LIMIT 1),
+           context_time = greatest(r.context_time, excluded.context_time),
            first_event_time = least(r.first_event_time, excluded.first_event_time),
            last_event_time = greatest(r.last_event_time, excluded.last_event_time),
            event_count = r.event_count + 1;
