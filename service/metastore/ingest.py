@@ -156,10 +156,12 @@ class GroupCommit:
         try:
             if len(group) == 1:  # alone: the single-event path
                 params["body"] = group[0].body
-                rows = await self.pool.call("ingest_event", params, deadline_s=deadline)
+                rows = await self.pool.call("ingest_event", params, deadline_s=deadline, row=class_row(Stored))
             else:
                 params["bodies"] = [w.body for w in group]
-                rows = await self.pool.call("ingest_events", params, deadline_s=deadline, fetch_all=True)
+                rows = await self.pool.call(
+                    "ingest_events", params, deadline_s=deadline, fetch_all=True, row=class_row(Stored)
+                )
         except ApiError as exc:
             if len(group) > 1 and _one_to_blame(exc):
                 metrics.GROUP_SPLITS.inc()
@@ -173,7 +175,7 @@ class GroupCommit:
             return
         for w, row in zip(group, rows, strict=True):
             if not w.answer.done():
-                w.answer.set_result(Stored(*row))
+                w.answer.set_result(row)
 
 
 @dataclass
