@@ -52,6 +52,11 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     handoff_s = min(config.spool_handoff_ms, config.ingest_timeout_ms) / 1000
     group = GroupCommit(db.ingest, config.group_events, config.group_bytes)
 
+    async def read_json(query: str, params: dict[str, Any]) -> HTTPResponse:
+        """A read function's one jsonb result, as PostgreSQL rendered it."""
+        (document,) = await db.read.one(query, params)
+        return json_text(document)
+
     async def body_of(request: Request, reservation: Reservation) -> bytes:
         body = await receive_body(request, reservation, config.max_body_bytes, config.request_deadline_s)
         encoding = request.headers.get("content-encoding", "")
@@ -122,7 +127,7 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     @app.get("/api/v1/datasets")
     async def list_datasets(request: Request) -> HTTPResponse:
         args = request.args
-        (page,) = await db.read.one(
+        return await read_json(
             "list_datasets",
             {
                 "limit": _int_param(args, "limit", 100),
@@ -133,19 +138,17 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 "q": _param(args, "q"),
             },
         )
-        return json_text(page)
 
     @app.get("/api/v1/datasets/<dataset_id:int>")
     async def get_dataset(request: Request, dataset_id: int) -> HTTPResponse:
-        (dataset,) = await db.read.one(
+        return await read_json(
             "get_dataset", {"id": dataset_id, "events_limit": _int_param(request.args, "events_limit", 50)}
         )
-        return json_text(dataset)
 
     @app.get("/api/v1/datasets/<dataset_id:int>/lineage")
     async def dataset_lineage(request: Request, dataset_id: int) -> HTTPResponse:
         args = request.args
-        (graph,) = await db.read.one(
+        return await read_json(
             "dataset_lineage",
             {
                 "id": dataset_id,
@@ -154,30 +157,26 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 "limit": _int_param(args, "limit", 200),
             },
         )
-        return json_text(graph)
 
     @app.get("/api/v1/datasets/by-field")
     async def datasets_with_field(request: Request) -> HTTPResponse:
-        (found,) = await db.read.one(
+        return await read_json(
             "datasets_with_field",
             {"field": _param(request.args, "name"), "limit": _int_param(request.args, "limit", 100)},
         )
-        return json_text(found)
 
     @app.get("/api/v1/datasets/summary")
     async def dataset_summary(request: Request) -> HTTPResponse:
-        (summary,) = await db.read.one("dataset_summary", {})
-        return json_text(summary)
+        return await read_json("dataset_summary", {})
 
     @app.get("/api/v1/datasets/<dataset_id:int>/runs")
     async def dataset_runs(request: Request, dataset_id: int) -> HTTPResponse:
-        (runs,) = await db.read.one("dataset_runs", {"id": dataset_id, "limit": _int_param(request.args, "limit", 20)})
-        return json_text(runs)
+        return await read_json("dataset_runs", {"id": dataset_id, "limit": _int_param(request.args, "limit", 20)})
 
     @app.get("/api/v1/jobs")
     async def list_jobs(request: Request) -> HTTPResponse:
         args = request.args
-        (page,) = await db.read.one(
+        return await read_json(
             "list_jobs",
             {
                 "limit": _int_param(args, "limit", 100),
@@ -186,14 +185,11 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 "q": _param(args, "q"),
             },
         )
-        return json_text(page)
 
     @app.get("/api/v1/jobs/<job_id:int>")
     async def get_job(request: Request, job_id: int) -> HTTPResponse:
-        (job,) = await db.read.one("get_job", {"id": job_id, "runs_limit": _int_param(request.args, "runs_limit", 50)})
-        return json_text(job)
+        return await read_json("get_job", {"id": job_id, "runs_limit": _int_param(request.args, "runs_limit", 50)})
 
     @app.get("/api/v1/runs/<run_id:int>")
     async def get_run(request: Request, run_id: int) -> HTTPResponse:
-        (run,) = await db.read.one("get_run", {"id": run_id})
-        return json_text(run)
+        return await read_json("get_run", {"id": run_id})
