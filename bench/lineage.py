@@ -34,8 +34,7 @@ from devtools.localpg import LocalPostgres
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 NOOP = """CREATE OR REPLACE FUNCTION metastore.derive_lineage(
-    p_event_id bigint, p_event_time timestamptz, p_payload jsonb, p_job_namespace text, p_job_name text,
-    p_mentions metastore.dataset_mention[]) RETURNS void
+    p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[]) RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$ BEGIN END $fn$"""
 CTAS = json.loads((ROOT / "tests" / "fixtures" / "openlineage" / "trino" / "04-ctas-complete.json").read_text())
 

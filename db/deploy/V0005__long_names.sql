@@ -54,7 +54,7 @@ DROP INDEX metastore.events_job_idx;
 CREATE INDEX events_job_idx ON metastore.events (pg_catalog.left(job_namespace, 200), pg_catalog.left(job_name, 400))
     WHERE job_name IS NOT NULL;
 
--- Dataset counters off the hot path. store_event updated input_events, output_events and
+-- Dataset counters off the hot path. store_event (now store_events) updated input_events, output_events and
 -- last_seen of every dataset an event mentions, which row-locks it until commit: events that share
 -- a dataset committed one after the other. 8 clients, one dataset, one durable commit per event
 -- (python -m tests.db.bench_dedupe --old <checkout without this>, medians of 4 rounds, two runs):

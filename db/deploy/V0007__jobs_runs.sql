@@ -1,4 +1,4 @@
--- Jobs and runs, derived from the stored events (metastore.derive_job_run, called by store_event
+-- Jobs and runs, derived from the stored events (metastore.derive_job_run, called by store_events
 -- for every newly stored event and by backfill for all of them). One row per job and per run:
 -- rows grow with jobs and runs, never with events or their facets.
 --

@@ -160,3 +160,15 @@ COMMENT ON FUNCTION metastore.derive_job_run(jsonb, text, timestamptz, text, tex
     'Called by store_event for each newly stored event and by backfill; not for applications.';
 
 REVOKE ALL ON FUNCTION metastore.derive_job_run(jsonb, text, timestamptz, text, text, text) FROM PUBLIC;
+
+-- TEMPORARY (until the set-based version lands): the set signature over the per-event one.
+CREATE OR REPLACE FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM metastore.derive_job_run(u.payload, u.event_type, u.event_time, u.run_id, u.job_namespace, u.job_name)
+       FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
+            AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer, schema_url, mentions);
+END
+$fn$;

@@ -1,5 +1,5 @@
 -- Folds metastore.dataset_activity (what events added to existing datasets) into the datasets.
--- metastore.store_event calls it now and then; datasets_view adds what waits, so no reader sees
+-- metastore.store_events calls it now and then; datasets_view adds what waits, so no reader sees
 -- a difference.
 CREATE OR REPLACE FUNCTION metastore.roll_up_datasets(p_dataset_ids bigint[] DEFAULT NULL) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
@@ -8,7 +8,7 @@ AS $fn$
 DECLARE
     v_folded bigint;
 BEGIN
-    -- Rows in (namespace, name) order, as every writer takes them (metastore.lock_datasets); a
+    -- Rows in (namespace, name) order, as every writer takes them (metastore.store_events); a
     -- concurrent roll-up of the same datasets waits here, then deletes only what is left.
     PERFORM
        FROM metastore.datasets AS d

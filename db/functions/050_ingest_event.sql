@@ -12,33 +12,13 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    v_kind      text := metastore.check_source(p_source_kind, p_source_principal);
-    v_read      record;
-    v_payload   jsonb;
-    v_valid     metastore.valid_event;
-    v_duplicate boolean;
+    v_kind text := metastore.check_source(p_source_kind, p_source_principal);
 BEGIN
-    SELECT r.payload, r.checked INTO v_read FROM metastore.read_event(p_body) AS r;
-    v_payload := v_read.payload;
-    v_valid := (v_read.checked).valid;
-    error_code := (v_read.checked).error_code;
-    error_message := (v_read.checked).error_message;
-    IF error_code IS NOT NULL THEN
-        -- The client's mistake: nothing of the event is stored, only a record of why (of
-        -- well-formed JSON: a body that is not JSON is refused without a record).
-        status := 'rejected';
-        IF v_payload IS NOT NULL THEN
-            IF pg_catalog.jsonb_typeof(v_payload -> 'eventType') = 'string' THEN
-                event_type := pg_catalog.left(v_payload ->> 'eventType', 64);
-            END IF;
-            PERFORM metastore.record_rejection(p_body, error_code, error_message, v_kind, p_source_principal);
-        END IF;
-        RETURN;
-    END IF;
-    SELECT s.event_id, s.duplicate INTO event_id, v_duplicate
-      FROM metastore.store_event(v_payload, v_valid, v_kind, p_source_principal) AS s;
-    status := CASE WHEN v_duplicate THEN 'duplicate' ELSE 'stored' END;
-    event_type := v_valid.event_type;
+    SELECT i.status, i.event_id, i.error_code, i.error_message, i.event_type
+      INTO status, event_id, error_code, error_message, event_type
+      FROM metastore.read_event(p_body) AS r
+     CROSS JOIN LATERAL metastore.ingest_checked(ARRAY[p_body], ARRAY[r.payload], ARRAY[r.checked], v_kind,
+                                                p_source_principal) AS i;
 END
 $fn$;
 

@@ -14,10 +14,6 @@ DECLARE
     v_received  integer;
     v_max       integer;
     v_checked   metastore.checked_event[];
-    v_index     integer;
-    v_row       record;
-    v_code      text;
-    v_duplicate boolean;
     v_stored    integer := 0;
     v_dups      integer := 0;
     v_failed    jsonb;
@@ -47,7 +43,7 @@ BEGIN
 
     -- Linear in the size of the batch: the checks are collected once and walked once (unnest),
     -- never indexed (an element of an array of composite values is found by walking the array
-    -- from its start), and an event is taken from the batch by position (jsonb finds it directly).
+    -- from its start).
 
     -- 1. Check every event, writing nothing. In the batch's order: the function scan keeps it.
     v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM pg_catalog.jsonb_array_elements(v_batch) AS a (e));
@@ -60,35 +56,15 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
     END IF;
 
-    -- 2. Lock the datasets they mention in one order, then store or record each, in order.
-    PERFORM metastore.lock_datasets(ARRAY(SELECT c.valid FROM pg_catalog.unnest(v_checked) AS c
-                                           WHERE c.error_code IS NULL));
-    FOR v_row IN
-        SELECT c.valid, c.error_code, c.error_message, (c.o - 1)::integer AS i
-          FROM pg_catalog.unnest(v_checked) WITH ORDINALITY AS c (valid, error_code, error_message, o)
-    LOOP
-        v_code := v_row.error_code;
-        v_index := v_row.i;
-        IF v_code IS NOT NULL THEN
-            -- The event's text is its body here (the bytes of one element are not at hand), except
-            -- when it holds numbers outside the double range (22003): their text is unbounded.
-            -- Every other refusal comes after that check passed (it is validate_event's first).
-            PERFORM metastore.record_rejection(
-                CASE WHEN v_code <> '22003' THEN pg_catalog.convert_to((v_batch -> v_index)::text, 'UTF8') END,
-                v_code, v_row.error_message, v_kind, p_source_principal);
-            CONTINUE;
-        END IF;
-        SELECT s.duplicate INTO v_duplicate
-          FROM metastore.store_event(v_batch -> v_index, v_row.valid, v_kind, p_source_principal) AS s;
-        IF v_duplicate THEN v_dups := v_dups + 1; ELSE v_stored := v_stored + 1; END IF;
-    END LOOP;
-
-    SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-               'index', c.o - 1, 'code', c.error_code, 'reason', c.error_message, 'retriable', false) ORDER BY c.o),
-               '[]')
-      INTO v_failed
-      FROM pg_catalog.unnest(v_checked) WITH ORDINALITY AS c (valid, error_code, error_message, o)
-     WHERE c.error_code IS NOT NULL;
+    -- 2. Record the refused, store the rest, as every ingest function does.
+    SELECT count(*) FILTER (WHERE i.status = 'stored'), count(*) FILTER (WHERE i.status = 'duplicate'),
+           coalesce(jsonb_agg(jsonb_build_object('index', i.o - 1, 'code', i.error_code, 'reason', i.error_message,
+                                                 'retriable', false) ORDER BY i.o)
+                        FILTER (WHERE i.error_code IS NOT NULL), '[]')
+      INTO v_stored, v_dups, v_failed
+      FROM metastore.ingest_checked(NULL, ARRAY(SELECT a.e FROM jsonb_array_elements(v_batch) AS a (e)), v_checked,
+                                    v_kind, p_source_principal) WITH ORDINALITY AS i (status, event_id, error_code,
+                                                                                    error_message, event_type, o);
 
     status := CASE
         WHEN v_stored + v_dups = v_received THEN 'success'

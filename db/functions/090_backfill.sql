@@ -12,6 +12,14 @@ DECLARE
     v_last  bigint := 0;
     v_high  bigint;
     v_done  bigint := 0;
+    -- Events per derivation call: big enough that a statement's cost is shared by many events, small
+    -- enough that a call's arrays stay a few MB.
+    c_derive_set constant integer := 500;
+    v_layer    boolean;
+    v_jobs     boolean;
+    v_ids      bigint[];
+    v_payloads jsonb[];
+    v_events   metastore.valid_event[];
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
@@ -95,32 +103,19 @@ BEGIN
     SELECT n.dataset_id, n.symlink_id, n.type FROM pg_temp.backfill_symlinks AS n
     ON CONFLICT DO NOTHING;
 
-    -- 4. Schema versions, lineage edges and column lineage: recomputed from every event with the
-    -- function live ingest runs (metastore.derive_lineage), in id order as ingest saw them.
-    -- (Short of V0006, where db/functions are applied too, there are none.)
-    IF pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL THEN
+    -- 4. Schema versions, lineage edges and column lineage, jobs and runs: recomputed from every event
+    -- with the functions live ingest runs (metastore.derive_lineage, metastore.derive_job_run), a set
+    -- of events per call, in id order as ingest saw them; any split into sets gives the same rows.
+    -- Job and run rows are reset to "no event yet", so their ids are kept; what no event reached goes.
+    -- (Short of V0006 and V0007, where db/functions are applied too, there are none.)
+    v_layer := pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL;
+    v_jobs := pg_catalog.to_regclass('metastore.runs') IS NOT NULL;
+    IF v_layer THEN
         DELETE FROM metastore.column_lineage;
         DELETE FROM metastore.lineage_edges;
         DELETE FROM metastore.dataset_schema_versions;
-        -- The mentions extracted in step 1, per event: no second extraction.
-        CREATE INDEX ON pg_temp.backfill_mentions (event_id);
-        PERFORM metastore.derive_lineage(
-                    e.id, e.event_time, e.payload, e.job_namespace, e.job_name,
-                    ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace, m.symlink_of_name,
-                                     m.symlink_type)::metastore.dataset_mention
-                            FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id))
-           FROM metastore.events AS e
-          ORDER BY e.id;
     END IF;
-
-    DELETE FROM metastore.datasets AS d
-     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
-
-    -- 5. Jobs and runs, by the live rule (metastore.derive_job_run) over every event: rows are reset to
-    -- "no event yet", every event applied (in any order: the rule does not depend on it), and what no
-    -- event reached goes. Ids are kept.
-    -- (Short of V0007, where db/functions are applied too, there are none.)
-    IF pg_catalog.to_regclass('metastore.runs') IS NOT NULL THEN
+    IF v_jobs THEN
         UPDATE metastore.runs
            SET state = 'OTHER', state_class = 0, state_rank = 0, state_time = '-infinity', started_at = NULL,
                ended_at = NULL, error_message = NULL, trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
@@ -128,12 +123,38 @@ BEGIN
         UPDATE metastore.jobs
            SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
                processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
-        PERFORM metastore.derive_job_run(e.payload, e.event_type, e.event_time, e.run_id, e.job_namespace, e.job_name)
-           FROM metastore.events AS e
-          WHERE e.job_name IS NOT NULL;
+    END IF;
+    IF v_layer OR v_jobs THEN
+        -- The mentions extracted in step 1, per event: no second extraction.
+        CREATE INDEX ON pg_temp.backfill_mentions (event_id);
+        v_last := 0;
+        LOOP
+            SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.payload ORDER BY e.id),
+                   pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
+                                            e.job_name, e.producer, e.schema_url,
+                                            ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace,
+                                                             m.symlink_of_name, m.symlink_type)::metastore.dataset_mention
+                                                    FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id)
+                                            )::metastore.valid_event ORDER BY e.id)
+              INTO v_ids, v_payloads, v_events
+              FROM (SELECT e.* FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT c_derive_set) AS e;
+            EXIT WHEN v_ids IS NULL;
+            IF v_layer THEN
+                PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events);
+            END IF;
+            IF v_jobs THEN
+                PERFORM metastore.derive_job_run(v_payloads, v_events);
+            END IF;
+            v_last := v_ids[pg_catalog.cardinality(v_ids)];
+        END LOOP;
+    END IF;
+    IF v_jobs THEN
         DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
         DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
     END IF;
+
+    DELETE FROM metastore.datasets AS d
+     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
 
     DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
     COMMIT;

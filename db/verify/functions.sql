@@ -52,8 +52,9 @@ BEGIN
     END LOOP;
     -- Internal: reached only through the functions above, or by the owner.
     FOREACH v_role IN ARRAY ARRAY[v_app, v_reader, 'public'] LOOP
-        FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, metastore.valid_event, text, text)',
-                                    'metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)',
+        FOREACH v_fn IN ARRAY ARRAY['metastore.store_events(jsonb[], metastore.valid_event[], text, text)',
+                                    'metastore.ingest_checked(bytea[], jsonb[], metastore.checked_event[], text, text)',
+                                    'metastore.derive_job_run(jsonb[], metastore.valid_event[])',
                                     'metastore.backfill(integer)',
                                     'metastore.apply_retention(interval)',
                                     -- Any range of partitions, for the owner; the service has ensure_partitions.
@@ -62,7 +63,7 @@ BEGIN
                                     'metastore.read_event(bytea)',
                                     'metastore.check_source(text, text)',
                                     'metastore.roll_up_datasets(bigint[])',
-                                    'metastore.derive_lineage(bigint, timestamptz, jsonb, text, text, metastore.dataset_mention[])',
+                                    'metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[])',
                                     'metastore.dataset_aliases(bigint[], integer)',
                                     'metastore.dataset_layer(bigint)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
@@ -126,8 +127,8 @@ DECLARE
         'metastore.dataset_runs(p_dataset_id bigint, p_limit integer DEFAULT 20) -> jsonb',
         'metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) -> jsonb',
         'metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) -> jsonb',
-        'metastore.derive_job_run(p_payload jsonb, p_event_type text, p_event_time timestamp with time zone, p_run_id text, p_job_namespace text, p_job_name text) -> void',
-        'metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) -> void',
+        'metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) -> void',
+        'metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[]) -> void',
         'metastore.ensure_partitions() -> integer',
         'metastore.event_kind(p_payload jsonb) -> text',
         'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',
@@ -138,6 +139,7 @@ DECLARE
         'metastore.get_job(p_id bigint, p_runs_limit integer DEFAULT 50) -> jsonb',
         'metastore.get_run(p_id bigint) -> jsonb',
         'metastore.group_role(p_kind text) -> text',
+        'metastore.ingest_checked(p_bodies bytea[], p_payloads jsonb[], p_checked metastore.checked_event[], p_source_kind text, p_source_principal text) -> TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)',
         'metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT result jsonb) -> record',
         'metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) -> record',
         'metastore.ingest_events(p_bodies bytea[], p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text) -> TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)',
@@ -145,7 +147,6 @@ DECLARE
         'metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) -> text',
         'metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
         'metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
-        'metastore.lock_datasets(p_events metastore.valid_event[]) -> void',
         'metastore.partitions_ahead() -> integer',
         'metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) -> record',
         'metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) -> TABLE(event text, cursor text, more boolean)',
@@ -153,7 +154,7 @@ DECLARE
         'metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) -> void',
         'metastore.roll_up_datasets(p_dataset_ids bigint[] DEFAULT NULL::bigint[]) -> bigint',
         'metastore.schema_version() -> bigint',
-        'metastore.store_event(p_payload jsonb, p_event metastore.valid_event, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT event_id bigint, OUT duplicate boolean) -> record',
+        'metastore.store_events(p_payloads jsonb[], p_events metastore.valid_event[], p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text) -> TABLE(event_id bigint, duplicate boolean)',
         'metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) -> jsonb',
         'metastore.validate_event(p_payload jsonb) -> metastore.valid_event',
         'metastore.write_probe() -> boolean'

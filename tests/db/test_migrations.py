@@ -127,7 +127,7 @@ def test_the_cli_reports_status_as_json_and_fails_clearly_without_a_database_url
 def test_verify_via_cli_exits_non_zero_on_failure(database: Database) -> None:
     with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
         conn.execute(
-            "GRANT EXECUTE ON FUNCTION metastore.store_event(jsonb, metastore.valid_event, text, text) TO PUBLIC"
+            "GRANT EXECUTE ON FUNCTION metastore.store_events(jsonb[], metastore.valid_event[], text, text) TO PUBLIC"
         )
     env = {**os.environ, "METASTORE_ADMIN_DATABASE_URL": database.owner_dsn}
     result = subprocess.run(

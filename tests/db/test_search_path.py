@@ -99,11 +99,13 @@ CALLS: dict[str, str] = {
     "metastore.roll_up_datasets(bigint[])": "SELECT metastore.roll_up_datasets()",
     "metastore.validate_event(jsonb)": "SELECT metastore.validate_event(%(event)s::jsonb)",
     "metastore.check_event(jsonb)": "SELECT metastore.check_event(%(bad)s::jsonb)",
-    "metastore.lock_datasets(metastore.valid_event[])": (
-        "SELECT metastore.lock_datasets(ARRAY[metastore.validate_event(%(event)s::jsonb)])"
+    "metastore.store_events(jsonb[],metastore.valid_event[],text,text)": (
+        "SELECT * FROM metastore.store_events(ARRAY[%(event2)s::jsonb],"
+        " ARRAY[metastore.validate_event(%(event2)s::jsonb)])"
     ),
-    "metastore.store_event(jsonb,metastore.valid_event,text,text)": (
-        "SELECT metastore.store_event(%(event2)s::jsonb, metastore.validate_event(%(event2)s::jsonb))"
+    "metastore.ingest_checked(bytea[],jsonb[],metastore.checked_event[],text,text)": (
+        "SELECT * FROM metastore.ingest_checked(NULL, ARRAY[%(bad)s::jsonb],"
+        " ARRAY[metastore.check_event(%(bad)s::jsonb)], 'unauthenticated', NULL)"
     ),
     "metastore.ingest_event(bytea,text,text)": "SELECT metastore.ingest_event(%(body)s::bytea)",
     "metastore.ingest_events(bytea[],text,text)": "SELECT * FROM metastore.ingest_events(ARRAY[%(body)s::bytea])",
@@ -115,9 +117,9 @@ CALLS: dict[str, str] = {
         "SELECT metastore.get_dataset((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
     ),
     "metastore.dataset_summary(integer)": "SELECT metastore.dataset_summary()",
-    "metastore.derive_lineage(bigint,timestamp with time zone,jsonb,text,text,metastore.dataset_mention[])": (
-        "SELECT metastore.derive_lineage(1, pg_catalog.now(), %(event)s::jsonb, 'n', 'j',"
-        " (metastore.validate_event(%(event)s::jsonb)).mentions)"
+    "metastore.derive_lineage(bigint[],jsonb[],metastore.valid_event[])": (
+        "SELECT metastore.derive_lineage(ARRAY[1::bigint], ARRAY[%(event)s::jsonb],"
+        " ARRAY[metastore.validate_event(%(event)s::jsonb)])"
     ),
     "metastore.dataset_aliases(bigint[],integer)": "SELECT metastore.dataset_aliases(ARRAY[1::bigint], 10)",
     "metastore.dataset_layer(bigint)": (
@@ -155,8 +157,8 @@ CALLS: dict[str, str] = {
         "SELECT metastore.forward_ack('sp', 'owner', NULL, 0, 0, 'why')"
     ),
     "metastore.forward_status()": "SELECT metastore.forward_status()",
-    "metastore.derive_job_run(jsonb,text,timestamp with time zone,text,text,text)": (
-        "SELECT metastore.derive_job_run(%(event)s::jsonb, 'COMPLETE', now(), 'r-owner-5', 'n', 'j')"
+    "metastore.derive_job_run(jsonb[],metastore.valid_event[])": (
+        "SELECT metastore.derive_job_run(ARRAY[%(event)s::jsonb], ARRAY[metastore.validate_event(%(event)s::jsonb)])"
     ),
     "metastore.list_jobs(integer,text,text,text)": "SELECT metastore.list_jobs(1, NULL, NULL, 'J')",
     "metastore.get_job(bigint,integer)": (

@@ -270,7 +270,7 @@ def test_datasets_are_found_by_key_not_by_a_scan(
 
 
 def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
-    """A revert drops the layer's tables and the functions that derive into them; store_event (still
+    """A revert drops the layer's tables and the functions that derive into them; store_events (still
     the newer one until the older release deploys its functions) skips them and stores the event."""
     from metastore import migrations
 
@@ -281,9 +281,8 @@ def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
         assert ingest(owner, ctas(0, "ctas"))[0] == "stored"
         gone = owner.execute(
             "SELECT to_regclass('metastore.column_lineage'), to_regclass('metastore.runs'),"
-            " to_regprocedure('metastore.derive_lineage(bigint, timestamptz, jsonb, text, text,"
-            " metastore.dataset_mention[])'),"
-            " to_regprocedure('metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)')"
+            " to_regprocedure('metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[])'),"
+            " to_regprocedure('metastore.derive_job_run(jsonb[], metastore.valid_event[])')"
         ).fetchone()
         assert gone == (None, None, None, None)
     migrations.deploy(dsn)

@@ -1,7 +1,8 @@
-"""Writers of one dataset take its row in one order, whatever path they come by.
+"""metastore.store_events: the one store path of every ingest function.
 
-A batch (metastore.ingest_events, through metastore.lock_datasets) and a single event
-(metastore.ingest_event) racing on the same datasets must never deadlock: one waits for the other.
+Writers of one dataset take its row in one order, whatever path they come by: a batch
+(metastore.ingest_events) and a single event (metastore.ingest_event) racing on the same datasets
+must never deadlock: one waits for the other.
 """
 
 from __future__ import annotations

@@ -1,0 +1,202 @@
+-- Stores validated events, each once, and derives what they say: the one store path of every
+-- ingest function (through metastore.ingest_checked). Set-based: a statement per table for the
+-- whole set, so a set of many events costs little more than one. Each statement takes its rows'
+-- locks in key order, and every writer runs the same statements in the same order, so concurrent
+-- sets cannot deadlock on what they share (datasets, edges, jobs, runs).
+DROP FUNCTION IF EXISTS metastore.store_event(jsonb, metastore.valid_event, text, text);
+CREATE OR REPLACE FUNCTION metastore.store_events(
+    p_payloads         jsonb[],
+    p_events           metastore.valid_event[],
+    p_source_kind      text DEFAULT 'unauthenticated',
+    p_source_principal text DEFAULT NULL
+) RETURNS TABLE (event_id bigint, duplicate boolean)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    v_ids        bigint[];
+    v_dups       boolean[];
+    v_hashes     bytea[];
+    v_new_ids    bigint[];
+    v_new_pay    jsonb[];
+    v_new_ev     metastore.valid_event[];
+    v_added      bigint[];
+    v_ds_ids     bigint[];
+    v_ds_ns      text[];
+    v_ds_names   text[];
+BEGIN
+    -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
+    -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
+    -- is stored, the others are its duplicates.
+    WITH u AS (
+        SELECT u.o, u.payload, u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace,
+               u.job_name, u.producer, u.schema_url,
+               sha256(convert_to(u.payload::text, 'UTF8')) AS h
+          FROM ROWS FROM (unnest(p_payloads), unnest(p_events)) WITH ORDINALITY
+               AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                     schema_url, mentions, o)
+    ), firsts AS (
+        SELECT u.*, u.o = min(u.o) OVER (PARTITION BY u.h, u.event_time) AS first FROM u
+    ), ins AS (
+        INSERT INTO metastore.events AS e (
+            payload, payload_sha256, event_kind, event_type, event_time, run_id, job_namespace, job_name,
+            producer, schema_url, source_kind, source_principal)
+        SELECT f.payload, f.h, f.event_kind, f.event_type, f.event_time, f.run_id, f.job_namespace, f.job_name,
+               f.producer, f.schema_url, p_source_kind, p_source_principal
+          FROM firsts AS f
+         WHERE f.first
+         ORDER BY f.o
+        ON CONFLICT (payload_sha256, event_time) DO NOTHING
+        RETURNING e.id, e.payload_sha256, e.event_time
+    )
+    SELECT array_agg(i.id ORDER BY f.o), array_agg(i.id IS NULL OR NOT f.first ORDER BY f.o),
+           array_agg(f.h ORDER BY f.o)
+      INTO v_ids, v_dups, v_hashes
+      FROM firsts AS f
+      LEFT JOIN ins AS i ON i.payload_sha256 = f.h AND i.event_time = f.event_time;
+
+    IF array_position(v_ids, NULL) IS NOT NULL THEN
+        -- Resent: the stored copy already carries everything derived from it. A statement of its
+        -- own: it sees copies that a concurrent writer committed while the insert waited on them.
+        SELECT array_agg(coalesce(u.id, (SELECT e.id FROM metastore.events AS e
+                                           WHERE e.payload_sha256 = u.h AND e.event_time = u.event_time))
+                         ORDER BY u.o)
+          INTO v_ids
+          FROM ROWS FROM (unnest(v_ids), unnest(v_hashes), unnest(p_events)) WITH ORDINALITY
+               AS u (id, h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                     schema_url, mentions, o);
+        IF array_position(v_ids, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '40001',
+                MESSAGE = 'an equal event was stored and removed while this one was stored: send it again';
+        END IF;
+    END IF;
+
+    -- Only the events stored now derive anything (usually all of them: no copy then).
+    IF NOT true = ANY (v_dups) THEN
+        v_new_ids := v_ids;
+        v_new_pay := p_payloads;
+        v_new_ev := p_events;
+    ELSE
+        SELECT array_agg(u.id ORDER BY u.o), array_agg(u.payload ORDER BY u.o), array_agg(x.ev ORDER BY u.o)
+          INTO v_new_ids, v_new_pay, v_new_ev
+          FROM ROWS FROM (unnest(v_ids), unnest(v_dups), unnest(p_payloads), unnest(p_events)) WITH ORDINALITY
+               AS u (id, dup, payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                     schema_url, mentions, o)
+         CROSS JOIN LATERAL (SELECT ROW(u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace,
+                                        u.job_name, u.producer, u.schema_url, u.mentions)::metastore.valid_event) AS x (ev)
+         WHERE NOT u.dup;
+    END IF;
+
+    IF v_new_ids IS NOT NULL THEN
+        -- 2. New datasets take what these events say, in (namespace, name) order. An existing dataset
+        -- is not updated (that would lock its row until commit, and events sharing it would commit one
+        -- at a time): the events' part goes to dataset_activity, which datasets_view adds and
+        -- metastore.roll_up_datasets folds in.
+        WITH added AS (
+            INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
+            SELECT x.namespace, x.name,
+                   CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+                   min(u.event_time), max(u.event_time),
+                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'input'),
+                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'output')
+              FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
+                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                         schema_url, mentions)
+             CROSS JOIN LATERAL unnest(u.mentions) AS x
+             GROUP BY x.namespace, x.name
+             ORDER BY x.namespace, x.name
+            ON CONFLICT (name_key) DO NOTHING
+            RETURNING d.id)
+        SELECT coalesce(array_agg(added.id), '{}') INTO v_added FROM added;
+
+        -- Every dataset mentioned, new or not. A statement of its own: it sees the rows the insert
+        -- above found (committed by then).
+        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
+          INTO v_ds_ids, v_ds_ns, v_ds_names
+          FROM (SELECT DISTINCT x.namespace, x.name FROM unnest(v_new_ev) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x) AS m
+          JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
+
+        IF cardinality(v_ds_ids) > cardinality(v_added) THEN
+            INSERT INTO metastore.dataset_activity (dataset_id, first_seen, last_seen, input_events, output_events)
+            SELECT k.id, min(u.event_time), max(u.event_time),
+                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'input'),
+                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'output')
+              FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
+                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                         schema_url, mentions)
+             CROSS JOIN LATERAL unnest(u.mentions) AS x
+              JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
+                ON k.namespace = x.namespace AND k.name = x.name
+             WHERE k.id <> ALL (v_added)
+             GROUP BY k.id;
+
+            -- Known so far only as a symlink, now named directly: the one change that locks a row
+            -- (in (namespace, name) order, as roll_up_datasets takes them).
+            UPDATE metastore.datasets AS d SET kind = 'dataset'
+              FROM (SELECT s.id FROM metastore.datasets AS s
+                     WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
+                       AND s.id IN (SELECT k.id
+                                      FROM unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
+                                      JOIN (SELECT x.namespace, x.name FROM unnest(v_new_ev) AS u
+                                             CROSS JOIN LATERAL unnest(u.mentions) AS x
+                                             WHERE x.symlink_of_namespace IS NULL) AS direct
+                                        ON direct.namespace = k.namespace AND direct.name = k.name)
+                     ORDER BY s.namespace, s.name
+                       FOR NO KEY UPDATE) AS l
+             WHERE d.id = l.id;
+
+            -- Folded in by about one event in 64: few rows wait in dataset_activity, and concurrent
+            -- writers seldom meet on the rows' locks.
+            IF random() < cardinality(v_new_ids) / 64.0 THEN
+                PERFORM metastore.roll_up_datasets(v_ds_ids);
+            END IF;
+        END IF;
+
+        -- 3. Links (with their event's event_time: the partition key, shared with metastore.events)
+        -- and symlinks.
+        INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
+        SELECT DISTINCT u.id, k.id, x.direction, u.event_time
+          FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
+               AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                     schema_url, mentions)
+         CROSS JOIN LATERAL unnest(u.mentions) AS x
+          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
+            ON k.namespace = x.namespace AND k.name = x.name
+        ON CONFLICT DO NOTHING;
+
+        INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
+        SELECT DISTINCT c.id, s.id, x.symlink_type
+          FROM unnest(v_new_ev) AS u
+         CROSS JOIN LATERAL unnest(u.mentions) AS x
+          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS s (id, namespace, name)
+            ON s.namespace = x.namespace AND s.name = x.name
+          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS c (id, namespace, name)
+            ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
+         WHERE x.symlink_of_namespace IS NOT NULL
+         ORDER BY 1, 2, 3
+        ON CONFLICT DO NOTHING;
+
+        -- 4. Each derivation only where its change is deployed: a revert drops its tables and its
+        -- function (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only
+        -- when a call runs, so ingest goes on until the older release's deploy replaces this function.
+        IF to_regclass('metastore.column_lineage') IS NOT NULL THEN
+            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev);
+        END IF;
+        IF to_regclass('metastore.runs') IS NOT NULL THEN
+            PERFORM metastore.derive_job_run(v_new_pay, v_new_ev);
+        END IF;
+    END IF;
+
+    RETURN QUERY SELECT u.id, u.dup FROM unnest(v_ids, v_dups) AS u (id, dup);
+END
+$fn$;
+
+COMMENT ON FUNCTION metastore.store_events(jsonb[], metastore.valid_event[], text, text) IS
+    'Stores events that metastore.validate_event accepted (p_events[i] read from p_payloads[i]), each once: '
+    'an event equal as JSON to a stored one, or to an earlier one of the set, returns that one with '
+    'duplicate = true. One row per event, in order. Derives the new events'' datasets, links and symlinks, '
+    '(metastore.derive_lineage) schema versions, lineage edges and column lineage, and '
+    '(metastore.derive_job_run) jobs and runs. Error codes: 40001 an equal event vanished meanwhile (retry).';
+
+REVOKE ALL ON FUNCTION metastore.store_events(jsonb[], metastore.valid_event[], text, text) FROM PUBLIC;
