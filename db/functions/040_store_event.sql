@@ -106,8 +106,7 @@ BEGIN
                                          p_event.job_name, p_event.mentions);
     END IF;
     IF pg_catalog.to_regclass('metastore.runs') IS NOT NULL THEN
-        PERFORM metastore.derive_job_run(p_payload, p_event.event_type, p_event.event_time, p_event.run_id,
-                                         p_event.job_namespace, p_event.job_name);
+        PERFORM metastore.derive_job_run(ARRAY[p_payload], ARRAY[p_event]);
     END IF;
 END
 $fn$;

@@ -128,9 +128,22 @@ BEGIN
         UPDATE metastore.jobs
            SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
                processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
-        PERFORM metastore.derive_job_run(e.payload, e.event_type, e.event_time, e.run_id, e.job_namespace, e.job_name)
-           FROM metastore.events AS e
-          WHERE e.job_name IS NOT NULL;
+        -- A call per batch of events in id order: one plan and one upsert of each job and run per batch.
+        v_last := 0;
+        LOOP
+            SELECT pg_catalog.max(b.id) INTO v_high
+              FROM (SELECT e.id FROM metastore.events AS e
+                     WHERE e.id > v_last AND e.job_name IS NOT NULL ORDER BY e.id LIMIT 5000) AS b;
+            EXIT WHEN v_high IS NULL;
+            PERFORM metastore.derive_job_run(
+                        pg_catalog.array_agg(e.payload ORDER BY e.id),
+                        pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
+                                                 e.job_name, e.producer, e.schema_url, NULL)::metastore.valid_event
+                                             ORDER BY e.id))
+               FROM metastore.events AS e
+              WHERE e.id > v_last AND e.id <= v_high AND e.job_name IS NOT NULL;
+            v_last := v_high;
+        END LOOP;
         DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
         DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
     END IF;

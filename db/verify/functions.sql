@@ -53,7 +53,7 @@ BEGIN
     -- Internal: reached only through the functions above, or by the owner.
     FOREACH v_role IN ARRAY ARRAY[v_app, v_reader, 'public'] LOOP
         FOREACH v_fn IN ARRAY ARRAY['metastore.store_event(jsonb, metastore.valid_event, text, text)',
-                                    'metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)',
+                                    'metastore.derive_job_run(jsonb[], metastore.valid_event[])',
                                     'metastore.backfill(integer)',
                                     'metastore.apply_retention(interval)',
                                     -- Any range of partitions, for the owner; the service has ensure_partitions.
@@ -126,7 +126,7 @@ DECLARE
         'metastore.dataset_runs(p_dataset_id bigint, p_limit integer DEFAULT 20) -> jsonb',
         'metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) -> jsonb',
         'metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) -> jsonb',
-        'metastore.derive_job_run(p_payload jsonb, p_event_type text, p_event_time timestamp with time zone, p_run_id text, p_job_namespace text, p_job_name text) -> void',
+        'metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) -> void',
         'metastore.derive_lineage(p_event_id bigint, p_event_time timestamp with time zone, p_payload jsonb, p_job_namespace text, p_job_name text, p_mentions metastore.dataset_mention[]) -> void',
         'metastore.ensure_partitions() -> integer',
         'metastore.event_kind(p_payload jsonb) -> text',

@@ -224,7 +224,7 @@ def test_ingest_goes_on_after_reverting_v0007(empty_db: Any) -> None:
         assert owner.execute("SELECT to_regclass('metastore.runs')").fetchone() == (None,)
         # Gone with its change, so that the older release's verify finds exactly its own functions.
         assert owner.execute(
-            "SELECT to_regprocedure('metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)')"
+            "SELECT to_regprocedure('metastore.derive_job_run(jsonb[], metastore.valid_event[])')"
         ).fetchone() == (None,)
     migrations.deploy(dsn)
     with psycopg.connect(dsn, autocommit=True) as owner:

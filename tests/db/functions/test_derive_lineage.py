@@ -283,7 +283,7 @@ def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
             "SELECT to_regclass('metastore.column_lineage'), to_regclass('metastore.runs'),"
             " to_regprocedure('metastore.derive_lineage(bigint, timestamptz, jsonb, text, text,"
             " metastore.dataset_mention[])'),"
-            " to_regprocedure('metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)')"
+            " to_regprocedure('metastore.derive_job_run(jsonb[], metastore.valid_event[])')"
         ).fetchone()
         assert gone == (None, None, None, None)
     migrations.deploy(dsn)
