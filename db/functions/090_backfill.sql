@@ -128,12 +128,14 @@ BEGIN
         UPDATE metastore.jobs
            SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
                processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
-        -- A call per batch of events in id order: one plan and one upsert of each job and run per batch.
+        -- A call per batch of events in id order (p_batch_size, at most 1000): one upsert of each job and
+        -- run per batch. A batch holds its payloads in memory; 1000 did as well as more (step 5 alone, 20 000 Trino CTAS START and
+        -- COMPLETE events, a shared machine: 1.5-1.8 s in batches of 1000, 1.9-2.0 s of 5000, 1.7 s in one).
         v_last := 0;
         LOOP
             SELECT pg_catalog.max(b.id) INTO v_high
               FROM (SELECT e.id FROM metastore.events AS e
-                     WHERE e.id > v_last AND e.job_name IS NOT NULL ORDER BY e.id LIMIT 5000) AS b;
+                     WHERE e.id > v_last AND e.job_name IS NOT NULL ORDER BY e.id LIMIT least(p_batch_size, 1000)) AS b;
             EXIT WHEN v_high IS NULL;
             PERFORM metastore.derive_job_run(
                         pg_catalog.array_agg(e.payload ORDER BY e.id),
