@@ -908,6 +908,7 @@ BEGIN
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.job_type ELSE j.job_type END,
                    greatest(j.type_time, excluded.type_time))
+        -- Every job of the set comes back (an update without WHERE): its runs find their job_id here.
         RETURNING j.id, j.namespace, j.name)
     INSERT INTO metastore.runs AS r (
         job_id, run_id, state, state_class, state_rank, state_time, started_at, ended_at, error_message,
