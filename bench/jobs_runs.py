@@ -28,8 +28,8 @@ from devtools.localpg import LocalPostgres
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openlineage" / "trino"
 NOOP = """CREATE OR REPLACE FUNCTION metastore.derive_job_run(
-    p_payload jsonb, p_event_type text, p_event_time timestamptz, p_run_id text, p_job_namespace text,
-    p_job_name text) RETURNS void LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+    p_payloads jsonb[], p_events metastore.valid_event[]) RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
 AS $fn$ BEGIN RETURN; END $fn$"""
 SIZE = """SELECT sum(pg_total_relation_size(c.oid))::bigint FROM pg_class AS c
            WHERE c.relnamespace = 'metastore'::regnamespace AND c.relkind IN ('r', 'm')"""

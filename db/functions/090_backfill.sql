@@ -12,9 +12,10 @@ DECLARE
     v_last  bigint := 0;
     v_high  bigint;
     v_done  bigint := 0;
-    -- Events per derivation call: big enough that a statement's cost is shared by many events, small
-    -- enough that a call's arrays stay a few MB.
-    c_derive_set constant integer := 500;
+    -- Events per derivation call (at most p_batch_size): big enough that a statement's cost is shared
+    -- by many events, small enough that a call's arrays stay in tens of MB. derive_job_run alone over
+    -- 20 000 Trino START and COMPLETE events: 1.5-1.8 s in sets of 1000, 1.9-2.0 s of 5000.
+    c_derive_set constant integer := 1000;
     v_layer    boolean;
     v_jobs     boolean;
     v_ids      bigint[];
@@ -137,7 +138,7 @@ BEGIN
                                                     FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id)
                                             )::metastore.valid_event ORDER BY e.id)
               INTO v_ids, v_payloads, v_events
-              FROM (SELECT e.* FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT c_derive_set) AS e;
+              FROM (SELECT e.* FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT least(p_batch_size, c_derive_set)) AS e;
             EXIT WHEN v_ids IS NULL;
             IF v_layer THEN
                 PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events);

@@ -158,7 +158,8 @@ CALLS: dict[str, str] = {
     ),
     "metastore.forward_status()": "SELECT metastore.forward_status()",
     "metastore.derive_job_run(jsonb[],metastore.valid_event[])": (
-        "SELECT metastore.derive_job_run(ARRAY[%(event)s::jsonb], ARRAY[metastore.validate_event(%(event)s::jsonb)])"
+        "SELECT metastore.derive_job_run(ARRAY[%(event)s::jsonb],"
+        " ARRAY[ROW('run', 'COMPLETE', now(), 'r-owner-5', 'n', 'j', NULL, NULL, NULL)::metastore.valid_event])"
     ),
     "metastore.list_jobs(integer,text,text,text)": "SELECT metastore.list_jobs(1, NULL, NULL, 'J')",
     "metastore.get_job(bigint,integer)": (

@@ -9,6 +9,7 @@ import secrets
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.conftest import FIXTURES, ingest, load_fixture
 
@@ -224,7 +225,7 @@ def test_ingest_goes_on_after_reverting_v0007(empty_db: Any) -> None:
         assert owner.execute("SELECT to_regclass('metastore.runs')").fetchone() == (None,)
         # Gone with its change, so that the older release's verify finds exactly its own functions.
         assert owner.execute(
-            "SELECT to_regprocedure('metastore.derive_job_run(jsonb, text, timestamptz, text, text, text)')"
+            "SELECT to_regprocedure('metastore.derive_job_run(jsonb[], metastore.valid_event[])')"
         ).fetchone() == (None,)
     migrations.deploy(dsn)
     with psycopg.connect(dsn, autocommit=True) as owner:
@@ -287,3 +288,138 @@ def test_names_of_any_length_reach_jobs_runs_and_the_dataset_layer(
     assert owner.execute("SELECT count(*) FROM metastore.jobs").fetchone() == (1,)
     assert owner.execute("SELECT count(*), count(DISTINCT run_id) FROM metastore.runs").fetchone() == (2, 2)
     assert owner.execute("SELECT count(*) FROM metastore.column_lineage").fetchone() == (1,)
+
+
+def random_events(rng: random.Random, count: int) -> list[tuple[dict[str, Any], tuple[Any, ...]]]:
+    """(payload, header) pairs: a few jobs with a few runs each, every event type and none, few
+    distinct eventTimes (ties), the facets derive_job_run reads with empty, missing and odd values,
+    JobEvents (no run) and DatasetEvents (no job)."""
+    times = [f"2026-07-20T10:00:0{i}Z" for i in range(3)]
+    types = ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER", None]
+
+    def some(*values: Any) -> Any:
+        return rng.choice(values)
+
+    out = []
+    for _ in range(count):
+        kind = some("run", "run", "run", "run", "job", "dataset")
+        when = rng.choice(times)
+        job = {"namespace": "ns", "name": f"job{rng.randrange(4)}"}
+        job_facets: dict[str, Any] = {}
+        if rng.random() < 0.5:
+            job_facets["sql"] = {"query": some("SELECT 1", "SELECT 2", "", 7)}
+            if rng.random() < 0.7:
+                job_facets["sql"]["dialect"] = some("trino", "ansi", "", None)
+        if rng.random() < 0.4:
+            job_facets["jobType"] = some(
+                {"processingType": some("BATCH", "STREAMING", ""), "integration": "TRINO", "jobType": "QUERY"},
+                {"processingType": "BATCH"},
+                {"jobType": some("QUERY", "")},
+                "not an object",
+            )
+        job["facets"] = job_facets
+        payload: dict[str, Any] = {"eventTime": when, "job": job}
+        event_type = None
+        run_id = None
+        if kind == "run":
+            event_type = rng.choice(types)
+            run_id = rng.choice(["r0", "r1", "r2"] * 8 + ["s0", "s1", "s2", "s3"])  # runs of many events and of few
+            run_facets: dict[str, Any] = {}
+            if rng.random() < 0.5:
+                run_facets["errorMessage"] = {"message": some("boom", "bang", "", None)}
+            if rng.random() < 0.5:
+                context = {"user": some("alice", ""), "source": some("cli", "web", ""), "catalog": "memory"}
+                run_facets["trino_query_context"] = {k: v for k, v in context.items() if rng.random() < 0.8}
+            payload["run"] = {"runId": run_id, "facets": run_facets}
+            if event_type is not None:
+                payload["eventType"] = event_type
+        elif kind == "dataset":
+            payload = {"eventTime": when, "dataset": {"namespace": "ns", "name": "d"}}
+            job = {"namespace": None, "name": None}
+        header = (kind, event_type, when, run_id, job["namespace"], job["name"])
+        out.append((payload, header))
+    return out
+
+
+DERIVE = """SELECT metastore.derive_job_run(%s::jsonb[], ARRAY(
+    SELECT ROW(x.k, x.ty, x.t, x.r, x.ns, x.n, NULL, NULL, NULL)::metastore.valid_event
+      FROM unnest(%s::text[], %s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::text[])
+           WITH ORDINALITY AS x (k, ty, t, r, ns, n, i)
+     ORDER BY x.i))"""
+
+
+def derive(owner: psycopg.Connection[Any], events: list[tuple[dict[str, Any], tuple[Any, ...]]]) -> None:
+    from psycopg.types.json import Jsonb
+
+    columns = [list(c) for c in zip(*(header for _, header in events), strict=True)] if events else [[]] * 6
+    owner.execute(DERIVE, ([Jsonb(p) for p, _ in events], *columns))
+
+
+def jobs_and_runs(owner: psycopg.Connection[Any]) -> tuple[list[Any], list[Any]]:
+    """Every column but the ids (runs name their job by namespace and name)."""
+    jobs = owner.execute("SELECT to_jsonb(j) - 'id' FROM metastore.jobs AS j ORDER BY j.namespace, j.name").fetchall()
+    runs = owner.execute(
+        "SELECT j.namespace, j.name, to_jsonb(r) - 'id' - 'job_id' FROM metastore.runs AS r "
+        "JOIN metastore.jobs AS j ON j.id = r.job_id ORDER BY j.namespace, j.name, r.run_id"
+    ).fetchall()
+    return jobs, runs
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+def test_a_set_of_events_derives_what_the_events_one_by_one_derive(owner: psycopg.Connection[Any], seed: int) -> None:
+    """The rule applied to a set in one call (reduced per job and run first) gives the rows that
+    one call per event gives, however the events are split into sets: sets of random sizes,
+    with several events of one run, the same event twice, and all events in one set."""
+    rng = random.Random(seed)
+    events = random_events(rng, 250)
+    events += rng.sample(events, 10)  # the same events again: counted again, changing nothing else
+    for kind, when in (("OTHER", "2026-07-20T10:00:01Z"), (None, "2026-07-20T10:00:01Z")):  # a run of no state
+        events.append((event("job0", kind, when, "lone"), ("run", kind, when, "lone", "ns", "job0")))
+    for one in events:
+        derive(owner, [one])
+    expected = jobs_and_runs(owner)
+    jobs, runs = expected
+    # The draw reaches every part of the rule.
+    states = {r[2]["state"] for r in runs}
+    assert {"COMPLETE", "FAIL", "ABORT"} & states and {"START", "RUNNING"} & states and "OTHER" in states
+    assert len(jobs) == 4 and len(runs) > 20
+    assert any(r[2]["error_message"] for r in runs) and any(r[2]["trino_user"] for r in runs)
+    assert any(j[0]["latest_sql"] for j in jobs) and any(j[0]["job_type"] for j in jobs)
+    assert sum(r[2]["event_count"] for r in runs) == sum(1 for _, h in events if h[3] is not None)
+
+    splits: list[list[int]] = [[len(events)]]
+    for _ in range(4):
+        sizes = []
+        left = len(events)
+        while left:
+            sizes.append(min(left, rng.choice((1, 2, 3, 7, 20, 60))))
+            left -= sizes[-1]
+        splits.append(sizes)
+    for sizes in splits:
+        owner.execute("TRUNCATE metastore.runs, metastore.jobs")
+        shuffled = events[:]
+        rng.shuffle(shuffled)
+        start = 0
+        for size in sizes:
+            derive(owner, shuffled[start : start + size])
+            start += size
+        assert jobs_and_runs(owner) == expected, sizes
+
+
+def test_an_empty_set_changes_nothing_and_misaligned_arrays_are_refused(owner: psycopg.Connection[Any]) -> None:
+    derive(
+        owner,
+        [(event("j", "START", "2026-07-20T10:00:00Z"), ("run", "START", "2026-07-20T10:00:00Z", "r1", "ns", "j"))],
+    )
+    before = jobs_and_runs(owner)
+    derive(owner, [])
+    owner.execute("SELECT metastore.derive_job_run(NULL, NULL)")
+    owner.execute("SELECT metastore.derive_job_run('{}', NULL)")
+    assert jobs_and_runs(owner) == before
+    with pytest.raises(psycopg.Error) as refused:
+        owner.execute(
+            "SELECT metastore.derive_job_run(ARRAY['{}'::jsonb, '{}'::jsonb],"
+            " ARRAY[ROW('run', 'START', now(), 'r1', 'ns', 'j', NULL, NULL, NULL)::metastore.valid_event])"
+        )
+    assert refused.value.sqlstate == "22023"
+    assert jobs_and_runs(owner) == before
