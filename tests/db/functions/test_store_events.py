@@ -8,13 +8,17 @@ must never deadlock: one waits for the other.
 from __future__ import annotations
 
 import json
+import random
 import threading
 import uuid
 from typing import Any
 
 import psycopg
+import pytest
 
-from tests.conftest import Database
+from devtools.localpg import LocalPostgres
+from tests.conftest import Database, create_database, drop_database
+from tests.db.functions.test_derive_lineage import ctas, derived_snapshot, fixture_events
 
 
 def event(run: str, names: list[str]) -> bytes:
@@ -63,3 +67,77 @@ def test_a_batch_and_a_single_event_on_the_same_datasets_never_deadlock(database
         for t in threads:
             t.join(30)
     assert errors == [], errors
+
+
+def _events(rng: random.Random) -> list[bytes]:
+    """The fixtures, Trino CTAS queries over a few jobs, hours and field lists, resends, and refusals."""
+    events = [json.dumps(e).encode() for e in fixture_events()]
+    for i in range(120):
+        fields = [{"name": f"c{i % 3}", "type": "varchar"}] if i % 4 else None
+        when = f"2026-01-01T{i % 3:02d}:{i % 60:02d}:00Z"
+        events.append(json.dumps(ctas(i, f"q{i % 5}", fields, when)).encode())
+    events += [events[3], events[-7], b'{"eventTime": "2026-01-01T00:00:00Z"}', b"not json"]
+    events += rng.sample(events, 10)
+    rng.shuffle(events)
+    return events
+
+
+def _state(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Everything ingest derives, by natural keys (ids aside)."""
+    return {
+        **derived_snapshot(conn),
+        "datasets": conn.execute(
+            "SELECT namespace, name, kind, first_seen, last_seen, input_events, output_events"
+            " FROM metastore.datasets_view ORDER BY 1, 2"
+        ).fetchall(),
+        "links": conn.execute(
+            "SELECT e.payload_sha256, d.namespace, d.name, l.direction FROM metastore.event_datasets l"
+            " JOIN metastore.events e ON e.id = l.event_id JOIN metastore.datasets d ON d.id = l.dataset_id"
+            " ORDER BY 1, 2, 3, 4"
+        ).fetchall(),
+        "symlinks": conn.execute(
+            "SELECT c.namespace, c.name, s.namespace, s.name, l.type FROM metastore.dataset_symlinks l"
+            " JOIN metastore.datasets c ON c.id = l.dataset_id JOIN metastore.datasets s ON s.id = l.symlink_id"
+            " ORDER BY 1, 2, 3, 4, 5"
+        ).fetchall(),
+        "runs": conn.execute(
+            "SELECT j.namespace, j.name, j.latest_sql, r.run_id, r.state, r.started_at, r.ended_at, r.event_count"
+            " FROM metastore.runs r JOIN metastore.jobs j ON j.id = r.job_id ORDER BY 1, 2, 4"
+        ).fetchall(),
+        "rejected": conn.execute(
+            "SELECT sqlstate, body_sha256 FROM metastore.rejected_events ORDER BY 1, 2"
+        ).fetchall(),
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_any_split_into_sets_stores_and_derives_what_one_by_one_does(
+    pg_server: LocalPostgres, database: Database, seed: int
+) -> None:
+    rng = random.Random(seed)
+    events = _events(rng)
+    other = create_database(pg_server)
+    try:
+        with (
+            psycopg.connect(database.service_dsn, autocommit=True) as one,
+            psycopg.connect(other.service_dsn, autocommit=True) as sets,
+        ):
+            singles = [one.execute("SELECT status FROM metastore.ingest_event(%b)", (b,)).fetchone()[0] for b in events]  # type: ignore[index]
+            grouped: list[str] = []
+            start = 0
+            while start < len(events):
+                size = rng.choice([1, 2, 5, 17, 40])
+                part = events[start : start + size]
+                grouped += [r[0] for r in sets.execute("SELECT status FROM metastore.ingest_events(%s)", (part,))]
+                start += size
+            assert grouped == singles
+            assert {"stored", "duplicate", "rejected"} <= set(singles)
+        with (
+            psycopg.connect(database.owner_dsn, autocommit=True) as a,
+            psycopg.connect(other.owner_dsn, autocommit=True) as b,
+        ):
+            expected = _state(a)
+            assert all(expected[k] for k in ("schemas", "edges", "columns", "datasets", "links", "symlinks", "runs"))
+            assert _state(b) == expected
+    finally:
+        drop_database(other)
