@@ -27,7 +27,10 @@ from devtools.localpg import LocalPostgres, provision
 from tests.support.certs import write_tls_files
 
 # Before: a transaction per request (ingest_event), as until now. After: group commit (defaults).
-VARIANTS = {"one commit each": {"METASTORE_GROUP_COMMIT_EVENTS": "1"}, "group commit": {}}
+VARIANTS = {
+    "one commit each": {"METASTORE_GROUP_COMMIT_EVENTS": "1"},
+    "group commit": {"METASTORE_GROUP_COMMIT_EVENTS": "64"},
+}
 
 
 def _samples(metrics_text: str, name: str) -> dict[str, float]:

@@ -985,7 +985,7 @@ $$;
 
 COMMENT ON FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) IS 'Applies a set of stored events to metastore.jobs and metastore.runs: p_payloads[i] is event i''s payload (for the sql, jobType, errorMessage and trino_query_context facets), p_events[i] its header as stored in metastore.events (mentions unused). Order-independent: the rows depend on the set of events only (see the comment of runs.state), whatever order they come in and however they are split into calls; a run''s event_count grows by its events in the set. Empty or null arrays do nothing. Called by store_event for each newly stored event and by backfill in batches; not for applications. Error codes: 22023 arrays of different lengths.';
 
-CREATE FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[]) RETURNS void
+CREATE FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[] DEFAULT NULL::bigint[], p_dataset_namespaces text[] DEFAULT NULL::text[], p_dataset_names text[] DEFAULT NULL::text[]) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -1003,13 +1003,20 @@ BEGIN
     -- is skipped, so what an event derives never depends on which other events came first. The
     -- statements below join to these arrays on (namespace, name) (a hash join on the text, cheaper
     -- than a key per row: metastore.dataset_key is a PL/pgSQL call), never to the table by name.
-    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
-      INTO v_ids, v_ns, v_names
-      FROM (SELECT DISTINCT x.namespace, x.name
-              FROM unnest(p_events) AS e
-             CROSS JOIN LATERAL unnest(e.mentions) AS x) AS m
-      JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
-    IF v_ids IS NULL THEN
+    -- store_events has them at hand: it passes them (p_dataset_*, aligned), and they are used as given.
+    IF p_dataset_ids IS NOT NULL THEN
+        v_ids := p_dataset_ids;
+        v_ns := p_dataset_namespaces;
+        v_names := p_dataset_names;
+    ELSE
+        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
+          INTO v_ids, v_ns, v_names
+          FROM (SELECT DISTINCT x.namespace, x.name
+                  FROM unnest(p_events) AS e
+                 CROSS JOIN LATERAL unnest(e.mentions) AS x) AS m
+          JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
+    END IF;
+    IF v_ids IS NULL OR cardinality(v_ids) = 0 THEN
         RETURN;
     END IF;
 
@@ -1142,7 +1149,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[]) IS 'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), stored as p_event_ids[i]; only the datasets of those mentions are resolved. Any split of the events into calls gives the same rows. The rules live here only: live ingest (store_events) and backfill both call it.';
+COMMENT ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[], p_dataset_namespaces text[], p_dataset_names text[]) IS 'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), stored as p_event_ids[i]; only the datasets of those mentions are resolved (or given, already resolved: p_dataset_ids, _namespaces, _names aligned). Any split of the events into calls gives the same rows. The rules live here only: live ingest (store_events) and backfill both call it.';
 
 CREATE FUNCTION metastore.ensure_partitions() RETURNS integer
     LANGUAGE sql SECURITY DEFINER
@@ -2329,6 +2336,7 @@ DECLARE
     v_ds_ids     bigint[];
     v_ds_ns      text[];
     v_ds_names   text[];
+    v_named      boolean;
 BEGIN
     -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
     -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
@@ -2417,9 +2425,12 @@ BEGIN
 
         -- Every dataset mentioned, new or not. A statement of its own: it sees the rows the insert
         -- above found (committed by then).
-        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
-          INTO v_ds_ids, v_ds_ns, v_ds_names
-          FROM (SELECT DISTINCT x.namespace, x.name FROM unnest(v_new_ev) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x) AS m
+        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name),
+               coalesce(bool_or(d.kind = 'symlink' AND m.direct AND d.id <> ALL (v_added)), false)
+          INTO v_ds_ids, v_ds_ns, v_ds_names, v_named
+          FROM (SELECT x.namespace, x.name, bool_or(x.symlink_of_namespace IS NULL) AS direct
+                  FROM unnest(v_new_ev) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
+                 GROUP BY x.namespace, x.name) AS m
           JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
 
         IF cardinality(v_ds_ids) > cardinality(v_added) THEN
@@ -2438,18 +2449,20 @@ BEGIN
 
             -- Known so far only as a symlink, now named directly: the one change that locks a row
             -- (in (namespace, name) order, as roll_up_datasets takes them).
-            UPDATE metastore.datasets AS d SET kind = 'dataset'
-              FROM (SELECT s.id FROM metastore.datasets AS s
-                     WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
-                       AND s.id IN (SELECT k.id
-                                      FROM unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
-                                      JOIN (SELECT x.namespace, x.name FROM unnest(v_new_ev) AS u
-                                             CROSS JOIN LATERAL unnest(u.mentions) AS x
-                                             WHERE x.symlink_of_namespace IS NULL) AS direct
-                                        ON direct.namespace = k.namespace AND direct.name = k.name)
-                     ORDER BY s.namespace, s.name
-                       FOR NO KEY UPDATE) AS l
-             WHERE d.id = l.id;
+            IF v_named THEN
+                UPDATE metastore.datasets AS d SET kind = 'dataset'
+                  FROM (SELECT s.id FROM metastore.datasets AS s
+                         WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
+                           AND s.id IN (SELECT k.id
+                                          FROM unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
+                                          JOIN (SELECT x.namespace, x.name FROM unnest(v_new_ev) AS u
+                                                 CROSS JOIN LATERAL unnest(u.mentions) AS x
+                                                 WHERE x.symlink_of_namespace IS NULL) AS direct
+                                            ON direct.namespace = k.namespace AND direct.name = k.name)
+                         ORDER BY s.namespace, s.name
+                           FOR NO KEY UPDATE) AS l
+                 WHERE d.id = l.id;
+            END IF;
 
             -- Folded in by about one event in 64: few rows wait in dataset_activity, and concurrent
             -- writers seldom meet on the rows' locks.
@@ -2486,7 +2499,7 @@ BEGIN
         -- function (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only
         -- when a call runs, so ingest goes on until the older release's deploy replaces this function.
         IF to_regclass('metastore.column_lineage') IS NOT NULL THEN
-            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev);
+            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev, v_ds_ids, v_ds_ns, v_ds_names);
         END IF;
         IF to_regclass('metastore.runs') IS NOT NULL THEN
             PERFORM metastore.derive_job_run(v_new_pay, v_new_ev);
@@ -3399,7 +3412,7 @@ GRANT ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit intege
 
 REVOKE ALL ON FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[], p_dataset_namespaces text[], p_dataset_names text[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.ensure_partitions() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;

@@ -5,10 +5,14 @@
 -- the events into sets, in any order, gives the same rows. An event that moves no first_seen or
 -- last_seen writes nothing.
 DROP FUNCTION IF EXISTS metastore.derive_lineage(bigint, timestamptz, jsonb, text, text, metastore.dataset_mention[]);
+DROP FUNCTION IF EXISTS metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[]);
 CREATE OR REPLACE FUNCTION metastore.derive_lineage(
-    p_event_ids bigint[],
-    p_payloads  jsonb[],
-    p_events    metastore.valid_event[]
+    p_event_ids          bigint[],
+    p_payloads           jsonb[],
+    p_events             metastore.valid_event[],
+    p_dataset_ids        bigint[] DEFAULT NULL,
+    p_dataset_namespaces text[] DEFAULT NULL,
+    p_dataset_names      text[] DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -32,13 +36,20 @@ BEGIN
     -- is skipped, so what an event derives never depends on which other events came first. The
     -- statements below join to these arrays on (namespace, name) (a hash join on the text, cheaper
     -- than a key per row: metastore.dataset_key is a PL/pgSQL call), never to the table by name.
-    SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
-      INTO v_ids, v_ns, v_names
-      FROM (SELECT DISTINCT x.namespace, x.name
-              FROM unnest(p_events) AS e
-             CROSS JOIN LATERAL unnest(e.mentions) AS x) AS m
-      JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
-    IF v_ids IS NULL THEN
+    -- store_events has them at hand: it passes them (p_dataset_*, aligned), and they are used as given.
+    IF p_dataset_ids IS NOT NULL THEN
+        v_ids := p_dataset_ids;
+        v_ns := p_dataset_namespaces;
+        v_names := p_dataset_names;
+    ELSE
+        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
+          INTO v_ids, v_ns, v_names
+          FROM (SELECT DISTINCT x.namespace, x.name
+                  FROM unnest(p_events) AS e
+                 CROSS JOIN LATERAL unnest(e.mentions) AS x) AS m
+          JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
+    END IF;
+    IF v_ids IS NULL OR cardinality(v_ids) = 0 THEN
         RETURN;
     END IF;
 
@@ -171,7 +182,7 @@ BEGIN
 END
 $fn$;
 
-COMMENT ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[]) IS
+COMMENT ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[]) IS
     'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs '
     'and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and '
     'column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the '
@@ -179,8 +190,10 @@ COMMENT ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_
     'given; keyed by the sha256 of the four, so of any length) into '
     'dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is '
     'what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), '
-    'stored as p_event_ids[i]; only the datasets of those mentions are resolved. Any split of the events '
+    'stored as p_event_ids[i]; only the datasets of those mentions are resolved (or given, already resolved: '
+    'p_dataset_ids, _namespaces, _names aligned). Any split of the events '
     'into calls gives the same rows. The rules live here only: live ingest (store_events) and backfill '
     'both call it.';
 
-REVOKE ALL ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[])
+    FROM PUBLIC;

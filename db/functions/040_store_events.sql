@@ -24,6 +24,7 @@ DECLARE
     v_ds_ids     bigint[];
     v_ds_ns      text[];
     v_ds_names   text[];
+    v_named      boolean;
 BEGIN
     -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
     -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
@@ -112,9 +113,12 @@ BEGIN
 
         -- Every dataset mentioned, new or not. A statement of its own: it sees the rows the insert
         -- above found (committed by then).
-        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
-          INTO v_ds_ids, v_ds_ns, v_ds_names
-          FROM (SELECT DISTINCT x.namespace, x.name FROM unnest(v_new_ev) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x) AS m
+        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name),
+               coalesce(bool_or(d.kind = 'symlink' AND m.direct AND d.id <> ALL (v_added)), false)
+          INTO v_ds_ids, v_ds_ns, v_ds_names, v_named
+          FROM (SELECT x.namespace, x.name, bool_or(x.symlink_of_namespace IS NULL) AS direct
+                  FROM unnest(v_new_ev) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
+                 GROUP BY x.namespace, x.name) AS m
           JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
 
         IF cardinality(v_ds_ids) > cardinality(v_added) THEN
@@ -133,18 +137,20 @@ BEGIN
 
             -- Known so far only as a symlink, now named directly: the one change that locks a row
             -- (in (namespace, name) order, as roll_up_datasets takes them).
-            UPDATE metastore.datasets AS d SET kind = 'dataset'
-              FROM (SELECT s.id FROM metastore.datasets AS s
-                     WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
-                       AND s.id IN (SELECT k.id
-                                      FROM unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
-                                      JOIN (SELECT x.namespace, x.name FROM unnest(v_new_ev) AS u
-                                             CROSS JOIN LATERAL unnest(u.mentions) AS x
-                                             WHERE x.symlink_of_namespace IS NULL) AS direct
-                                        ON direct.namespace = k.namespace AND direct.name = k.name)
-                     ORDER BY s.namespace, s.name
-                       FOR NO KEY UPDATE) AS l
-             WHERE d.id = l.id;
+            IF v_named THEN
+                UPDATE metastore.datasets AS d SET kind = 'dataset'
+                  FROM (SELECT s.id FROM metastore.datasets AS s
+                         WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
+                           AND s.id IN (SELECT k.id
+                                          FROM unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
+                                          JOIN (SELECT x.namespace, x.name FROM unnest(v_new_ev) AS u
+                                                 CROSS JOIN LATERAL unnest(u.mentions) AS x
+                                                 WHERE x.symlink_of_namespace IS NULL) AS direct
+                                            ON direct.namespace = k.namespace AND direct.name = k.name)
+                         ORDER BY s.namespace, s.name
+                           FOR NO KEY UPDATE) AS l
+                 WHERE d.id = l.id;
+            END IF;
 
             -- Folded in by about one event in 64: few rows wait in dataset_activity, and concurrent
             -- writers seldom meet on the rows' locks.
@@ -181,7 +187,7 @@ BEGIN
         -- function (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only
         -- when a call runs, so ingest goes on until the older release's deploy replaces this function.
         IF to_regclass('metastore.column_lineage') IS NOT NULL THEN
-            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev);
+            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev, v_ds_ids, v_ds_ns, v_ds_names);
         END IF;
         IF to_regclass('metastore.runs') IS NOT NULL THEN
             PERFORM metastore.derive_job_run(v_new_pay, v_new_ev);

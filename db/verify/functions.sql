@@ -63,7 +63,7 @@ BEGIN
                                     'metastore.read_event(bytea)',
                                     'metastore.check_source(text, text)',
                                     'metastore.roll_up_datasets(bigint[])',
-                                    'metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[])',
+                                    'metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[])',
                                     'metastore.dataset_aliases(bigint[], integer)',
                                     'metastore.dataset_layer(bigint)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
@@ -128,7 +128,7 @@ DECLARE
         'metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) -> jsonb',
         'metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) -> jsonb',
         'metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) -> void',
-        'metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[]) -> void',
+        'metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[] DEFAULT NULL::bigint[], p_dataset_namespaces text[] DEFAULT NULL::text[], p_dataset_names text[] DEFAULT NULL::text[]) -> void',
         'metastore.ensure_partitions() -> integer',
         'metastore.event_kind(p_payload jsonb) -> text',
         'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',

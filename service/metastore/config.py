@@ -61,9 +61,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "METASTORE_GROUP_COMMIT_EVENTS",
-        "1",
+        "64",
         "Sync mode: most events of concurrent POSTs stored in one transaction, one commit (group commit; "
-        "1, the default: a transaction each).",
+        "1: a transaction each).",
     ),
     Setting("METASTORE_GROUP_COMMIT_BYTES", "4194304", "Sync mode: most bytes of events in one group commit."),
     Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events accepted and not yet stored."),

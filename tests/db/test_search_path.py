@@ -117,7 +117,7 @@ CALLS: dict[str, str] = {
         "SELECT metastore.get_dataset((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
     ),
     "metastore.dataset_summary(integer)": "SELECT metastore.dataset_summary()",
-    "metastore.derive_lineage(bigint[],jsonb[],metastore.valid_event[])": (
+    "metastore.derive_lineage(bigint[],jsonb[],metastore.valid_event[],bigint[],text[],text[])": (
         "SELECT metastore.derive_lineage(ARRAY[1::bigint], ARRAY[%(event)s::jsonb],"
         " ARRAY[metastore.validate_event(%(event)s::jsonb)])"
     ),
