@@ -50,7 +50,7 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     config, db, ingest = svc.config, svc.db, svc.ingest
     breaker = Breaker()
     handoff_s = min(config.spool_handoff_ms, config.ingest_timeout_ms) / 1000
-    group = GroupCommit(db.ingest, config.group_events, config.group_bytes)
+    group = GroupCommit(db.ingest, config.group_events, config.group_bytes, config.group_calls)
 
     async def read_json(query: str, params: dict[str, Any]) -> HTTPResponse:
         """A read function's one jsonb result, as PostgreSQL rendered it."""

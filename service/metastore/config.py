@@ -66,6 +66,11 @@ SETTINGS: tuple[Setting, ...] = (
         "1: a transaction each).",
     ),
     Setting("METASTORE_GROUP_COMMIT_BYTES", "4194304", "Sync mode: most bytes of events in one group commit."),
+    Setting(
+        "METASTORE_GROUP_COMMIT_CALLS",
+        "2",
+        "Sync mode with group commit: most group calls in flight at once (each a connection of the ingest pool).",
+    ),
     Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events accepted and not yet stored."),
     Setting(
         "METASTORE_ASYNC_QUEUE_BYTES",
@@ -190,6 +195,7 @@ class Config:
     frame_ancestors: str = "'self'"
     group_events: int = 1
     group_bytes: int = 4 << 20
+    group_calls: int = 2
 
     @property
     def tls(self) -> bool:
@@ -314,6 +320,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         frame_ancestors=_frame_ancestors(_get(env, "METASTORE_FRAME_ANCESTORS")),
         group_events=_int(env, "METASTORE_GROUP_COMMIT_EVENTS", 1, 10_000),
         group_bytes=_int(env, "METASTORE_GROUP_COMMIT_BYTES", 1024, 1 << 30),
+        group_calls=_int(env, "METASTORE_GROUP_COMMIT_CALLS", 1, pool_max),
     )
 
 

@@ -78,20 +78,21 @@ class _Waiter:
 class GroupCommit:
     """Sync mode: concurrent POSTs share one transaction and one commit (metastore.ingest_events).
 
-    A request that finds no call in flight is sent at once, with whatever arrived in the same turn
-    of the event loop: nothing waits to gather. Requests arriving while a call is in flight form the
-    next group (at most max_events events and max_bytes bytes, one source), sent when it returns.
+    A request that finds fewer than max_calls calls in flight is sent at once, with whatever arrived
+    in the same turn of the event loop: nothing waits to gather. Requests arriving while max_calls
+    calls are in flight form the next group (at most max_events events and max_bytes bytes, one
+    source), sent when one returns.
     Each request waits for its answer until its own deadline, counted from its arrival; a group's
     call runs until the latest deadline of its members. A call that fails as a whole for a reason
     that may be one event's (not a lock, timeout or connection: those are everyone's) is split in
     two and each half sent again, so that an event that fails, fails alone."""
 
-    def __init__(self, pool: Pool, max_events: int, max_bytes: int) -> None:
-        self.pool, self.max_events, self.max_bytes = pool, max_events, max_bytes
+    def __init__(self, pool: Pool, max_events: int, max_bytes: int, max_calls: int = 1) -> None:
+        self.pool, self.max_events, self.max_bytes, self.max_calls = pool, max_events, max_bytes, max_calls
         self._waiting: deque[_Waiter] = deque()
-        # One call in flight at a time. Counted by hand, not by the task's done-callback: that runs
-        # a turn later, and a request arriving in between would find no sender to send it.
-        self._sending = False
+        # Calls in flight. Counted by hand, not by the task's done-callback: that runs a turn later,
+        # and a request arriving in between would find no sender to send it.
+        self._sending = 0
         self._senders: set[asyncio.Task[None]] = set()
 
     async def store(self, body: bytes, source: Source, deadline_s: float) -> Stored:
@@ -100,8 +101,8 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         waiter = _Waiter(body, source, loop.time() + deadline_s, loop.create_future())
         self._waiting.append(waiter)
-        if not self._sending:
-            self._sending = True
+        if self._sending < self.max_calls:
+            self._sending += 1
             task = loop.create_task(self._send())
             self._senders.add(task)
             task.add_done_callback(self._senders.discard)
@@ -128,7 +129,7 @@ class GroupCommit:
                         if not w.answer.done():
                             w.answer.set_exception(exc)
         finally:
-            self._sending = False
+            self._sending -= 1
 
     def _take(self) -> list[_Waiter]:
         now = asyncio.get_running_loop().time()

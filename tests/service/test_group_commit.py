@@ -225,3 +225,45 @@ def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once
     assert [status for status, _, _ in answers] == [202] * 8, answers
     assert all(seconds < 1.5 for _, _, seconds in answers), answers  # the handoff and an fsync
     assert counted == 8  # each once: by the writer that stored it, not by the group that gave it up
+
+
+def test_at_most_the_set_number_of_calls_in_flight(database: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
+    """METASTORE_GROUP_COMMIT_CALLS=2: while two calls wait on a lock, the rest wait together for one
+    of them to return, and go as one group."""
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_GROUP_COMMIT_EVENTS="64",
+        METASTORE_GROUP_COMMIT_CALLS="2",
+        METASTORE_INGEST_TIMEOUT_MS="8000",
+    )
+    tag = uuid.uuid4().hex[:8]
+    answers: list[tuple[int, dict[str, Any], float]] = []
+    try:
+        with (
+            psycopg.connect(database.owner_dsn) as blocker,
+            psycopg.connect(database.owner_dsn, autocommit=True) as observer,
+        ):
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            first = threading.Thread(target=lambda: post_together(server, [json.dumps(event(tag, 0)).encode()]))
+            first.start()
+            wait_for(lambda: _lock_waiters(observer) == 1, "the first request never reached the lock")
+            second = threading.Thread(target=lambda: post_together(server, [json.dumps(event(tag, 1)).encode()]))
+            second.start()
+            wait_for(lambda: _lock_waiters(observer) == 2, "a second call was not sent while the first waited")
+            bodies = [json.dumps(event(tag, i)).encode() for i in range(2, 12)]
+            others = threading.Thread(target=lambda: answers.extend(post_together(server, bodies)))
+            others.start()
+            time.sleep(1.0)
+            waiting = _lock_waiters(observer)
+            blocker.rollback()
+            for t in (first, second, others):
+                t.join(30)
+        calls = metric(server, "metastore_ingest_group_size_count")
+        events = metric(server, "metastore_ingest_group_size_sum")
+    finally:
+        assert server.stop() == 0
+    assert waiting == 2  # never a third call
+    assert [status for status, _, _ in answers] == [201] * 10, answers
+    assert (calls, events) == (3, 12)
