@@ -64,15 +64,23 @@ def derived_rows(conn: psycopg.Connection[Any]) -> dict[str, int]:
     return out
 
 
-def ingest(conn: psycopg.Connection[Any], bodies: list[bytes]) -> float:
+def ingest(conn: psycopg.Connection[Any], bodies: list[bytes], set_size: int = 1) -> float:
+    """One ingest_event call per event, or ingest_events calls of set_size events (group commit's)."""
     started = time.perf_counter()
-    for body in bodies:
-        row = conn.execute("SELECT status FROM metastore.ingest_event(%b)", (body,)).fetchone()
-        assert row is not None and row[0] == "stored", row
+    if set_size == 1:
+        for body in bodies:
+            row = conn.execute("SELECT status FROM metastore.ingest_event(%b)", (body,)).fetchone()
+            assert row is not None and row[0] == "stored", row
+    else:
+        for i in range(0, len(bodies), set_size):
+            rows = conn.execute(
+                "SELECT status FROM metastore.ingest_events(%s::bytea[])", (bodies[i : i + set_size],)
+            ).fetchall()
+            assert all(r[0] == "stored" for r in rows), rows
     return time.perf_counter() - started
 
 
-def bench_ingest(server: LocalPostgres, events: int, batch: int) -> dict[str, Any]:
+def bench_ingest(server: LocalPostgres, events: int, batch: int, set_size: int = 1) -> dict[str, Any]:
     conns = {}
     for label in ("with", "without"):
         localpg.provision(server, f"bench_{label}")
@@ -87,12 +95,12 @@ def bench_ingest(server: LocalPostgres, events: int, batch: int) -> dict[str, An
         bodies = [ctas(i) for i in range(start, min(start + batch, events))]
         order = ("with", "without") if (start // batch) % 2 == 0 else ("without", "with")
         for label in order:
-            seconds = ingest(conns[label], bodies)
+            seconds = ingest(conns[label], bodies, set_size)
             spent[label] += seconds
             rounds[label].append(len(bodies) / seconds)
     for c in conns.values():
         c.execute("VACUUM ANALYZE")
-    result: dict[str, Any] = {"events": events, "batch": batch}
+    result: dict[str, Any] = {"events": events, "batch": batch, "set_size": set_size}
     for label, c in conns.items():
         result[label] = {
             "events_per_s_overall": round(events / spent[label], 1),
@@ -267,6 +275,7 @@ def main() -> None:
     parser.add_argument("--datasets", type=int, default=1_000_000, help="datasets of the synthetic graph")
     parser.add_argument("--samples", type=int, default=500)
     parser.add_argument("--events", type=int, default=4000)
+    parser.add_argument("--set-size", type=int, default=1, help="events per ingest call (1: ingest_event)")
     parser.add_argument("--out", type=Path, default=RESULTS / "lineage.json")
     parser.add_argument("--field-search", action="store_true", help="only the field-name search")
     args = parser.parse_args()
@@ -279,7 +288,7 @@ def main() -> None:
             args.out.with_name("lineage-field-search.json").write_text(json.dumps(found, indent=2) + "\n")
             return
         result: dict[str, Any] = {"command": f"python -m bench.lineage --datasets {args.datasets}"}
-        result["ingest"] = bench_ingest(server, args.events, 200)
+        result["ingest"] = bench_ingest(server, args.events, 200, args.set_size)
         print(json.dumps(result["ingest"], indent=1))
         result["ctas"] = bench_ctas(server, 1000)
         print(json.dumps(result["ctas"]["series"]["job_per_query"][-1]))
