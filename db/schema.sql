@@ -2341,32 +2341,27 @@ BEGIN
     -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
     -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
     -- is stored, the others are its duplicates.
-    WITH u AS (
-        SELECT u.o, u.payload, u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace,
-               u.job_name, u.producer, u.schema_url,
-               sha256(convert_to(u.payload::text, 'UTF8')) AS h
-          FROM ROWS FROM (unnest(p_payloads), unnest(p_events)) WITH ORDINALITY
-               AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions, o)
-    ), firsts AS (
-        SELECT u.*, u.o = min(u.o) OVER (PARTITION BY u.h, u.event_time) AS first FROM u
-    ), ins AS (
+    v_hashes := ARRAY(SELECT sha256(convert_to(p::text, 'UTF8')) FROM unnest(p_payloads) AS p);
+    WITH ins AS (
         INSERT INTO metastore.events AS e (
             payload, payload_sha256, event_kind, event_type, event_time, run_id, job_namespace, job_name,
             producer, schema_url, source_kind, source_principal)
-        SELECT f.payload, f.h, f.event_kind, f.event_type, f.event_time, f.run_id, f.job_namespace, f.job_name,
-               f.producer, f.schema_url, p_source_kind, p_source_principal
-          FROM firsts AS f
-         WHERE f.first
-         ORDER BY f.o
+        SELECT u.payload, u.h, u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace, u.job_name,
+               u.producer, u.schema_url, p_source_kind, p_source_principal
+          FROM ROWS FROM (unnest(p_payloads), unnest(v_hashes), unnest(p_events))
+               AS u (payload, h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                     schema_url, mentions)
+        -- A second equal event of the set conflicts with the first, inserted by this statement.
         ON CONFLICT (payload_sha256, event_time) DO NOTHING
         RETURNING e.id, e.payload_sha256, e.event_time
     )
-    SELECT array_agg(i.id ORDER BY f.o), array_agg(i.id IS NULL OR NOT f.first ORDER BY f.o),
-           array_agg(f.h ORDER BY f.o)
-      INTO v_ids, v_dups, v_hashes
-      FROM firsts AS f
-      LEFT JOIN ins AS i ON i.payload_sha256 = f.h AND i.event_time = f.event_time;
+    SELECT array_agg(i.id ORDER BY k.o), array_agg(i.id IS NULL ORDER BY k.o)
+      INTO v_ids, v_dups
+      FROM (SELECT u.o, u.h, u.event_time, u.o = min(u.o) OVER (PARTITION BY u.h, u.event_time) AS first
+              FROM ROWS FROM (unnest(v_hashes), unnest(p_events)) WITH ORDINALITY
+                   AS u (h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                         schema_url, mentions, o)) AS k
+      LEFT JOIN ins AS i ON k.first AND i.payload_sha256 = k.h AND i.event_time = k.event_time;
 
     IF array_position(v_ids, NULL) IS NOT NULL THEN
         -- Resent: the stored copy already carries everything derived from it. A statement of its
