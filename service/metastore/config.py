@@ -69,7 +69,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "METASTORE_GROUP_COMMIT_CALLS",
         "2",
-        "Sync mode with group commit: most group calls in flight at once (each a connection of the ingest pool).",
+        "Sync mode with group commit: most group calls in flight at once, each a connection of the ingest pool "
+        "(unset: 2, or METASTORE_POOL_MAX if smaller).",
     ),
     Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events accepted and not yet stored."),
     Setting(
@@ -320,7 +321,12 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         frame_ancestors=_frame_ancestors(_get(env, "METASTORE_FRAME_ANCESTORS")),
         group_events=_int(env, "METASTORE_GROUP_COMMIT_EVENTS", 1, 10_000),
         group_bytes=_int(env, "METASTORE_GROUP_COMMIT_BYTES", 1024, 1 << 30),
-        group_calls=_int(env, "METASTORE_GROUP_COMMIT_CALLS", 1, pool_max),
+        # Unset, it follows a smaller pool down; set, it must fit in the pool.
+        group_calls=(
+            _int(env, "METASTORE_GROUP_COMMIT_CALLS", 1, pool_max)
+            if env.get("METASTORE_GROUP_COMMIT_CALLS", "").strip()
+            else min(int(_get(env, "METASTORE_GROUP_COMMIT_CALLS")), pool_max)
+        ),
     )
 
 

@@ -48,6 +48,10 @@ BASE = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x"}
             "METASTORE_TLS_EXPIRY_WARNING_DAYS",
         ),
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_FRAME_ANCESTORS": "*; x"}, "METASTORE_FRAME_ANCESTORS"),
+        (
+            {**BASE, "METASTORE_TLS": "off", "METASTORE_POOL_MAX": "2", "METASTORE_GROUP_COMMIT_CALLS": "3"},
+            "METASTORE_GROUP_COMMIT_CALLS",
+        ),
     ],
 )
 def test_bad_settings_are_named(env: dict[str, str], names: str) -> None:
@@ -60,6 +64,12 @@ def test_defaults_with_tls(tls_files: TLSFiles) -> None:
     assert loaded.tls and loaded.port == 8443
     # Twice the ingest budget and Trino's 1 s pause before its one retry fit in its 5 s timeout.
     assert 2 * loaded.ingest_timeout_ms + 1000 < 5000
+
+
+def test_group_commit_calls_left_unset_follow_a_smaller_pool() -> None:
+    plain = {**BASE, "METASTORE_TLS": "off"}
+    assert config.load(plain).group_calls == 2
+    assert config.load({**plain, "METASTORE_POOL_MIN": "1", "METASTORE_POOL_MAX": "1"}).group_calls == 1
 
 
 def test_serve_fails_fast_with_exit_code_2(tmp_path: Path) -> None:
