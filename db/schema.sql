@@ -809,7 +809,7 @@ BEGIN
     IF coalesce(cardinality(p_payloads), 0) <> coalesce(cardinality(p_events), 0) THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_payloads and p_events must be of equal length';
     END IF;
-    -- Callers (store_event, backfill) call this only where change 7 is deployed.
+    -- Callers (store_events, backfill) call this only where change 7 is deployed.
     --
     -- One statement: the set is first reduced to one row per job and one per run by the rule the
     -- upserts apply to a stored row and a new one (an ON CONFLICT DO UPDATE may not reach a row
@@ -983,7 +983,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) IS 'Applies a set of stored events to metastore.jobs and metastore.runs: p_payloads[i] is event i''s payload (for the sql, jobType, errorMessage and trino_query_context facets), p_events[i] its header as stored in metastore.events (mentions unused). Order-independent: the rows depend on the set of events only (see the comment of runs.state), whatever order they come in and however they are split into calls; a run''s event_count grows by its events in the set. Empty or null arrays do nothing. Called by store_event for each newly stored event and by backfill in batches; not for applications. Error codes: 22023 arrays of different lengths.';
+COMMENT ON FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) IS 'Applies a set of stored events to metastore.jobs and metastore.runs: p_payloads[i] is event i''s payload (for the sql, jobType, errorMessage and trino_query_context facets), p_events[i] its header as stored in metastore.events (mentions unused). Order-independent: the rows depend on the set of events only (see the comment of runs.state), whatever order they come in and however they are split into calls; a run''s event_count grows by its events in the set. Empty or null arrays do nothing. Called by store_events for each newly stored event and by backfill in batches; not for applications. Error codes: 22023 arrays of different lengths.';
 
 CREATE FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[] DEFAULT NULL::bigint[], p_dataset_namespaces text[] DEFAULT NULL::text[], p_dataset_names text[] DEFAULT NULL::text[]) RETURNS void
     LANGUAGE plpgsql

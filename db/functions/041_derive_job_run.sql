@@ -1,5 +1,5 @@
--- Jobs and runs from a set of events: the one rule, used by store_event for every newly stored
--- event and by backfill for every stored one, in batches. Each value it keeps is a minimum, a
+-- Jobs and runs from a set of events: the one rule, used by store_events for the events it
+-- stores and by backfill for every stored one, in sets. Each value it keeps is a minimum, a
 -- maximum, or comes from the event with the greatest key, so the rows are a function of the set of
 -- events, whatever order they came in (COMPLETE before START, retries, duplicates) and however
 -- they are split into calls.
@@ -18,7 +18,7 @@ BEGIN
     IF coalesce(cardinality(p_payloads), 0) <> coalesce(cardinality(p_events), 0) THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_payloads and p_events must be of equal length';
     END IF;
-    -- Callers (store_event, backfill) call this only where change 7 is deployed.
+    -- Callers (store_events, backfill) call this only where change 7 is deployed.
     --
     -- One statement: the set is first reduced to one row per job and one per run by the rule the
     -- upserts apply to a stored row and a new one (an ON CONFLICT DO UPDATE may not reach a row
@@ -197,7 +197,7 @@ COMMENT ON FUNCTION metastore.derive_job_run(jsonb[], metastore.valid_event[]) I
     '(for the sql, jobType, errorMessage and trino_query_context facets), p_events[i] its header as stored in '
     'metastore.events (mentions unused). Order-independent: the rows depend on the set of events only (see the '
     'comment of runs.state), whatever order they come in and however they are split into calls; a run''s '
-    'event_count grows by its events in the set. Empty or null arrays do nothing. Called by store_event for '
+    'event_count grows by its events in the set. Empty or null arrays do nothing. Called by store_events for '
     'each newly stored event and by backfill in batches; not for applications. '
     'Error codes: 22023 arrays of different lengths.';
 
