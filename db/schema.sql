@@ -2341,7 +2341,8 @@ BEGIN
     -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
     -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
     -- is stored, the others are its duplicates.
-    v_hashes := ARRAY(SELECT sha256(convert_to(p::text, 'UTF8')) FROM unnest(p_payloads) AS p);
+    v_hashes := ARRAY(SELECT sha256(convert_to(p.payload::text, 'UTF8'))
+                        FROM unnest(p_payloads) WITH ORDINALITY AS p (payload, o) ORDER BY p.o);
     WITH ins AS (
         INSERT INTO metastore.events AS e (
             payload, payload_sha256, event_kind, event_type, event_time, run_id, job_namespace, job_name,
