@@ -96,6 +96,9 @@ def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
         tls_files,
         tmp_path / "server.log",
         METASTORE_GROUP_COMMIT_EVENTS="64",
+        # One call in flight: all that arrive behind the held one form one group (with two, the
+        # second call would take whichever arrived first, alone).
+        METASTORE_GROUP_COMMIT_CALLS="1",
         METASTORE_INGEST_TIMEOUT_MS="5000",
     )
     tag = uuid.uuid4().hex[:8]
@@ -144,6 +147,9 @@ def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles
         tls_files,
         tmp_path / "server.log",
         METASTORE_GROUP_COMMIT_EVENTS="64",
+        # One call in flight: all that arrive behind the held one form one group (with two, the
+        # second call would take whichever arrived first, alone).
+        METASTORE_GROUP_COMMIT_CALLS="1",
         METASTORE_INGEST_TIMEOUT_MS="5000",
     )
     tag = uuid.uuid4().hex[:8]
