@@ -1577,6 +1577,7 @@ DECLARE
     v_batch     jsonb;
     v_received  integer;
     v_max       integer;
+    v_events    jsonb[];
     v_checked   metastore.checked_event[];
     v_stored    integer := 0;
     v_dups      integer := 0;
@@ -1609,8 +1610,11 @@ BEGIN
     -- never indexed (an element of an array of composite values is found by walking the array
     -- from its start).
 
-    -- 1. Check every event, writing nothing. In the batch's order: the function scan keeps it.
-    v_checked := ARRAY(SELECT metastore.check_event(a.e) FROM pg_catalog.jsonb_array_elements(v_batch) AS a (e));
+    -- 1. Check every event, writing nothing. In the batch's order: the function scan keeps it. The
+    -- batch is walked once, for its events and their checks.
+    SELECT coalesce(array_agg(a.e), '{}'), coalesce(array_agg(metastore.check_event(a.e)), '{}')
+      INTO v_events, v_checked
+      FROM jsonb_array_elements(v_batch) AS a (e);
     -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
     -- After the checks: on PostgreSQL 15 this check prints the jsonb, which the numbers check
     -- (22003) must have ruled safe first; a batch holding such a number is not checked there.
@@ -1626,9 +1630,8 @@ BEGIN
                                                  'retriable', false) ORDER BY i.o)
                         FILTER (WHERE i.error_code IS NOT NULL), '[]')
       INTO v_stored, v_dups, v_failed
-      FROM metastore.ingest_checked(NULL, ARRAY(SELECT a.e FROM jsonb_array_elements(v_batch) AS a (e)), v_checked,
-                                    v_kind, p_source_principal) WITH ORDINALITY AS i (status, event_id, error_code,
-                                                                                    error_message, event_type, o);
+      FROM metastore.ingest_checked(NULL, v_events, v_checked, v_kind, p_source_principal)
+           WITH ORDINALITY AS i (status, event_id, error_code, error_message, event_type, o);
 
     status := CASE
         WHEN v_stored + v_dups = v_received THEN 'success'

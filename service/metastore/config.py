@@ -194,7 +194,7 @@ class Config:
     tls_expiry_warning_days: int = 7
     database_tls: str = "any"
     frame_ancestors: str = "'self'"
-    group_events: int = 1
+    group_events: int = 64
     group_bytes: int = 4 << 20
     group_calls: int = 2
 
