@@ -10,7 +10,6 @@ the noise of a shared machine; ratios are per round, each against that round's f
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shutil
 import statistics
@@ -22,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from bench.run import FULL, ROOT, Bench, Service, body, fixed_rate, insert_floor, templates, wrk
+from bench.run import FULL, ROOT, Bench, Service, body, insert_floor, open_loop, templates, wrk
 from devtools.localpg import LocalPostgres, provision
 from tests.support.certs import write_tls_files
 
@@ -91,12 +90,12 @@ def closed_loop(b: Bench, templates_file: Path, bodies: list[str], concurrency: 
     return rows
 
 
-def open_loop(b: Bench, bodies: list[str], rate: int, duration: float) -> dict[str, Any]:
+def open_loop_by_variant(b: Bench, templates_file: Path, rate: int, duration: float) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, env in VARIANTS.items():
         service: Service = b.start_service(METASTORE_INGEST_MODE="sync", **env)
         try:
-            result = asyncio.run(fixed_rate(service, bodies, rate, duration, f"rate-{time.time_ns()}"))
+            result = open_loop(service, templates_file, rate, duration)
             result["where_time_goes"] = where_time_goes(service.metrics())
         finally:
             service.stop()
@@ -181,7 +180,7 @@ def main() -> int:
             summary.append(row)
         results["ratios"] = summary
         print(f"open loop {args.rate} ev/s ...", file=sys.stderr)
-        results["open_loop"] = open_loop(b, bodies, args.rate, args.rate_duration)
+        results["open_loop"] = open_loop_by_variant(b, templates_file, args.rate, args.rate_duration)
     finally:
         pg.cleanup()
         shutil.rmtree(work, ignore_errors=True)

@@ -9,13 +9,12 @@ commit on), the real service over TLS, wrk as the HTTP client.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
+import hashlib
 import json
 import os
 import platform
 import shutil
-import ssl
 import statistics
 import subprocess
 import sys
@@ -26,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psycopg
 
 from devtools.localpg import LocalPostgres, free_port, provision
@@ -204,38 +202,43 @@ def insert_floor(dsn: str, bodies: list[str], concurrency: int, duration: float)
     }
 
 
-async def fixed_rate(service: Service, bodies: list[str], rate: int, duration: float, tag: str) -> dict[str, Any]:
+def _openloop_binary() -> Path:
+    """bench/openloop (Go, standard library only) built once per source version into the tools cache."""
+    source = ROOT / "bench" / "openloop"
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in [*sorted(source.glob("*.go")), source / "go.mod"]))
+    cache = Path(os.environ.get("METASTORE_TOOLS_CACHE", Path.home() / ".cache" / "metastore-tools"))
+    binary = cache / f"openloop-{digest.hexdigest()[:16]}"
+    if not binary.exists():
+        go = shutil.which("go") or "/usr/local/go/bin/go"
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = binary.with_suffix(f".{os.getpid()}")
+        subprocess.run([go, "build", "-o", str(partial), "."], cwd=source, check=True, timeout=600)
+        partial.rename(binary)
+    return binary
+
+
+def open_loop(
+    service: Service, templates_file: Path, rate: int, duration: float, path: str = "/api/v1/lineage"
+) -> dict[str, Any]:
     """Open loop: a request every 1/rate s whatever the answers, as Trino's queries arrive."""
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    verify = ssl.create_default_context(cafile=str(service.ca))
-    json_type = {"Content-Type": "application/json"}  # POST needs a JSON media type
-    async with httpx.AsyncClient(
-        base_url=service.url, verify=verify, limits=limits, timeout=10, headers=json_type
-    ) as client:
-
-        async def one(i: int) -> None:
-            started = time.perf_counter()
-            response = await client.post("/api/v1/lineage", content=body(bodies[i % len(bodies)], f"{tag}-{i}"))
-            latencies.append(time.perf_counter() - started)
-            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
-
-        tasks = []
-        begin = time.perf_counter()
-        for i in range(int(rate * duration)):
-            await asyncio.sleep(max(0.0, begin + i / rate - time.perf_counter()))
-            tasks.append(asyncio.create_task(one(i)))
-        await asyncio.gather(*tasks)
-    latencies.sort()
-    return {
-        "rate": rate,
-        "requests": len(latencies),
-        "statuses": statuses,
-        "p50_ms": round(statistics.median(latencies) * 1000, 2),
-        "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
-        "max_ms": round(latencies[-1] * 1000, 2),
-    }
+    out = subprocess.run(
+        [
+            str(_openloop_binary()),
+            f"-url={service.url}{path}",
+            f"-ca={service.ca}",
+            f"-bodies={templates_file}",
+            f"-rate={rate}",
+            f"-duration={duration}",
+            f"-tag=rate-{time.time_ns()}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=duration + 60,
+    ).stdout
+    result: dict[str, Any] = json.loads(out)
+    result["statuses"] = {int(k): v for k, v in result["statuses"].items()}
+    return result
 
 
 def mean_seconds(metrics_text: str, family: str, **labels: str) -> float:
@@ -301,11 +304,9 @@ def run_ingest(b: Bench, bodies: list[str], templates_file: Path) -> None:
                 }
                 if plan.profile and Path(sys.executable).with_name("py-spy").exists():
                     profile(service, templates_file, b)
-            b.results.setdefault("rate", {})[mode] = asyncio.run(
-                fixed_rate(service, bodies, plan.rate, plan.rate_duration_s, f"rate-{mode}-{time.time_ns()}")
-            )
         finally:
             service.stop()
+    b.results["rate"] = rate_by_mode(b, templates_file, plan.rate, plan.rate_duration_s)
     b.results["ingest"] = rows
     ratios = []
     for c in plan.concurrencies:
@@ -323,6 +324,24 @@ def run_ingest(b: Bench, bodies: list[str], templates_file: Path) -> None:
             }
         )
     b.results["ratios"] = ratios
+
+
+def rate_by_mode(b: Bench, templates_file: Path, rate: int, duration: float) -> dict[str, Any]:
+    """The open loop in each mode, each from a fresh service with an empty queue; and against the
+    no-op endpoint, the share of the client, TLS and HTTP."""
+    out: dict[str, Any] = {}
+    for label, mode, path in (
+        ("noop", "sync", "/api/v1/noop"),
+        ("sync", "sync", "/api/v1/lineage"),
+        ("async", "async", "/api/v1/lineage"),
+    ):
+        service = b.start_service(METASTORE_INGEST_MODE=mode)
+        try:
+            out[label] = open_loop(service, templates_file, rate, duration, path)
+        finally:
+            service.stop()
+        print(f"  open loop {rate}/s, {label}: {out[label]}", file=sys.stderr)
+    return out
 
 
 def _sample_rss(service: Service, peak: list[float], duration: float) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The system packages the tests and tools need, installed when missing (Debian; as root):
 # PostgreSQL 15 (a TLS-capable server for the libpq TLS tests, and the second version CI runs),
-# Chromium (the view's browser tests), wrk (benchmarks), Maven
+# Chromium (the view's browser tests), wrk and Go (benchmarks: bench/openloop), Maven
 # (Trino for the end-to-end tests) and a JDK (Maven builds Trino's OpenLineage client for
 # tests/trino_client). Elsewhere it only says what is missing.
 set -euo pipefail
@@ -10,6 +10,7 @@ missing=()
 [ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql-15)
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
 command -v wrk >/dev/null || missing+=(wrk)
+command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || missing+=(golang-go)
 command -v mvn >/dev/null || missing+=(maven)
 command -v javac >/dev/null || missing+=(openjdk-17-jdk-headless)
 [ ${#missing[@]} -eq 0 ] && exit 0

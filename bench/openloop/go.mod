@@ -1,0 +1,3 @@
+module metastore/bench/openloop
+
+go 1.19
