@@ -3328,7 +3328,7 @@ CREATE INDEX events_default_xact_id_id_idx ON metastore.events_default USING btr
 
 CREATE INDEX jobs_order_idx ON metastore.jobs USING btree (substr(metastore.dataset_key(namespace, name), 1, 1024));
 
-CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges USING btree (downstream_id, upstream_id);
+CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges USING btree (downstream_id, upstream_id, job_sha256);
 
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
 

@@ -47,7 +47,12 @@ CREATE TABLE metastore.lineage_edges (
     last_seen     timestamptz NOT NULL,
     CONSTRAINT lineage_edges_pkey PRIMARY KEY (upstream_id, downstream_id, job_sha256)
 );
-CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges (downstream_id, upstream_id);
+-- Upstream walks read it by downstream_id. It holds the whole key, as the primary key does: an
+-- edge's lookup by (upstream, downstream, job) is then one entry whichever index the planner
+-- takes. On tables never analyzed it took this one, and with only (downstream, upstream) it read
+-- every job's edge of the pair, which Trino (a job per query) makes grow with each query: a
+-- backfill of 10 000 such events took 12.8 s instead of 3.
+CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges (downstream_id, upstream_id, job_sha256);
 COMMENT ON TABLE metastore.lineage_edges IS
     'upstream_id was an input and downstream_id an output of one event of the job, once per (upstream, '
     'downstream, job), first_seen and last_seen to the hour (UTC). Symlink identifiers get no edges: '

@@ -18,5 +18,8 @@ BEGIN
                                    'dataset_schema_versions_pkey', 'column_lineage_input_idx',
                                    'dataset_schema_versions_names_idx')) = 5,
         'an index of the lineage tables is missing';
+    ASSERT (SELECT x.indnatts FROM pg_catalog.pg_index AS x
+             WHERE x.indexrelid = 'metastore.lineage_edges_downstream_idx'::regclass) = 3,
+        'metastore.lineage_edges_downstream_idx must hold the whole key (downstream, upstream, job)';
 END
 $verify$;
