@@ -15,13 +15,23 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from bench.run import FULL, ROOT, Bench, Service, body, insert_floor, open_loop, templates, wrk
+from bench.run import (
+    FULL,
+    ROOT,
+    Bench,
+    Service,
+    database_only,
+    insert_floor,
+    open_loop,
+    templates,
+    where_time_goes,
+    wrk,
+)
 from devtools.localpg import LocalPostgres, provision
 from tests.support.certs import write_tls_files
 
@@ -30,47 +40,6 @@ VARIANTS = {
     "one commit each": {"METASTORE_GROUP_COMMIT_EVENTS": "1"},
     "group commit": {"METASTORE_GROUP_COMMIT_EVENTS": "64"},
 }
-
-
-def _samples(metrics_text: str, name: str) -> dict[str, float]:
-    """Sum of each `name{...}` sample by its query label (or '' without one)."""
-    out: dict[str, float] = {}
-    for line in metrics_text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        query = line.split('query="', 1)[1].split('"', 1)[0] if 'query="' in line else ""
-        if 'result="' in line and 'result="ok"' not in line:
-            continue
-        out[query] = out.get(query, 0.0) + float(line.rsplit(" ", 1)[1])
-    return out
-
-
-def where_time_goes(metrics_text: str) -> dict[str, Any]:
-    """Per event: HTTP request time, database call time, and how many events one call stored."""
-
-    def total(name: str, **labels: str) -> float:
-        s = 0.0
-        for line in metrics_text.splitlines():
-            if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-                s += float(line.rsplit(" ", 1)[1])
-        return s
-
-    route = {"route": "/api/v1/lineage"}
-    requests = total("metastore_http_request_duration_seconds_count", **route)
-    request_s = total("metastore_http_request_duration_seconds_sum", **route)
-    db_s = sum(_samples(metrics_text, "metastore_db_call_duration_seconds_sum").get(q, 0.0) for q in _QUERIES)
-    calls = sum(_samples(metrics_text, "metastore_db_call_duration_seconds_count").get(q, 0.0) for q in _QUERIES)
-    return {
-        "requests": int(requests),
-        "request_mean_ms": round(request_s / requests * 1000, 3) if requests else None,
-        "db_calls": int(calls),
-        "db_call_mean_ms": round(db_s / calls * 1000, 3) if calls else None,
-        "db_ms_per_event": round(db_s / requests * 1000, 3) if requests else None,
-        "events_per_call": round(requests / calls, 2) if calls else None,
-    }
-
-
-_QUERIES = ("ingest_event", "ingest_events")
 
 
 def closed_loop(b: Bench, templates_file: Path, bodies: list[str], concurrency: int, duration: int) -> list[Any]:
@@ -101,37 +70,6 @@ def open_loop_by_variant(b: Bench, templates_file: Path, rate: int, duration: fl
             service.stop()
         out[label] = result
         print(f"  open loop, {label}: {result}", file=sys.stderr)
-    return out
-
-
-def database_only(dsn: str, bodies: list[str], rounds: int = 8) -> dict[str, Any]:
-    """Milliseconds per event inside PostgreSQL alone (one connection, no HTTP): a commit per event
-    (ingest_event, as without group commit), the same calls in one transaction (the commit's share),
-    and ingest_events on groups of 4 and 16 (what group commit sends)."""
-    out: dict[str, Any] = {}
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        single = "SELECT * FROM metastore.ingest_event(%b)"
-        group = "SELECT * FROM metastore.ingest_events(%b::bytea[], 'unauthenticated', NULL)"
-        for i in range(len(bodies)):  # warm: plans cached, datasets exist
-            conn.execute(single, (body(bodies[i], f"warm-{time.time_ns()}"),))
-        for n in (4, 16):
-            per: dict[str, list[float]] = {"ingest_event, a commit each": [], "ingest_event, one commit": []}
-            per[f"ingest_events of {n}"] = []
-            for r in range(rounds):
-                for label, times in per.items():
-                    batch = [body(bodies[(r * n + k) % len(bodies)], f"db-{time.time_ns()}-{k}") for k in range(n)]
-                    started = time.perf_counter()
-                    if label.startswith("ingest_events"):
-                        conn.execute(group, (batch,)).fetchall()
-                    elif label.endswith("one commit"):
-                        with conn.transaction():
-                            for b in batch:
-                                conn.execute(single, (b,))
-                    else:
-                        for b in batch:
-                            conn.execute(single, (b,))
-                    times.append((time.perf_counter() - started) / n * 1000)
-            out[f"groups of {n}"] = {label: round(statistics.median(t), 3) for label, t in per.items()}
     return out
 
 

@@ -241,19 +241,88 @@ def open_loop(
     return result
 
 
-def mean_seconds(metrics_text: str, family: str, **labels: str) -> float:
-    total = count = 0.0
+def _samples(metrics_text: str, name: str) -> dict[str, float]:
+    """Sum of each `name{...}` sample by its query label (or '' without one)."""
+    out: dict[str, float] = {}
     for line in metrics_text.splitlines():
-        if not line.startswith(family) or any(f'{k}="{v}"' not in line for k, v in labels.items()):
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
             continue
-        if line.startswith(family + "_sum"):
-            total += float(line.rsplit(" ", 1)[1])
-        elif line.startswith(family + "_count"):
-            count += float(line.rsplit(" ", 1)[1])
-    return total / count if count else 0.0
+        query = line.split('query="', 1)[1].split('"', 1)[0] if 'query="' in line else ""
+        if 'result="' in line and 'result="ok"' not in line:
+            continue
+        out[query] = out.get(query, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
 
 
-# ---------------------------------------------------------------- the runs
+def where_time_goes(metrics_text: str, before: str = "") -> dict[str, Any]:
+    """Per event: HTTP request time, database call time, and how many events one call stored;
+    from the service's metrics, less those of `before` (the same service, earlier)."""
+
+    def total(text: str, name: str, **labels: str) -> float:
+        s = 0.0
+        for line in text.splitlines():
+            if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+                s += float(line.rsplit(" ", 1)[1])
+        return s
+
+    def db(text: str, name: str) -> float:
+        return sum(_samples(text, name).get(q, 0.0) for q in _QUERIES)
+
+    route = {"route": "/api/v1/lineage"}
+    requests = total(metrics_text, "metastore_http_request_duration_seconds_count", **route) - total(
+        before, "metastore_http_request_duration_seconds_count", **route
+    )
+    request_s = total(metrics_text, "metastore_http_request_duration_seconds_sum", **route) - total(
+        before, "metastore_http_request_duration_seconds_sum", **route
+    )
+    db_s = db(metrics_text, "metastore_db_call_duration_seconds_sum") - db(
+        before, "metastore_db_call_duration_seconds_sum"
+    )
+    calls = db(metrics_text, "metastore_db_call_duration_seconds_count") - db(
+        before, "metastore_db_call_duration_seconds_count"
+    )
+    return {
+        "requests": int(requests),
+        "request_mean_ms": round(request_s / requests * 1000, 3) if requests else None,
+        "db_calls": int(calls),
+        "db_call_mean_ms": round(db_s / calls * 1000, 3) if calls else None,
+        "db_ms_per_event": round(db_s / requests * 1000, 3) if requests else None,
+        "events_per_call": round(requests / calls, 2) if calls else None,
+    }
+
+
+_QUERIES = ("ingest_event", "ingest_events")
+
+
+def database_only(dsn: str, bodies: list[str], rounds: int = 8) -> dict[str, Any]:
+    """Milliseconds per event inside PostgreSQL alone (one connection, no HTTP): a commit per event
+    (ingest_event, as without group commit), the same calls in one transaction (the commit's share),
+    and ingest_events on groups of 4 and 16 (what group commit sends)."""
+    out: dict[str, Any] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        single = "SELECT * FROM metastore.ingest_event(%b)"
+        group = "SELECT * FROM metastore.ingest_events(%b::bytea[], 'unauthenticated', NULL)"
+        for i in range(len(bodies)):  # warm: plans cached, datasets exist
+            conn.execute(single, (body(bodies[i], f"warm-{time.time_ns()}"),))
+        for n in (4, 16):
+            per: dict[str, list[float]] = {"ingest_event, a commit each": [], "ingest_event, one commit": []}
+            per[f"ingest_events of {n}"] = []
+            for r in range(rounds):
+                for label, times in per.items():
+                    batch = [body(bodies[(r * n + k) % len(bodies)], f"db-{time.time_ns()}-{k}") for k in range(n)]
+                    started = time.perf_counter()
+                    if label.startswith("ingest_events"):
+                        conn.execute(group, (batch,)).fetchall()
+                    elif label.endswith("one commit"):
+                        with conn.transaction():
+                            for b in batch:
+                                conn.execute(single, (b,))
+                    else:
+                        for b in batch:
+                            conn.execute(single, (b,))
+                    times.append((time.perf_counter() - started) / n * 1000)
+            out[f"groups of {n}"] = {label: round(statistics.median(t), 3) for label, t in per.items()}
+    return out
 
 
 def run_ingest(b: Bench, bodies: list[str], templates_file: Path) -> None:
@@ -280,6 +349,7 @@ def run_ingest(b: Bench, bodies: list[str], templates_file: Path) -> None:
                     )
                 peak = [0.0]
                 sampler = threading.Thread(target=lambda s=service, p=peak: _sample_rss(s, p, plan.duration_s))
+                before = service.metrics()
                 sampler.start()
                 rows.append(
                     {
@@ -289,24 +359,15 @@ def run_ingest(b: Bench, bodies: list[str], templates_file: Path) -> None:
                     }
                 )
                 sampler.join()
+                if mode == "sync":
+                    rows[-1]["where_time_goes"] = where_time_goes(service.metrics(), before)
                 print(f"  {rows[-1]}", file=sys.stderr)
-            metrics_text = service.metrics()
-            if mode == "sync":
-                b.results["where_time_goes"] = {
-                    "request_mean_ms": round(
-                        mean_seconds(metrics_text, "metastore_http_request_duration_seconds", route="/api/v1/lineage")
-                        * 1000,
-                        3,
-                    ),
-                    "db_call_mean_ms": round(
-                        mean_seconds(metrics_text, "metastore_db_call_duration_seconds", query="ingest_event") * 1000, 3
-                    ),
-                }
-                if plan.profile and Path(sys.executable).with_name("py-spy").exists():
-                    profile(service, templates_file, b)
+            if mode == "sync" and plan.profile and Path(sys.executable).with_name("py-spy").exists():
+                profile(service, templates_file, b)
         finally:
             service.stop()
     b.results["rate"] = rate_by_mode(b, templates_file, plan.rate, plan.rate_duration_s)
+    b.results["database_ms_per_event"] = database_only(b.service_dsn, bodies, rounds=8 if plan.profile else 2)
     b.results["ingest"] = rows
     ratios = []
     for c in plan.concurrencies:
