@@ -627,10 +627,19 @@ def plots(results: dict[str, Any], out: Path) -> None:
         plt.close(fig)
 
 
+PARTS = ("ingest", "memory", "backfill", "read")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--smoke", action="store_true", help="seconds-long run of the whole harness")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=PARTS,
+        help="run these parts only, and replace just their results in the existing results.json",
+    )
     args = parser.parse_args()
     if not shutil.which("wrk"):
         print("bench: wrk is needed (apt-get install wrk)", file=sys.stderr)
@@ -660,17 +669,20 @@ def main() -> int:
                 "median": int(statistics.median(map(len, bodies))),
             },
         }
-        print("ingest ...", file=sys.stderr)
-        run_ingest(b, bodies, templates_file)
-        print("memory ...", file=sys.stderr)
-        run_memory_full_queue(b, bodies)
-        print("backfill ...", file=sys.stderr)
-        run_backfill(b)
-        print("read API ...", file=sys.stderr)
-        run_read_api(b)
+        parts = {
+            "ingest": lambda: run_ingest(b, bodies, templates_file),
+            "memory": lambda: run_memory_full_queue(b, bodies),
+            "backfill": lambda: run_backfill(b),
+            "read": lambda: run_read_api(b),
+        }
+        for name in args.only or PARTS:
+            print(f"{name} ...", file=sys.stderr)
+            parts[name]()
     finally:
         pg.cleanup()
         shutil.rmtree(work, ignore_errors=True)
+    if args.only and (args.out / "results.json").exists():
+        b.results = {**json.loads((args.out / "results.json").read_text()), **b.results}
     (args.out / "results.json").write_text(json.dumps(b.results, indent=2) + "\n")
     plots(b.results, args.out)
     print(json.dumps(b.results, indent=2))

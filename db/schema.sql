@@ -995,14 +995,15 @@ DECLARE
     v_ids   bigint[];
     v_ns    text[];
     v_names text[];
+    v_id_of jsonb;
 BEGIN
     -- Callers (store_events, backfill) call this only where change 6 is deployed.
     -- p_events[i] is what metastore.validate_event read from p_payloads[i], stored as p_event_ids[i].
     -- The datasets these events mention (their mentions), looked up by name_key (one index probe per
     -- distinct mention). Only these are resolved: a column-lineage input its event does not mention
     -- is skipped, so what an event derives never depends on which other events came first. The
-    -- statements below join to these arrays on (namespace, name) (a hash join on the text, cheaper
-    -- than a key per row: metastore.dataset_key is a PL/pgSQL call), never to the table by name.
+    -- statements below look ids up by (namespace, name) in these (cheaper than a key per row:
+    -- metastore.dataset_key is a PL/pgSQL call), never in the table by name.
     -- store_events has them at hand: it passes them (p_dataset_*, aligned), and they are used as given.
     IF p_dataset_ids IS NOT NULL THEN
         v_ids := p_dataset_ids;
@@ -1019,15 +1020,22 @@ BEGIN
     IF v_ids IS NULL OR cardinality(v_ids) = 0 THEN
         RETURN;
     END IF;
+    -- The statements below find a dataset's id in a jsonb object keyed by [namespace, name] (a
+    -- lookup each), not by a join to the arrays: the planner, which guesses ten rows for each side,
+    -- joined every event to all of the set's datasets (lineage edges in backfill's sets of 1000
+    -- events: 0.58 ms per event, 83 % of its time).
+    SELECT jsonb_object_agg(jsonb_build_array(k.namespace, k.name)::text, k.id) INTO v_id_of
+      FROM unnest(v_ids, v_ns, v_names) AS k (id, namespace, name);
 
     -- Schema facets of inputs, outputs and a DatasetEvent's dataset. An empty list says nothing
     -- about the fields (some producers send it when they do not know them). The version's first
     -- event is the one of the earliest eventTime, at a tie the first stored.
     INSERT INTO metastore.dataset_schema_versions AS v
            (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)
-    SELECT k.id, s.h, (array_agg(s.fields ORDER BY s.event_time, s.event_id))[1],
+    SELECT s.id, s.h, (array_agg(s.fields ORDER BY s.event_time, s.event_id))[1],
            (array_agg(s.event_id ORDER BY s.event_time, s.event_id))[1],
            min(s.event_time), max(s.event_time)
+      FROM (SELECT s0.*, (v_id_of ->> jsonb_build_array(s0.namespace, s0.name)::text)::bigint AS id
       FROM (SELECT DISTINCT u.event_id, u.event_time, ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
                    ds #> '{facets,schema,fields}' AS fields,
                    sha256(convert_to((ds #> '{facets,schema,fields}')::text, 'UTF8')) AS h
@@ -1048,11 +1056,11 @@ BEGIN
                AND jsonb_typeof(ds) = 'object'
                AND jsonb_typeof(ds -> 'namespace') = 'string' AND jsonb_typeof(ds -> 'name') = 'string'
                AND jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
-               AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s
-      JOIN unnest(v_ids, v_ns, v_names) AS k (id, namespace, name) ON k.namespace = s.namespace AND k.name = s.name
-     GROUP BY k.id, s.h
+               AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s0) AS s
+     WHERE s.id IS NOT NULL
+     GROUP BY s.id, s.h
     HAVING NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS seen
-                        WHERE seen.dataset_id = k.id AND seen.fields_sha256 = s.h
+                        WHERE seen.dataset_id = s.id AND seen.fields_sha256 = s.h
                           AND seen.first_seen <= min(s.event_time) AND seen.last_seen >= max(s.event_time))
      ORDER BY 1, 2
     ON CONFLICT (dataset_id, fields_sha256) DO UPDATE
@@ -1070,21 +1078,22 @@ BEGIN
     -- Each input to each output of an event, through its job; symlinks do not make edges.
     INSERT INTO metastore.lineage_edges AS e
            (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
-    SELECT i.id, o.id, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour)
+    SELECT im.id, om.id, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour)
       FROM (SELECT u.mentions, coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
                    sha256(convert_to(jsonb_build_array(u.job_namespace, u.job_name)::text, 'UTF8')) AS h
               FROM unnest(p_events) AS u
              WHERE u.job_name IS NOT NULL) AS j
-     CROSS JOIN LATERAL (SELECT DISTINCT x.namespace, x.name FROM unnest(j.mentions) AS x
+     CROSS JOIN LATERAL (SELECT DISTINCT (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint AS id
+                           FROM unnest(j.mentions) AS x
                           WHERE x.direction = 'input' AND x.symlink_of_namespace IS NULL) AS im
-     CROSS JOIN LATERAL (SELECT DISTINCT x.namespace, x.name FROM unnest(j.mentions) AS x
+     CROSS JOIN LATERAL (SELECT DISTINCT (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint AS id
+                           FROM unnest(j.mentions) AS x
                           WHERE x.direction = 'output' AND x.symlink_of_namespace IS NULL) AS om
-      JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name) ON i.namespace = im.namespace AND i.name = im.name
-      JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = om.namespace AND o.name = om.name
-     GROUP BY i.id, o.id, j.h
+     WHERE im.id IS NOT NULL AND om.id IS NOT NULL
+     GROUP BY im.id, om.id, j.h
     HAVING NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
-                        WHERE seen.upstream_id = i.id AND seen.downstream_id = o.id AND seen.job_sha256 = j.h
+                        WHERE seen.upstream_id = im.id AND seen.downstream_id = om.id AND seen.job_sha256 = j.h
                           AND seen.first_seen <= min(j.hour) AND seen.last_seen >= max(j.hour))
      ORDER BY 1, 2, 3
     ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
@@ -1095,14 +1104,16 @@ BEGIN
     INSERT INTO metastore.column_lineage AS c
            (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
             transformation_subtype, first_seen, last_seen, edge_sha256)
-    SELECT o.id, min(x.output_field), i.id, min(x.input_field), min(x.transformation_type),
+    SELECT x.output_id, min(x.output_field), x.input_id, min(x.input_field), min(x.transformation_type),
            min(x.transformation_subtype), min(x.hour), max(x.hour), x.h
       -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
       -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
       -- without transformations is one edge of unknown type ('', '').
       -- Fields and transformations are of any length: the key is the hash of all four (edge_sha256).
       FROM (SELECT x0.*, sha256(convert_to(jsonb_build_array(x0.output_field, x0.input_field, x0.transformation_type,
-                                                             x0.transformation_subtype)::text, 'UTF8')) AS h
+                                                             x0.transformation_subtype)::text, 'UTF8')) AS h,
+                   (v_id_of ->> jsonb_build_array(x0.namespace, x0.name)::text)::bigint AS output_id,
+                   (v_id_of ->> jsonb_build_array(x0.input_namespace, x0.input_name)::text)::bigint AS input_id
       FROM (SELECT DISTINCT date_trunc('hour', u.event_time, 'UTC') AS hour,
                    od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
                    inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
@@ -1133,12 +1144,10 @@ BEGIN
                AND jsonb_typeof(inf) = 'object'
                AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
                AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
-      JOIN unnest(v_ids, v_ns, v_names) AS o (id, namespace, name) ON o.namespace = x.namespace AND o.name = x.name
-      JOIN unnest(v_ids, v_ns, v_names) AS i (id, namespace, name)
-        ON i.namespace = x.input_namespace AND i.name = x.input_name
-     GROUP BY o.id, i.id, x.h
+     WHERE x.output_id IS NOT NULL AND x.input_id IS NOT NULL
+     GROUP BY x.output_id, x.input_id, x.h
     HAVING NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
-                        WHERE seen.output_dataset_id = o.id AND seen.input_dataset_id = i.id
+                        WHERE seen.output_dataset_id = x.output_id AND seen.input_dataset_id = x.input_id
                           AND seen.edge_sha256 = x.h
                           AND seen.first_seen <= min(x.hour) AND seen.last_seen >= max(x.hour))
      ORDER BY 1, 3, 9
