@@ -41,7 +41,7 @@ e2e: system-deps $(PY) ## end to end with a real Trino 476 from Maven Central (c
 trino-budget: system-deps $(PY) ## emit() time of Trino 476's own OpenLineage client, retry included: healthy, locked and frozen database, sync and async (20 emits per case; ARGS="--env KEY=VALUE ...")
 	$(PY) -m tests.trino_client.budget --emits 20 $(ARGS) bench/results/trino-budget.json
 
-bench: system-deps $(PY) ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk)
+bench: system-deps $(PY) ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk and Go, which system-deps installs)
 	$(PY) -m bench.run
 
 bench-smoke: $(PY) ## a seconds-long run of the benchmark harness, so that it does not rot
