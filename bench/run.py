@@ -258,29 +258,27 @@ def where_time_goes(metrics_text: str, before: str = "") -> dict[str, Any]:
     """Per event: HTTP request time, database call time, and how many events one call stored;
     from the service's metrics, less those of `before` (the same service, earlier)."""
 
-    def total(text: str, name: str, **labels: str) -> float:
-        s = 0.0
-        for line in text.splitlines():
-            if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
-                s += float(line.rsplit(" ", 1)[1])
-        return s
+    def totals(text: str) -> list[float]:
+        """Requests, their seconds, ingest calls' seconds, ingest calls."""
 
-    def db(text: str, name: str) -> float:
-        return sum(_samples(text, name).get(q, 0.0) for q in _QUERIES)
+        def total(name: str) -> float:
+            return sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith(name + "{") and 'route="/api/v1/lineage"' in line
+            )
 
-    route = {"route": "/api/v1/lineage"}
-    requests = total(metrics_text, "metastore_http_request_duration_seconds_count", **route) - total(
-        before, "metastore_http_request_duration_seconds_count", **route
-    )
-    request_s = total(metrics_text, "metastore_http_request_duration_seconds_sum", **route) - total(
-        before, "metastore_http_request_duration_seconds_sum", **route
-    )
-    db_s = db(metrics_text, "metastore_db_call_duration_seconds_sum") - db(
-        before, "metastore_db_call_duration_seconds_sum"
-    )
-    calls = db(metrics_text, "metastore_db_call_duration_seconds_count") - db(
-        before, "metastore_db_call_duration_seconds_count"
-    )
+        def db(name: str) -> float:
+            return sum(_samples(text, name).get(q, 0.0) for q in _QUERIES)
+
+        return [
+            total("metastore_http_request_duration_seconds_count"),
+            total("metastore_http_request_duration_seconds_sum"),
+            db("metastore_db_call_duration_seconds_sum"),
+            db("metastore_db_call_duration_seconds_count"),
+        ]
+
+    requests, request_s, db_s, calls = (x - y for x, y in zip(totals(metrics_text), totals(before), strict=True))
     return {
         "requests": int(requests),
         "request_mean_ms": round(request_s / requests * 1000, 3) if requests else None,

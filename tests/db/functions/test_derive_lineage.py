@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from tests.conftest import FIXTURES, fixture_files, ingest, load_fixture
 from tests.lineage_rules import derive
@@ -240,11 +241,13 @@ def test_backfill_rebuilds_the_same_derived_tables(
     assert derived_snapshot(owner) == expected
 
 
-def seq_scans(conn: psycopg.Connection[Any], table: str) -> int:
-    """Sequential scans of a metastore table in the current transaction (pg_stat_xact_user_tables)."""
+def xact_stat(conn: psycopg.Connection[Any], table: str, counter: str) -> int:
+    """A counter of pg_stat_xact_user_tables (seq_scan, idx_tup_fetch, ...) for a metastore table,
+    in the current transaction."""
     row = conn.execute(
-        "SELECT coalesce(sum(seq_scan), 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'metastore'"
-        " AND relname = %s",
+        sql.SQL(
+            "SELECT coalesce(sum({}), 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'metastore' AND relname = %s"
+        ).format(sql.Identifier(counter)),
         (table,),
     ).fetchone()
     assert row is not None
@@ -265,19 +268,9 @@ def test_datasets_are_found_by_key_not_by_a_scan(
     with service.transaction():
         assert ingest(service, ctas(1, "ctas"))[0] == "stored"
         assert ingest(service, ctas(2, "ctas"))[0] == "stored"
-        assert {t: seq_scans(service, t) for t in ("datasets", "jobs", "runs")} == {"datasets": 0, "jobs": 0, "runs": 0}
+        scans = {t: xact_stat(service, t, "seq_scan") for t in ("datasets", "jobs", "runs")}
+        assert scans == {"datasets": 0, "jobs": 0, "runs": 0}
     assert count(owner, "column_lineage") == 8
-
-
-def index_fetches(conn: psycopg.Connection[Any], table: str) -> int:
-    """Rows of a metastore table fetched through its indexes in the current transaction."""
-    row = conn.execute(
-        "SELECT coalesce(sum(idx_tup_fetch), 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'metastore'"
-        " AND relname = %s",
-        (table,),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def test_an_edge_is_looked_up_alone_among_the_jobs_of_its_pair(
@@ -290,7 +283,7 @@ def test_an_edge_is_looked_up_alone_among_the_jobs_of_its_pair(
     with service.transaction():
         for i in range(n):
             assert ingest(service, ctas(i, f"query_{i}"))[0] == "stored"
-        assert index_fetches(service, "lineage_edges") < 3 * n  # all of the pair's: n * (n - 1) / 2
+        assert xact_stat(service, "lineage_edges", "idx_tup_fetch") < 3 * n  # all of the pair's: n * (n - 1) / 2
     assert count(owner, "lineage_edges") == n
 
 
