@@ -5,7 +5,10 @@ alike.
 - ingest: the same Trino CTAS COMPLETE events (a new query each) into a database of each, rounds
   alternating which goes first: ms per event (client round trip) one per `ingest_event` call, and in
   sets of 10 and 100 per `ingest_events` call.
-- backfill: `CALL metastore.backfill()` over `--backfill` such events stored in each, twice each.
+- backfill: `CALL metastore.backfill()` over `--backfill` such events stored in each, twice each;
+  with `--bulk`, over make bench's generated events instead, inserted straight into metastore.events
+  just before (no derived rows, no statistics: what `make bench` and a restore of the events table
+  give), once each.
 
 Prints the figures and their ratio (this / base); writes nothing in the repository.
 """
@@ -24,6 +27,7 @@ from typing import Any
 import psycopg
 
 from bench.lineage import ctas
+from bench.run import generate_events
 from devtools import localpg
 from devtools.localpg import LocalPostgres
 from metastore import migrations
@@ -61,6 +65,7 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="git revision to compare with (e.g. a commit of main)")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--backfill", type=int, default=10_000, help="events for the backfill comparison")
+    parser.add_argument("--bulk", action="store_true", help="backfill make bench's generated events, once each")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalPostgres() as server:
         dbs = {"base": checkout_db(args.base, Path(tmp)), "this": migrations.db_dir()}
@@ -86,12 +91,16 @@ def main() -> None:
             conn.close()
         conns = {label: provision(server, f"backfill_{label}", db) for label, db in dbs.items()}
         for conn in conns.values():
+            if args.bulk:
+                continue
             for i in range(0, args.backfill, 100):
                 store(conn, [ctas(n + j) for j in range(i, min(args.backfill, i + 100))])
             conn.execute("VACUUM ANALYZE")
         n += args.backfill
-        for _ in range(2):
+        for _ in range(1 if args.bulk else 2):
             for label, conn in conns.items():
+                if args.bulk:
+                    generate_events(conn, args.backfill)
                 started = time.perf_counter()
                 conn.execute("CALL metastore.backfill()")
                 seconds = time.perf_counter() - started

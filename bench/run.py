@@ -466,31 +466,36 @@ def run_memory_full_queue(b: Bench, bodies: list[str]) -> None:
         service.stop()
 
 
+def generate_events(conn: psycopg.Connection[Any], n: int) -> None:
+    """Bulk, inside PostgreSQL, straight into metastore.events (no derived rows, no statistics yet):
+    small Trino-like COMPLETE events reading two of 5000 tables, a new job each."""
+    conn.execute(
+        """
+        INSERT INTO metastore.events (payload, payload_sha256, event_kind, event_type, event_time, run_id,
+                                      job_namespace, job_name, producer)
+        SELECT p, sha256(convert_to(p::text, 'UTF8')), 'run', 'COMPLETE', now(), p #>> '{run,runId}',
+               'trino://bench:8080', p #>> '{job,name}', 'bench'
+          FROM (SELECT jsonb_build_object(
+                    'eventTime', now(), 'eventType', 'COMPLETE', 'producer', 'bench',
+                    'run', jsonb_build_object('runId', 'backfill-' || i),
+                    'job', jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'q' || i),
+                    'inputs', jsonb_build_array(
+                        jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.t' || (i %% 5000)),
+                        jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.u' || (i %% 977))),
+                    'outputs', jsonb_build_array(
+                        jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.o' || (i %% 3001))))
+                    AS p
+                  FROM generate_series(1, %s::bigint) AS i) AS g
+        """,
+        (n,),
+    )
+
+
 def run_backfill(b: Bench) -> None:
     n = b.plan.backfill_events
     with psycopg.connect(b.owner_dsn, autocommit=True) as conn:
         started = time.perf_counter()
-        # Bulk, inside PostgreSQL: small Trino-like COMPLETE events reading two of 5000 tables.
-        conn.execute(
-            """
-            INSERT INTO metastore.events (payload, payload_sha256, event_kind, event_type, event_time, run_id,
-                                          job_namespace, job_name, producer)
-            SELECT p, sha256(convert_to(p::text, 'UTF8')), 'run', 'COMPLETE', now(), p #>> '{run,runId}',
-                   'trino://bench:8080', p #>> '{job,name}', 'bench'
-              FROM (SELECT jsonb_build_object(
-                        'eventTime', now(), 'eventType', 'COMPLETE', 'producer', 'bench',
-                        'run', jsonb_build_object('runId', 'backfill-' || i),
-                        'job', jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'q' || i),
-                        'inputs', jsonb_build_array(
-                            jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.t' || (i %% 5000)),
-                            jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.u' || (i %% 977))),
-                        'outputs', jsonb_build_array(
-                            jsonb_build_object('namespace', 'trino://bench:8080', 'name', 'cat.s.o' || (i %% 3001))))
-                        AS p
-                      FROM generate_series(1, %s::bigint) AS i) AS g
-            """,
-            (n,),
-        )
+        generate_events(conn, n)
         generated = time.perf_counter() - started
         total = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
         started = time.perf_counter()

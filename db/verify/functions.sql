@@ -55,6 +55,7 @@ BEGIN
         FOREACH v_fn IN ARRAY ARRAY['metastore.store_events(jsonb[], metastore.valid_event[], text, text)',
                                     'metastore.ingest_checked(bytea[], jsonb[], metastore.checked_event[], text, text)',
                                     'metastore.derive_job_run(jsonb[], metastore.valid_event[])',
+                                    'metastore.datasets_with_field_among(bigint[], text, integer)',
                                     'metastore.backfill(integer)',
                                     'metastore.apply_retention(interval)',
                                     -- Any range of partitions, for the owner; the service has ensure_partitions.
@@ -127,6 +128,7 @@ DECLARE
         'metastore.dataset_runs(p_dataset_id bigint, p_limit integer DEFAULT 20) -> jsonb',
         'metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) -> jsonb',
         'metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) -> jsonb',
+        'metastore.datasets_with_field_among(p_ids bigint[], p_field text, p_limit integer) -> jsonb',
         'metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) -> void',
         'metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[] DEFAULT NULL::bigint[], p_dataset_namespaces text[] DEFAULT NULL::text[], p_dataset_names text[] DEFAULT NULL::text[]) -> void',
         'metastore.ensure_partitions() -> integer',

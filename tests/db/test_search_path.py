@@ -126,6 +126,9 @@ CALLS: dict[str, str] = {
         "SELECT metastore.dataset_layer((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v))"
     ),
     "metastore.datasets_with_field(text,integer)": "SELECT metastore.datasets_with_field('id', 10)",
+    "metastore.datasets_with_field_among(bigint[],text,integer)": (
+        "SELECT metastore.datasets_with_field_among(ARRAY[1::bigint], 'id', 10)"
+    ),
     "metastore.dataset_lineage(bigint,text,integer,integer)": (
         "SELECT metastore.dataset_lineage((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v),"
         " 'both', 3, 50)"

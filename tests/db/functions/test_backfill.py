@@ -8,8 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
+from psycopg import sql
 
-from tests.conftest import Database, create_database, drop_database, fixture_files, ingest, load_fixture
+from tests.conftest import OWNER, Database, create_database, drop_database, fixture_files, ingest, load_fixture
 
 
 def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
@@ -176,3 +178,34 @@ def test_backfill_rebuilds_names_of_10_kb_identically(
     owner.execute("UPDATE metastore.datasets SET input_events = 0")
     owner.execute("CALL metastore.backfill(2)")
     assert snapshot(owner) == live
+
+
+def test_no_statement_is_jit_compiled(database: Database, service: psycopg.Connection[Any]) -> None:
+    """Its sets of 1000 events cost more than jit_above_cost: compiling took 0.6 s per statement per set
+    on PostgreSQL 15 with LLVM. Here JIT is made the default for every statement; backfill turns it off."""
+    for event in generated_events(30, "jit"):
+        ingest(service, {**event, "eventTime": "2024-01-01T00:00:00Z"})
+    with psycopg.connect(database.server.dsn_for("postgres", database.name), autocommit=True) as admin:
+        available = admin.execute("SELECT pg_jit_available()").fetchone()
+        if not (available and available[0]):
+            pytest.skip("this PostgreSQL was built without JIT (LLVM)")
+        # Watching only (auto_explain needs a superuser to load); the backfill runs as the owner.
+        notices: list[str] = []
+        admin.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        admin.execute("LOAD 'auto_explain'")
+        for setting, value in [
+            ("auto_explain.log_min_duration", "0"),
+            ("auto_explain.log_nested_statements", "on"),
+            ("auto_explain.log_level", "notice"),
+            ("jit", "on"),
+            ("jit_above_cost", "0"),
+        ]:
+            admin.execute("SELECT set_config(%s, %s, false)", (setting, value))
+        admin.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(OWNER)))
+        admin.execute("SELECT count(*) FROM metastore.events")
+        assert any("JIT:" in n for n in notices), "the watch sees JIT where it is on"
+        notices.clear()
+        admin.execute("CALL metastore.backfill()")
+    # Only the statement that turns it off, which starts each transaction, runs with it on.
+    compiled = [n for n in notices if "JIT:" in n and "set_config('jit', 'off', true)" not in n]
+    assert len(notices) > 20 and not compiled
