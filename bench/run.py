@@ -501,6 +501,7 @@ def run_backfill(b: Bench) -> None:
         started = time.perf_counter()
         conn.execute("CALL metastore.backfill(50000)")
         seconds = time.perf_counter() - started
+        feed = feed_pages(conn)
     events = total[0] if total else n
     b.results["backfill"] = {
         "events": events,
@@ -508,7 +509,31 @@ def run_backfill(b: Bench) -> None:
         "backfill_s": round(seconds, 1),
         "events_per_s": round(events / seconds, 1),
     }
+    b.results["feed"] = feed
     print(f"  backfill {b.results['backfill']}", file=sys.stderr)
+    print(f"  feed {feed}", file=sys.stderr)
+
+
+def feed_pages(conn: psycopg.Connection[Any], calls: int = 50) -> dict[str, Any]:
+    """metastore.read_events over the backfilled events: ms per page of 100, the first page of the
+    feed, and the first page of the events that mention one table (1 in 5000 events do)."""
+    out: dict[str, Any] = {}
+    for label, query in (
+        ("first_page", "SELECT count(*) FROM metastore.read_events(100)"),
+        (
+            "dataset_1_in_5000",
+            "SELECT count(*) FROM metastore.read_events(100, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+            " 'trino://bench:8080', 'cat.s.t77')",
+        ),
+    ):
+        samples = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            conn.execute(query).fetchone()
+            samples.append((time.perf_counter() - started) * 1000)
+        samples.sort()
+        out[label] = {"calls": calls, "ms_p50": round(statistics.median(samples), 2), "ms_max": round(samples[-1], 2)}
+    return out
 
 
 def cursor_for(namespace: str, name: str) -> str:

@@ -35,8 +35,18 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'          -- a time without a zone is UTC, as eventTime is at ingest
 SET "DateStyle" = 'ISO, YMD'
+-- Each page planned for its own filters: the optional ones below are "x IS NULL OR ...", which a
+-- generic plan keeps as filters, so a dataset's few events were found by walking the whole feed.
+SET plan_cache_mode = force_custom_plan
 AS $fn$
 DECLARE
+    -- A dataset filter: the datasets it names; when fewer than c_few links name them, their
+    -- events (ids and times), from which the page is chosen instead of walking the feed. Above
+    -- that, the feed is walked, and a page is full after about events / links rows.
+    c_few     constant integer := 10000;
+    v_ids     bigint[];
+    v_ev_ids  bigint[];
+    v_ev_at   timestamptz[];
     v_after   text[];
     v_xact    xid8 := '0';
     v_id      bigint := 0;
@@ -72,6 +82,22 @@ BEGIN
     v_et_to := p_event_time_to::timestamptz;
     v_rc_from := p_received_from::timestamptz;
     v_rc_to := p_received_to::timestamptz;
+    IF p_dataset_namespace IS NOT NULL OR p_dataset_name IS NOT NULL THEN
+        -- By name_key when both are given; a namespace or a name alone has no index of its own.
+        v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d
+                        WHERE CASE WHEN p_dataset_namespace IS NOT NULL AND p_dataset_name IS NOT NULL
+                                   THEN d.name_key = sha256(metastore.dataset_key(p_dataset_namespace, p_dataset_name))
+                                   ELSE (p_dataset_namespace IS NULL OR d.namespace = p_dataset_namespace)
+                                        AND (p_dataset_name IS NULL OR d.name = p_dataset_name) END);
+        SELECT array_agg(l.event_id), array_agg(l.event_time) INTO v_ev_ids, v_ev_at
+          FROM (SELECT l.event_id, l.event_time FROM metastore.event_datasets AS l
+                 WHERE l.dataset_id = ANY (v_ids) LIMIT c_few + 1) AS l;
+        IF cardinality(v_ev_ids) > c_few THEN
+            v_ev_ids := NULL;
+        ELSIF v_ev_ids IS NULL THEN
+            RETURN;  -- no event mentions it
+        END IF;
+    END IF;
 
     RETURN QUERY
     WITH page AS (
@@ -90,12 +116,14 @@ BEGIN
            AND (p_job_name IS NULL OR (pg_catalog.left(e.job_name, 400) = pg_catalog.left(p_job_name, 400)
                                        AND e.job_name = p_job_name))
            AND (p_event_type IS NULL OR e.event_type = upper(p_event_type))
-           AND (p_dataset_namespace IS NULL AND p_dataset_name IS NULL
+           AND (v_ids IS NULL
                 OR EXISTS (SELECT FROM metastore.event_datasets AS l
-                             JOIN metastore.datasets AS d ON d.id = l.dataset_id
-                            WHERE l.event_id = e.id AND l.event_time = e.event_time
-                              AND (p_dataset_namespace IS NULL OR d.namespace = p_dataset_namespace)
-                              AND (p_dataset_name IS NULL OR d.name = p_dataset_name)))
+                            WHERE l.event_id = e.id AND l.event_time = e.event_time AND l.dataset_id = ANY (v_ids)))
+           -- Key conditions the plan can take: ids on the primary key; times prune the partitions. (A
+           -- plan may still walk the feed's index with the ids as its condition when estimates are
+           -- off: 50 ms for 200 of a million events, where a full walk took 300. A UNION ALL that
+           -- forced the lookups took the feed's ordered walk away from every other call.)
+           AND (v_ev_ids IS NULL OR (e.id = ANY (v_ev_ids) AND e.event_time = ANY (v_ev_at)))
          ORDER BY e.xact_id, e.id
          LIMIT p_limit + 1
     ), numbered AS (

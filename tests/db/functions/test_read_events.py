@@ -304,3 +304,43 @@ def test_events_stored_before_the_feed_existed_come_first_in_the_feed(pg_server:
         assert [r[0] for r in rows[:3]] == ["0", "0", "0"] and int(rows[3][0]) > 0
     finally:
         drop_database(db)
+
+
+def test_a_dataset_filter_finds_the_same_events_whether_it_walks_the_feed_or_its_links(
+    owner: psycopg.Connection[Any], service: psycopg.Connection[Any]
+) -> None:
+    """Over 10 000 events mention "hot" (the feed is walked) and every 997th mentions "cold" (the page
+    is chosen among its few events): both as the owner's reading of the payloads says, in feed order."""
+    owner.execute(
+        """
+        INSERT INTO metastore.events (payload, payload_sha256, event_kind, event_type, event_time, run_id,
+                                      job_namespace, job_name, producer)
+        SELECT p, sha256(convert_to(p::text, 'UTF8')), 'run', 'COMPLETE', (p ->> 'eventTime')::timestamptz,
+               p #>> '{run,runId}', 'jobs', p #>> '{job,name}', 'test'
+          FROM (SELECT jsonb_build_object(
+                    'eventTime', '2024-03-01T00:00:00Z'::timestamptz + i * interval '1 minute',
+                    'eventType', 'COMPLETE', 'producer', 'test',
+                    'run', jsonb_build_object('runId', 'r' || i),
+                    'job', jsonb_build_object('namespace', 'jobs', 'name', 'j' || i),
+                    'inputs', jsonb_build_array(jsonb_build_object('namespace', 'n',
+                        'name', CASE WHEN i % 997 = 0 THEN 'cold' WHEN i % 3 = 0 THEN 'other' ELSE 'hot' END)))
+                    AS p
+                  FROM generate_series(1, 16000) AS i) AS g
+        """
+    )
+    owner.execute("CALL metastore.backfill()")
+    for name, at_least in (("hot", 10_001), ("cold", 16)):
+        expected = [
+            r[0]
+            for r in owner.execute(
+                "SELECT id FROM metastore.events WHERE payload @> jsonb_build_object('inputs',"
+                " jsonb_build_array(jsonb_build_object('name', %s::text))) ORDER BY xact_id, id",
+                (name,),
+            )
+        ]
+        assert len(expected) >= at_least
+        found = [e["id"] for e in read_all(service, limit=1000, dataset_namespace="n", dataset_name=name)]
+        assert found == expected, name
+        first, cursor, _ = page(service, 7, dataset_name=name)
+        second, _, _ = page(service, 7, cursor, dataset_name=name)
+        assert [e["id"] for e in first + second] == expected[:14]
