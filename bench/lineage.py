@@ -12,6 +12,9 @@
   earlier ones, one in ten with a symlink alias); metastore.dataset_lineage(id, 'both', 5, 200)
   from random datasets, p50/p99 over the client round trip.
 Results: bench/results/lineage.json (and lineage-ctas.png).
+`--field-search`: metastore.datasets_with_field at --datasets datasets (lineage-field-search.json).
+`--wide`: one event of n inputs and n outputs (n x n edges) into a young store, analyzed
+(lineage-wide.json): storing it costs time linear in its edges.
 """
 
 from __future__ import annotations
@@ -204,8 +207,9 @@ def bench_graph(server: LocalPostgres, datasets: int, samples: int) -> dict[str,
 
 
 def bench_field_search(server: LocalPostgres, datasets: int, samples: int) -> dict[str, Any]:
-    """metastore.datasets_with_field over `datasets` datasets with one schema version each: five
-    fields, "id" in all, a name shared by 100 datasets, one by 10, one unique."""
+    """metastore.datasets_with_field over `datasets` datasets with a current schema version each:
+    five fields, "id" in all, a name shared by 100 datasets, one by 10, one unique; and one dataset
+    in 33 with an older version that had a field no current one has."""
     localpg.provision(server, "bench_fields")
     with psycopg.connect(server.dsn_for("metastore_owner", "bench_fields"), autocommit=True) as conn:
         started = time.perf_counter()
@@ -226,6 +230,17 @@ def bench_field_search(server: LocalPostgres, datasets: int, samples: int) -> di
             "        jsonb_build_object('name', 'amount', 'type', 'decimal(12,2)')) AS f) AS x",
             {"n": datasets},
         )
+        # One dataset in 33 had "renamed" in an older version: a field many had and none has now.
+        conn.execute(
+            "INSERT INTO metastore.dataset_schema_versions"
+            " (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)"
+            " SELECT d.id, sha256(convert_to(f::text, 'UTF8')), f, 1, now() - interval '1 day',"
+            "        now() - interval '1 day'"
+            "   FROM metastore.datasets d CROSS JOIN LATERAL (SELECT jsonb_build_array("
+            "        jsonb_build_object('name', 'id', 'type', 'bigint'),"
+            "        jsonb_build_object('name', 'renamed', 'type', 'varchar')) AS f) AS x"
+            "  WHERE d.id % 33 = 0"
+        )
         conn.execute("VACUUM ANALYZE")
         built = time.perf_counter() - started
         rng = random.Random(16)  # noqa: S311 (reproducible samples, not secrets)
@@ -235,9 +250,10 @@ def bench_field_search(server: LocalPostgres, datasets: int, samples: int) -> di
             ("shared_by_10", lambda: f"shared10_{rng.randint(0, datasets // 10 - 1)}"),
             ("shared_by_100", lambda: f"shared100_{rng.randint(0, datasets // 100 - 1)}"),
             ("in_every_dataset_first_100", lambda: "id"),
+            ("dropped_by_every_33rd", lambda: "renamed"),
         ):
             times: list[float] = []
-            for _ in range(samples if label != "in_every_dataset_first_100" else max(5, samples // 20)):
+            for _ in range(samples if label in ("unique", "shared_by_10", "shared_by_100") else max(5, samples // 20)):
                 t0 = time.perf_counter()
                 conn.execute("SELECT metastore.datasets_with_field(%s, 100)::text", (make(),)).fetchone()
                 times.append((time.perf_counter() - t0) * 1000)
@@ -248,6 +264,44 @@ def bench_field_search(server: LocalPostgres, datasets: int, samples: int) -> di
                 "ms_p99": round(times[max(0, int(len(times) * 0.99) - 1)], 2),
             }
         return result
+
+
+def bench_wide(server: LocalPostgres, sizes: tuple[int, ...]) -> dict[str, Any]:
+    """An event of n inputs and n outputs, each size into its own database holding 100 small events,
+    analyzed (what autovacuum does to a young store): ms to store it and its n x n edges."""
+    result: dict[str, Any] = {"sizes": []}
+    for n in sizes:
+        name = f"bench_wide_{n}"
+        localpg.provision(server, name)
+        with psycopg.connect(server.dsn_for("metastore_service", name), autocommit=True) as conn:
+            for i in range(100):
+                small = json.loads(ctas(i))
+                small["inputs"], small["outputs"] = (
+                    [{"namespace": "n", "name": f"a{i}"}],
+                    [{"namespace": "n", "name": f"b{i}"}],
+                )
+                conn.execute("SELECT metastore.ingest_event(%b)", (json.dumps(small).encode(),))
+        with psycopg.connect(server.dsn_for("metastore_owner", name), autocommit=True) as owner:
+            owner.execute("ANALYZE")
+        wide = json.loads(ctas(1000))
+        wide["inputs"] = [{"namespace": "n", "name": f"in{k}"} for k in range(n)]
+        wide["outputs"] = [{"namespace": "n", "name": f"out{k}"} for k in range(n)]
+        body = json.dumps(wide).encode()
+        with psycopg.connect(server.dsn_for("metastore_service", name), autocommit=True) as conn:
+            started = time.perf_counter()
+            row = conn.execute("SELECT status FROM metastore.ingest_event(%b)", (body,)).fetchone()
+            ms = (time.perf_counter() - started) * 1000
+        assert row is not None and row[0] == "stored", row
+        result["sizes"].append(
+            {
+                "n": n,
+                "edges": n * n,
+                "body_kb": round(len(body) / 1024, 1),
+                "ms": round(ms, 1),
+                "us_per_edge": round(ms * 1000 / (n * n), 2),
+            }
+        )
+    return result
 
 
 def plot(ctas_result: dict[str, Any], path: Path) -> None:
@@ -278,9 +332,16 @@ def main() -> None:
     parser.add_argument("--set-size", type=int, default=1, help="events per ingest call (1: ingest_event)")
     parser.add_argument("--out", type=Path, default=RESULTS / "lineage.json")
     parser.add_argument("--field-search", action="store_true", help="only the field-name search")
+    parser.add_argument("--wide", action="store_true", help="only an event of n inputs and n outputs")
     args = parser.parse_args()
     server = LocalPostgres().start()
     try:
+        if args.wide:
+            wide = bench_wide(server, (50, 100, 200, 400, 600))
+            wide["command"] = "python -m bench.lineage --wide"
+            print(json.dumps(wide, indent=1))
+            args.out.with_name("lineage-wide.json").write_text(json.dumps(wide, indent=2) + "\n")
+            return
         if args.field_search:
             found = bench_field_search(server, args.datasets, args.samples)
             found["command"] = f"python -m bench.lineage --field-search --datasets {args.datasets}"

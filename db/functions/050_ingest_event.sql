@@ -26,7 +26,8 @@ COMMENT ON FUNCTION metastore.ingest_event(bytea, text, text) IS
     'Ingests one OpenLineage event given as UTF-8 JSON bytes. status: stored, duplicate (an equal event '
     'was stored before; event_id is that one) or rejected (error_code is the SQLSTATE, error_message says '
     'why; well-formed JSON is recorded in metastore.rejected_events); event_type is the eventType sent, if any. '
-    'Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 54001 nested too deep; and '
+    'Rejection codes: 22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22030 an object with the same '
+    'key twice; 54001 nested too deep; and '
     'those of metastore.validate_event. p_source_kind null means unauthenticated; raises 22023 for an unknown '
     'kind or a principal with the unauthenticated kind.';
 

@@ -92,9 +92,10 @@ COMMENT ON FUNCTION metastore.ingest_batch(bytea, text, text) IS
     'Ingests a JSON array of OpenLineage events (the OpenLineage batch API). Each event is stored or '
     'rejected on its own; result follows the spec''s batch response (status, summary, failed_events). '
     'status: success, partial_success, or failure (no event accepted). Error codes for the whole body: '
-    '22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array; 54000 more events than '
-    'metastore.settings.max_batch_events; 22023 an unknown source kind, or a principal with the '
-    'unauthenticated kind (p_source_kind null means unauthenticated).';
+    '22021 not UTF-8; 22P02 not JSON; 22P05 a \u0000 escape; 22023 not an array; 22030 an object of the '
+    'array with the same key twice; 54000 more events than metastore.settings.max_batch_events; 22023 an '
+    'unknown source kind, or a principal with the unauthenticated kind (p_source_kind null means '
+    'unauthenticated); 55000 metastore.settings has no row.';
 
 REVOKE ALL ON FUNCTION metastore.ingest_batch(bytea, text, text) FROM PUBLIC;
 -- To this installation's group roles (metastore.group_roles).

@@ -17,6 +17,8 @@ DECLARE
     v_seen      bigint[];
     v_frontier  bigint[];
     v_next      bigint[];
+    v_new       bigint[];
+    v_cap       integer;
     v_dir       text;
     v_truncated boolean := false;
     v_room      integer;
@@ -46,7 +48,8 @@ BEGIN
     v_sides := array_fill('self'::text, ARRAY[cardinality(v_start)]);
 
     -- Each direction on its own from the start (up then down would reach siblings). A node seen
-    -- once is never expanded again in that direction: cycles end there.
+    -- once is never expanded again in that direction: cycles end there. A node the other direction
+    -- listed already (A -> B -> A) is expanded all the same, but listed once.
     FOREACH v_dir IN ARRAY CASE WHEN p_direction = 'both' THEN ARRAY['upstream', 'downstream']
                                 ELSE ARRAY[p_direction] END LOOP
         v_seen := v_start;
@@ -54,30 +57,31 @@ BEGIN
         FOR v_depth IN 1..p_depth LOOP
             EXIT WHEN cardinality(v_frontier) = 0 OR v_truncated;
             v_room := p_node_limit - cardinality(v_nodes);
+            -- Room for every node listed already and one more than fits: past that, the graph is cut.
+            v_cap := v_room + 1 + cardinality(v_nodes);
             IF v_dir = 'upstream' THEN
                 v_next := ARRAY(SELECT DISTINCT e.upstream_id FROM metastore.lineage_edges AS e
                                  WHERE e.downstream_id = ANY (v_frontier) AND e.upstream_id <> ALL (v_seen)
-                                 ORDER BY 1 LIMIT v_room + 1);
+                                 ORDER BY 1 LIMIT v_cap);
             ELSE
                 v_next := ARRAY(SELECT DISTINCT e.downstream_id FROM metastore.lineage_edges AS e
                                  WHERE e.upstream_id = ANY (v_frontier) AND e.downstream_id <> ALL (v_seen)
-                                 ORDER BY 1 LIMIT v_room + 1);
+                                 ORDER BY 1 LIMIT v_cap);
             END IF;
             EXIT WHEN cardinality(v_next) = 0;
-            v_next := ARRAY(SELECT x FROM unnest(metastore.dataset_aliases(v_next, v_room + 1)) WITH ORDINALITY AS a (x, o)
+            v_next := ARRAY(SELECT x FROM unnest(metastore.dataset_aliases(v_next, v_cap)) WITH ORDINALITY AS a (x, o)
                              WHERE x <> ALL (v_seen) ORDER BY o);
             v_seen := v_seen || v_next;
-            -- Reached from the other side already (a cycle through the dataset): listed once.
-            v_next := ARRAY(SELECT x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
-                             WHERE x <> ALL (v_nodes) ORDER BY o);
-            IF cardinality(v_next) > v_room THEN
-                v_next := v_next[1:v_room];
+            v_frontier := v_next;
+            v_new := ARRAY(SELECT x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
+                            WHERE x <> ALL (v_nodes) ORDER BY o);
+            IF cardinality(v_new) > v_room THEN
+                v_new := v_new[1:v_room];
                 v_truncated := true;
             END IF;
-            v_nodes := v_nodes || v_next;
-            v_depths := v_depths || array_fill(v_depth, ARRAY[cardinality(v_next)]);
-            v_sides := v_sides || array_fill(v_dir, ARRAY[cardinality(v_next)]);
-            v_frontier := v_next;
+            v_nodes := v_nodes || v_new;
+            v_depths := v_depths || array_fill(v_depth, ARRAY[cardinality(v_new)]);
+            v_sides := v_sides || array_fill(v_dir, ARRAY[cardinality(v_new)]);
         END LOOP;
     END LOOP;
 

@@ -24,6 +24,9 @@ DECLARE
     v_ids      bigint[];
     v_payloads jsonb[];
     v_events   metastore.valid_event[];
+    v_ds_ids   bigint[];
+    v_ds_ns    text[];
+    v_ds_names text[];
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
@@ -86,16 +89,20 @@ BEGIN
                              excluded.output_events);
 
     -- Links carry their event's event_time: the partition key, shared with metastore.events.
+    -- In event order: the links' primary key is filled in order, and step 4 reads a set's datasets
+    -- back by event id.
     CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
     SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction, m.event_time
       FROM pg_temp.backfill_mentions AS m
-      JOIN metastore.datasets AS d ON d.namespace = m.namespace AND d.name = m.name;
+      JOIN metastore.datasets AS d ON d.namespace = m.namespace AND d.name = m.name
+     ORDER BY m.event_id, d.id, m.direction;
     DELETE FROM metastore.event_datasets AS t
      WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_links AS n
                         WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction
                           AND n.event_time = t.event_time);
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
     SELECT n.event_id, n.dataset_id, n.direction, n.event_time FROM pg_temp.backfill_links AS n
+     ORDER BY n.event_id, n.dataset_id, n.direction
     ON CONFLICT DO NOTHING;
 
     CREATE TEMP TABLE backfill_symlinks ON COMMIT DROP AS
@@ -135,6 +142,7 @@ BEGIN
     IF v_layer OR v_jobs THEN
         -- The mentions extracted in step 1, per event: no second extraction.
         CREATE INDEX ON pg_temp.backfill_mentions (event_id);
+        CREATE INDEX ON pg_temp.backfill_links (event_id);
         v_last := 0;
         LOOP
             -- The next set's last id, from the ids read above (an index on a temporary table). A
@@ -158,7 +166,14 @@ BEGIN
             -- None left in the range when retention dropped its day while step 1 read others.
             CONTINUE WHEN v_ids IS NULL;
             IF v_layer THEN
-                PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events);
+                -- The set's datasets, known from its links: derive_lineage need not look each
+                -- mention up by its key again (the same datasets: links come from every mention).
+                SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.namespace), pg_catalog.array_agg(d.name)
+                  INTO v_ds_ids, v_ds_ns, v_ds_names
+                  FROM metastore.datasets AS d
+                 WHERE d.id IN (SELECT l.dataset_id FROM pg_temp.backfill_links AS l
+                                 WHERE l.event_id >= v_ids[1] AND l.event_id <= v_high);
+                PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events, v_ds_ids, v_ds_ns, v_ds_names);
             END IF;
             IF v_jobs THEN
                 PERFORM metastore.derive_job_run(v_payloads, v_events);

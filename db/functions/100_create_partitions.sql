@@ -33,9 +33,11 @@ BEGIN
     END IF;
 
     -- One maintainer at a time (this function and apply_retention): a second caller waits here,
-    -- then finds the partitions made and returns 0.
+    -- then finds the partitions made and returns 0. A lock on a table only the owner may lock (the
+    -- ledger of changes, there from the first deploy), not an advisory lock, which any role that
+    -- connects can take and hold.
     PERFORM set_config('lock_timeout', '0', true);
-    PERFORM pg_advisory_xact_lock(7262002);
+    LOCK TABLE metastore_migrations.schema_version IN SHARE UPDATE EXCLUSIVE MODE;
     PERFORM set_config('lock_timeout', '100ms', true);
 
     v_days := ARRAY(SELECT d::date

@@ -28,9 +28,10 @@ BEGIN
     DELETE FROM metastore.rejected_events AS r WHERE r.received_at < v_cutoff;
     GET DIAGNOSTICS v_rejected = ROW_COUNT;
 
-    -- One maintainer at a time (this function and create_partitions).
+    -- One maintainer at a time (this function and create_partitions), through a lock on a table
+    -- only the owner may lock, not an advisory lock, which any role that connects can hold.
     PERFORM pg_catalog.set_config('lock_timeout', '0', true);
-    PERFORM pg_catalog.pg_advisory_xact_lock(7262002);
+    LOCK TABLE metastore_migrations.schema_version IN SHARE UPDATE EXCLUSIVE MODE;
     PERFORM pg_catalog.set_config('lock_timeout', '100ms', true);
 
     -- Daily partitions (of either table) that end at or before the cutoff. The default

@@ -263,3 +263,20 @@ def test_the_app_role_cannot_create_partitions_at_all(service: psycopg.Connectio
     for args in ((None, None), (utc_today() - timedelta(days=1), 14), (utc_today() - timedelta(days=1500), 2)):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             service.execute("SELECT metastore.create_partitions(%s::date, %s::integer)", args)
+
+
+def test_no_lock_the_app_role_can_take_holds_maintenance_up(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """Maintainers took turns through an advisory lock, which any role that connects may hold for
+    as long as its session lasts: the app role could hold every partition maintenance and deploy
+    up (waits without a lock_timeout). Now they lock a table only the owner may lock."""
+    service.execute("SELECT pg_advisory_lock(7262002)")  # the key they used
+    for mode in ("SHARE UPDATE EXCLUSIVE", "ACCESS SHARE"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), service.transaction():
+            service.execute(f"LOCK TABLE metastore_migrations.schema_version IN {mode} MODE")  # type: ignore[arg-type]
+    owner.execute("SET statement_timeout = '10s'")
+    made = owner.execute("SELECT metastore.create_partitions(%s::date, 20)", (utc_today(),)).fetchone()
+    assert made is not None and made[0] > 0
+    row = owner.execute("SELECT metastore.apply_retention('3650 days')").fetchone()
+    assert row is not None and row[0]["partitions_dropped"] == 0

@@ -160,3 +160,21 @@ def test_datasets_by_current_field_name(service: psycopg.Connection[Any]) -> Non
         with pytest.raises(psycopg.Error) as caught:
             with_field(service, bad)
         assert caught.value.sqlstate == "22023"
+
+
+def test_a_node_the_other_direction_listed_is_still_expanded(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """a <-> b both ways, then b -> c: b is upstream of a (listed first), and downstream of a too,
+    so c, two hops down, is in the graph of both directions."""
+    load(service, [run(1, "ab", ["a"], ["b"]), run(2, "ba", ["b"], ["a"]), run(3, "bc", ["b"], ["c"])])
+    t = ids(owner)
+    down = names(lineage(service, t["a"], "downstream", 3))
+    both = lineage(service, t["a"], "both", 3)
+    assert down["c"] == ("downstream", 2)
+    assert names(both) == {"a": ("self", 0), "b": ("upstream", 1), "c": ("downstream", 2)}
+    assert both["truncated"] is False
+    # The node limit still counts each node once.
+    assert len(lineage(service, t["a"], "both", 3, limit=3)["nodes"]) == 3
+    cut = lineage(service, t["a"], "both", 3, limit=2)
+    assert len(cut["nodes"]) == 2 and cut["truncated"] is True

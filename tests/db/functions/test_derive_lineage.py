@@ -8,9 +8,9 @@ import re
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from tests.conftest import FIXTURES, fixture_files, ingest, load_fixture
+from tests.db.stats import xact_stat
 from tests.lineage_rules import derive
 
 
@@ -241,19 +241,6 @@ def test_backfill_rebuilds_the_same_derived_tables(
     assert derived_snapshot(owner) == expected
 
 
-def xact_stat(conn: psycopg.Connection[Any], table: str, counter: str) -> int:
-    """A counter of pg_stat_xact_user_tables (seq_scan, idx_tup_fetch, ...) for a metastore table,
-    in the current transaction."""
-    row = conn.execute(
-        sql.SQL(
-            "SELECT coalesce(sum({}), 0) FROM pg_stat_xact_user_tables WHERE schemaname = 'metastore' AND relname = %s"
-        ).format(sql.Identifier(counter)),
-        (table,),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def test_datasets_are_found_by_key_not_by_a_scan(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
@@ -308,3 +295,25 @@ def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
     with psycopg.connect(dsn, autocommit=True) as owner:
         owner.execute("CALL metastore.backfill()")
         assert count(owner, "column_lineage") == 8
+
+
+def test_a_wide_event_on_a_young_store_looks_its_edges_up_by_key(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """Edges are inputs x outputs. On a store of a hundred events, analyzed (autovacuum does so
+    early), the plan checked each new edge with a scan of lineage_edges, rows just inserted
+    included: quadratic in the edges (an event of 200 inputs and 200 outputs took 33 s)."""
+    for i in range(100):
+        event = ctas(i, f"small_{i}")
+        event["inputs"] = [{"namespace": "n", "name": f"a{i}"}]
+        event["outputs"] = [{"namespace": "n", "name": f"b{i}"}]
+        assert ingest(service, event)[0] == "stored"
+    owner.execute("ANALYZE")
+    wide = ctas(100, "wide")
+    wide["inputs"] = [{"namespace": "n", "name": f"in{k}"} for k in range(60)]
+    wide["outputs"] = [{"namespace": "n", "name": f"out{k}"} for k in range(60)]
+    with psycopg.connect(service.info.dsn, autocommit=True) as fresh, fresh.transaction():
+        assert ingest(fresh, wide)[0] == "stored"
+        tables = ("lineage_edges", "dataset_schema_versions", "column_lineage")
+        assert {t: xact_stat(fresh, t, "seq_scan") for t in tables} == dict.fromkeys(tables, 0)
+    assert count(owner, "lineage_edges") == 100 + 60 * 60
