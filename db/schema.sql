@@ -315,7 +315,7 @@ BEGIN
                   INTO v_ds_ids, v_ds_ns, v_ds_names
                   FROM metastore.datasets AS d
                  WHERE d.id IN (SELECT l.dataset_id FROM pg_temp.backfill_links AS l
-                                 WHERE l.event_id >= v_ids[1] AND l.event_id <= v_high);
+                                 WHERE l.event_id = ANY (v_ids));
                 PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events, v_ds_ids, v_ds_ns, v_ds_names);
             END IF;
             IF v_jobs THEN
@@ -415,8 +415,9 @@ BEGIN
 
     -- One maintainer at a time (this function and apply_retention): a second caller waits here,
     -- then finds the partitions made and returns 0. A lock on a table only the owner may lock (the
-    -- ledger of changes, there from the first deploy), not an advisory lock, which any role that
-    -- connects can take and hold.
+    -- ledger of changes, there from the first deploy; the app role reaches it only through
+    -- ensure_partitions, for its own transaction), not an advisory lock, which any role that
+    -- connects can take and hold for as long as its session lasts.
     PERFORM set_config('lock_timeout', '0', true);
     LOCK TABLE metastore_migrations.schema_version IN SHARE UPDATE EXCLUSIVE MODE;
     PERFORM set_config('lock_timeout', '100ms', true);
@@ -1225,6 +1226,11 @@ BEGIN
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
                    AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
                          producer, schema_url, mentions)
+             -- The event's own mentions, as keys: an input field of a dataset this event does not
+             -- mention is skipped even when another event of the set mentions it (v_id_of has the
+             -- whole set's datasets), so a set derives what its events would one by one.
+             CROSS JOIN LATERAL (SELECT jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, true)
+                                   FROM unnest(u.mentions) AS m) AS own (keys)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                           THEN u.payload -> 'outputs' ELSE '[]' END) AS od
              CROSS JOIN LATERAL (
@@ -1243,7 +1249,8 @@ BEGIN
                AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
                AND jsonb_typeof(inf) = 'object'
                AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
-               AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
+               AND jsonb_typeof(inf -> 'field') = 'string'
+               AND own.keys ? jsonb_build_array(inf ->> 'namespace', inf ->> 'name')::text) AS x0) AS x
      WHERE x.output_id IS NOT NULL AND x.input_id IS NOT NULL
      GROUP BY x.output_id, x.input_id, x.h
     HAVING NOT EXISTS (SELECT FROM metastore.column_lineage AS seen

@@ -170,6 +170,11 @@ BEGIN
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
                    AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
                          producer, schema_url, mentions)
+             -- The event's own mentions, as keys: an input field of a dataset this event does not
+             -- mention is skipped even when another event of the set mentions it (v_id_of has the
+             -- whole set's datasets), so a set derives what its events would one by one.
+             CROSS JOIN LATERAL (SELECT jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, true)
+                                   FROM unnest(u.mentions) AS m) AS own (keys)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                           THEN u.payload -> 'outputs' ELSE '[]' END) AS od
              CROSS JOIN LATERAL (
@@ -188,7 +193,8 @@ BEGIN
                AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
                AND jsonb_typeof(inf) = 'object'
                AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
-               AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
+               AND jsonb_typeof(inf -> 'field') = 'string'
+               AND own.keys ? jsonb_build_array(inf ->> 'namespace', inf ->> 'name')::text) AS x0) AS x
      WHERE x.output_id IS NOT NULL AND x.input_id IS NOT NULL
      GROUP BY x.output_id, x.input_id, x.h
     HAVING NOT EXISTS (SELECT FROM metastore.column_lineage AS seen

@@ -172,7 +172,7 @@ BEGIN
                   INTO v_ds_ids, v_ds_ns, v_ds_names
                   FROM metastore.datasets AS d
                  WHERE d.id IN (SELECT l.dataset_id FROM pg_temp.backfill_links AS l
-                                 WHERE l.event_id >= v_ids[1] AND l.event_id <= v_high);
+                                 WHERE l.event_id = ANY (v_ids));
                 PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events, v_ds_ids, v_ds_ns, v_ds_names);
             END IF;
             IF v_jobs THEN

@@ -34,8 +34,9 @@ BEGIN
 
     -- One maintainer at a time (this function and apply_retention): a second caller waits here,
     -- then finds the partitions made and returns 0. A lock on a table only the owner may lock (the
-    -- ledger of changes, there from the first deploy), not an advisory lock, which any role that
-    -- connects can take and hold.
+    -- ledger of changes, there from the first deploy; the app role reaches it only through
+    -- ensure_partitions, for its own transaction), not an advisory lock, which any role that
+    -- connects can take and hold for as long as its session lasts.
     PERFORM set_config('lock_timeout', '0', true);
     LOCK TABLE metastore_migrations.schema_version IN SHARE UPDATE EXCLUSIVE MODE;
     PERFORM set_config('lock_timeout', '100ms', true);

@@ -265,12 +265,13 @@ def test_the_app_role_cannot_create_partitions_at_all(service: psycopg.Connectio
             service.execute("SELECT metastore.create_partitions(%s::date, %s::integer)", args)
 
 
-def test_no_lock_the_app_role_can_take_holds_maintenance_up(
+def test_an_advisory_lock_of_the_app_role_holds_no_maintenance_up(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
     """Maintainers took turns through an advisory lock, which any role that connects may hold for
     as long as its session lasts: the app role could hold every partition maintenance and deploy
-    up (waits without a lock_timeout). Now they lock a table only the owner may lock."""
+    up (waits without a lock_timeout). Now they lock a table the app role may not lock itself; it
+    takes that lock only inside metastore.ensure_partitions, for the transaction that called it."""
     service.execute("SELECT pg_advisory_lock(7262002)")  # the key they used
     for mode in ("SHARE UPDATE EXCLUSIVE", "ACCESS SHARE"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege), service.transaction():

@@ -317,3 +317,25 @@ def test_a_wide_event_on_a_young_store_looks_its_edges_up_by_key(
         tables = ("lineage_edges", "dataset_schema_versions", "column_lineage")
         assert {t: xact_stat(fresh, t, "seq_scan") for t in tables} == dict.fromkeys(tables, 0)
     assert count(owner, "lineage_edges") == 100 + 60 * 60
+
+
+def test_a_set_resolves_column_lineage_inputs_per_event(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """An input field of a dataset its event does not mention is skipped, also when another event
+    of the same set mentions that dataset: a set derives what its events derive one by one (ingest
+    takes sets, backfill takes a thousand events per call)."""
+    stray = ctas(0, "stray")
+    outputs = stray["outputs"][0]["facets"]["columnLineage"]["fields"]
+    field = next(iter(outputs))
+    outputs[field]["inputFields"].append({"namespace": "elsewhere", "name": "other.t", "field": "x"})
+    mentions_it = ctas(1, "other")
+    mentions_it["inputs"] = [{"namespace": "elsewhere", "name": "other.t"}]
+    alone = oracle_column_lineage(stray) | oracle_column_lineage(mentions_it)
+    assert not any(row[3] == "elsewhere" for row in alone)
+    bodies = [json.dumps(e).encode() for e in (stray, mentions_it)]
+    rows = service.execute("SELECT status FROM metastore.ingest_events(%s::bytea[])", (bodies,)).fetchall()
+    assert rows == [("stored",), ("stored",)]
+    assert stored_column_lineage(owner) == alone
+    owner.execute("CALL metastore.backfill(1000)")
+    assert stored_column_lineage(owner) == alone
