@@ -92,8 +92,9 @@ BEGIN
                     OR u.payload @? '$.dataset.facets.schema')
                AND jsonb_typeof(ds) = 'object'
                AND jsonb_typeof(ds -> 'namespace') = 'string' AND jsonb_typeof(ds -> 'name') = 'string'
-               AND jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
-               AND jsonb_array_length(ds #> '{facets,schema,fields}') > 0) AS s0) AS s
+               -- CASE, not AND: AND does not stop a length of an object from being asked (an error).
+               AND CASE WHEN jsonb_typeof(ds #> '{facets,schema,fields}') = 'array'
+                        THEN jsonb_array_length(ds #> '{facets,schema,fields}') > 0 ELSE false END) AS s0) AS s
      WHERE s.id IS NOT NULL
      GROUP BY s.id, s.h
     HAVING NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS seen
@@ -185,9 +186,10 @@ BEGIN
                     SELECT '', od #> '{facets,columnLineage,dataset}') AS f (field, inputs)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
                                                           THEN f.inputs ELSE '[]' END) AS inf
-             CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(inf -> 'transformations') = 'array'
-                                                               AND jsonb_array_length(inf -> 'transformations') > 0
-                                                          THEN inf -> 'transformations' ELSE '[{}]' END) AS tr
+             CROSS JOIN LATERAL jsonb_array_elements(
+                    CASE WHEN jsonb_typeof(inf -> 'transformations') IS DISTINCT FROM 'array' THEN '[{}]'
+                         WHEN jsonb_array_length(inf -> 'transformations') > 0 THEN inf -> 'transformations'
+                         ELSE '[{}]' END) AS tr
              WHERE u.payload @? '$.outputs[*].facets.columnLineage'
                AND jsonb_typeof(od) = 'object'
                AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'

@@ -78,6 +78,9 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 if exc.status < 500:
                     raise
                 failure = exc
+            except BaseException:
+                breaker.abandon()  # cancelled (the client hung up): no outcome
+                raise
             else:
                 breaker.done(ok=True)
                 return result

@@ -33,6 +33,8 @@ from metastore.errors import ApiError
 
 # RFC 9110 5.6.2: token = 1*tchar
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_BAD_VALUE = re.compile(r"[\r\n\x00]")
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)
 # Printable ASCII without space: safe in a header, a log line and a JSON string as it is.
 _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 # type "/" subtype, parameters ignored: application/json or application/<anything>+json.
@@ -57,6 +59,14 @@ class Request(SanicRequest):
         if not all(_TOKEN.fullmatch(name) for name in names):
             metrics.REFUSED.labels("bad_header_name").inc()
             raise BadRequest("a header name is not an RFC 9110 token (whitespace before the colon, or a folded line)")
+        # RFC 9110 5.5: CR, LF and NUL never belong in a value. A bare LF there is a second header
+        # line to the next hop that splits on it (Transfer-Encoding next to Content-Length).
+        if any(_BAD_VALUE.search(value) for value in self.headers.values()):
+            metrics.REFUSED.labels("bad_header_value").inc()
+            raise BadRequest("a header value holds a CR, LF or NUL character")
+        if not all(_DIGITS.fullmatch(v) for v in self.headers.getall("content-length", [])):
+            metrics.REFUSED.labels("bad_content_length").inc()
+            raise BadRequest("Content-Length must be ASCII digits")
         if "transfer-encoding" in names and "content-length" in names:
             metrics.REFUSED.labels("te_and_cl").inc()
             raise BadRequest("Transfer-Encoding and Content-Length together")

@@ -215,6 +215,11 @@ class Breaker:
             return True
         return False
 
+    def abandon(self) -> None:
+        """The request that was let through ended without an outcome (its client left): another
+        may probe. Without this, a probe cancelled mid-call kept the breaker open for good."""
+        self._probing = False
+
     def done(self, ok: bool) -> None:
         self._probing = False
         if ok:
@@ -553,4 +558,5 @@ def _one_to_blame(exc: ApiError) -> bool:
 def _environmental(exc: ApiError) -> bool:
     if exc.code is None:
         return True  # no SQLSTATE: the pool or the connection failed
-    return exc.code.startswith(_ENVIRONMENT) or exc.status < 500
+    # A data error (4xx) of a whole group is some event's: split and set aside, never retried as is.
+    return exc.code.startswith((*_ENVIRONMENT, "42501"))

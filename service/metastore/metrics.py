@@ -78,8 +78,8 @@ CONNECTIONS = Gauge("metastore_http_connections", "Client connections open.")
 REFUSED = Counter(
     "metastore_http_refused_total",
     "Requests or connections refused, by reason: to stay within bounds (connections, inflight_bytes, "
-    "request_deadline, spool_full, database_failing) or before reaching a route (bad_header_name, te_and_cl, "
-    "media_type, nul_in_query).",
+    "request_deadline, spool_full, database_failing) or before reaching a route (bad_header_name, "
+    "bad_header_value, bad_content_length, te_and_cl, media_type, nul_in_query).",
     ["reason"],
 )
 INFLIGHT = Gauge("metastore_http_inflight_bytes", "Request bytes being received or inflated now.")

@@ -85,6 +85,29 @@ def test_ambiguous_framing_is_refused_and_the_connection_closed(
     assert count_events(module_db, name) == 0
 
 
+@pytest.mark.parametrize(
+    ("extra", "length"),
+    [
+        (b"X-Pad: a\nTransfer-Encoding: chunked\r\n", None),  # a bare LF: a second line to the next hop
+        (b"X-Pad: a\rb\r\n", None),
+        (b"X-Pad: a\x00b\r\n", None),
+        (b"", "\uff14\uff13\uff17".encode()),  # fullwidth digits, which int() reads
+    ],
+)
+def test_a_header_value_with_cr_lf_nul_or_odd_digits_is_refused(
+    server: Server, module_db: Database, extra: bytes, length: bytes | None
+) -> None:
+    name = f"odd-{uuid.uuid4().hex[:8]}"
+    body = json.dumps(event(name)).encode()
+    request = (
+        b"POST /api/v1/lineage HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n%s"
+        b"Content-Length: %s\r\n\r\n%s" % (extra, length or str(len(body)).encode(), body)
+    )
+    received, _ = exchange(server, request)
+    assert received.startswith(b"HTTP/1.1 400 "), received[:200]
+    assert count_events(module_db, name) == 0
+
+
 def test_a_well_formed_request_over_the_same_path_is_served(server: Server, module_db: Database) -> None:
     """The control for the test above: the same raw exchange, framed once, stores the event."""
     name = f"plain-{uuid.uuid4().hex[:8]}"

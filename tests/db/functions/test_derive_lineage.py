@@ -339,3 +339,20 @@ def test_a_set_resolves_column_lineage_inputs_per_event(
     assert stored_column_lineage(owner) == alone
     owner.execute("CALL metastore.backfill(1000)")
     assert stored_column_lineage(owner) == alone
+
+
+def test_fields_and_transformations_that_are_not_lists_are_ignored(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """SQL's AND does not stop at a false first operand: the length of an object was asked for and
+    the event failed (400 in sync mode; in async mode a group that failed so was retried for ever)."""
+    event = ctas(0, "odd")
+    event["outputs"][0]["facets"]["schema"]["fields"] = {"name": "a"}
+    cl = event["outputs"][0]["facets"]["columnLineage"]["fields"]
+    for field in cl.values():
+        for inp in field["inputFields"]:
+            inp["transformations"] = {"type": "DIRECT"}
+    assert ingest(service, event)[0] == "stored"
+    assert count(owner, "column_lineage") > 0
+    versions = owner.execute("SELECT count(*) FROM metastore.dataset_schema_versions").fetchone()
+    assert versions == (1,)  # the input's list; the output's object says nothing
