@@ -2,8 +2,9 @@
 
 Whatever clients do, the service's memory stays a function of its settings (README, "Memory"):
 at most METASTORE_MAX_CONNECTIONS connections (one more is answered 503 and closed), at most
-METASTORE_MAX_INFLIGHT_BYTES of request bodies being received or inflated at once (a request that
-would pass it is answered 503 with Retry-After at once, before its body is read), and a request's
+METASTORE_MAX_INFLIGHT_BYTES of request bodies being received or inflated at once (counted as their
+bytes arrive; a request whose next bytes would pass it is answered 503 with Retry-After at once and
+its connection closed), and a request's
 headers, then its body, must each arrive within METASTORE_REQUEST_DEADLINE_S in total (Sanic's own
 timers restart on every byte, which a slow sender exploits). Inflation runs off the event loop.
 """
@@ -71,10 +72,11 @@ class Reservation:
 async def receive_body(request: Request, reservation: Reservation, max_bytes: int, deadline_s: float) -> bytes:
     """The whole body of a streamed request, within the size limit, the deadline and the budget."""
     length = request.headers.get("content-length", "")
-    if length.isdigit():
-        if int(length) > max_bytes:
-            raise ApiError(413, f"the body is larger than {max_bytes} bytes", close=True)
-        reservation.take(int(length))  # refuse a flood before reading any of it
+    if length.isdigit() and int(length) > max_bytes:
+        raise ApiError(413, f"the body is larger than {max_bytes} bytes", close=True)
+    # The budget holds bytes that arrived, never bytes announced: reserving a Content-Length before
+    # its bytes came let four clients that announce 16 MiB and send nothing hold the default budget
+    # until their deadline, refusing every other POST meanwhile.
     chunks: list[bytes] = []
     received = 0
 
@@ -87,8 +89,7 @@ async def receive_body(request: Request, reservation: Reservation, max_bytes: in
             received += len(chunk)
             if received > max_bytes:
                 raise ApiError(413, f"the body is larger than {max_bytes} bytes", close=True)
-            if not length.isdigit():
-                reservation.take(len(chunk))
+            reservation.take(len(chunk))
             chunks.append(chunk)
 
     try:

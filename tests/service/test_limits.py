@@ -73,17 +73,29 @@ def memory_ok(result: dict[str, Any]) -> None:
     assert max(rss["hwm_mb"], rss["sampled_peak_mb"]) <= rss_bound_mb(rss["start_mb"]), rss
 
 
-def test_slow_uploads_beyond_the_budget_are_refused_at_once(limited: Server) -> None:
-    # 12 uploads announcing 1 MB each trickle 2 KB/s: the budget (4 MiB) admits four.
-    result = asyncio.run(floods.slow_uploads(target(limited), n=12, size=1_000_000, rate=2048, max_s=15))
+def test_bodies_announced_but_not_sent_hold_no_budget(limited: Server) -> None:
+    # 12 uploads announce 1 MB each (3 MiB more than the 4 MiB budget) and trickle 2 KB/s. Only
+    # bytes that arrived count: every upload meets the total deadline (408) and legitimate posts go
+    # through meanwhile. Reserving what was announced refused 8 of them at once and every
+    # legitimate post until the 4 admitted ones timed out.
+    result = asyncio.run(floods.slow_uploads(target(limited), n=12, size=MAX_BODY, rate=2048, max_s=15))
     seen, times = result["clients"]["outcomes"], result["clients"]["answer_s"]
-    assert set(seen) == {"503", "408"}, result["clients"]
-    assert 3 <= seen["408"] <= 4 and seen["503"] == 12 - seen["408"], seen
-    assert result["clients"]["retry_after"] == {"1": seen["503"]}
-    # At once: well before the deadline the 408s wait for.
-    assert times["503"]["max"] < DEADLINE_S / 2, times
+    assert seen == {"408": 12}, result["clients"]
     # The body's deadline is total: 2 KB a second never restarts it.
     assert times["408"]["min"] >= DEADLINE_S and times["408"]["max"] < DEADLINE_S + 2
+    legit_ok(result)
+    memory_ok(result)
+    assert metric(limited, "metastore_http_inflight_bytes") == 0
+
+
+def test_bodies_that_arrive_beyond_the_budget_are_refused_at_once(limited: Server) -> None:
+    # Eight events of almost 1 MB sent at full speed, 7.6 MiB against the 4 MiB budget: those whose
+    # bytes would pass it are refused while they arrive, at once, with Retry-After.
+    result = asyncio.run(floods.large_bodies(target(limited), n=8, size=MAX_BODY - 1024))
+    seen, times = result["clients"]["outcomes"], result["clients"]["answer_s"]
+    assert set(seen) <= {"201", "503"} and seen.get("503") and seen.get("201"), result["clients"]
+    assert result["clients"]["retry_after"] == {"1": seen["503"]}
+    assert times["503"]["max"] < DEADLINE_S, times
     legit_ok(result)
     memory_ok(result)
     assert metric(limited, "metastore_http_inflight_bytes") == 0
