@@ -1444,19 +1444,24 @@ DECLARE
     v_out  jsonb := '[]';
     v_t    record;
     v_next timestamptz;
+    v_auth text;
 BEGIN
     FOR v_t IN SELECT * FROM metastore.forward_targets ORDER BY name LOOP
         -- The oldest event not yet acknowledged: the lag is how long it has waited.
         SELECT (r.event::jsonb ->> 'received_at')::timestamptz INTO v_next
           FROM metastore.read_events(1, v_t.cursor) AS r;
+        -- The name is the target's URL, with any user:password@ in it (the cursor's key): anyone may
+        -- read this, so neither the name nor the error (which may quote the URL) shows them.
+        v_auth := substring(v_t.name FROM '^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@');
         v_out := v_out || jsonb_build_object(
-            'target', v_t.name,
+            'target', CASE WHEN v_auth IS NULL THEN v_t.name ELSE replace(v_t.name, v_auth || '@', '') END,
             'sent', v_t.sent,
             'refused', v_t.refused,
             'cursor', v_t.cursor,
             'updated_at', v_t.updated_at,
             'lease_until', v_t.lease_until,
-            'last_error', v_t.last_error,
+            'last_error', CASE WHEN v_auth IS NULL OR v_auth = '' THEN v_t.last_error
+                               ELSE replace(v_t.last_error, v_auth, '***') END,
             'last_error_at', v_t.last_error_at,
             'oldest_pending_received_at', v_next,
             'lag_seconds', CASE WHEN v_next IS NULL THEN 0
@@ -1466,7 +1471,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.forward_status() IS 'Live forwarding, per target: events sent and refused, cursor, last error, and lag_seconds: how long the oldest event not yet acknowledged has waited since it was received (0 when the target is up to date).';
+COMMENT ON FUNCTION metastore.forward_status() IS 'Live forwarding, per target (its URL without user:password@): events sent and refused, cursor, last error (credentials of the URL replaced by ***), and lag_seconds: how long the oldest event not yet acknowledged has waited since it was received (0 when the target is up to date).';
 
 CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER

@@ -19,6 +19,7 @@ import socket
 import uuid
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from prometheus_client import Counter, Gauge
 from sanic import Request, Sanic
@@ -48,7 +49,21 @@ MAX_BACKOFF_S = 30.0
 class ForwardConfig:
     url: str
     ca: str | None
-    target: str
+    target: str  # the cursor's key in metastore.forward_targets: the whole URL, credentials included
+    shown: str  # the URL without its credentials: in logs, metric labels and forward_ack's errors
+
+    def scrub(self, text: str) -> str:
+        """text with the URL's password (basic auth) replaced: error messages may quote the URL."""
+        password = urlsplit(self.url).password
+        return text.replace(password, "***") if password else text
+
+
+def without_credentials(url: str) -> str:
+    """The URL without user:password@: GET /api/v1/forwarding and /metrics answer anyone."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def load(env: Any = None) -> ForwardConfig | None:
@@ -62,8 +77,10 @@ def load(env: Any = None) -> ForwardConfig | None:
     ca = settings._get(env, "METASTORE_FORWARD_CA") or None
     if ca and not os.path.isfile(ca):
         raise settings.ConfigError(f"METASTORE_FORWARD_CA={ca} is not a readable file")
-    # The target's name is its URL: another URL is another downstream, with its own cursor.
-    return ForwardConfig(url, ca, url.rstrip("/"))
+    # The target's name is its URL: another URL is another downstream, with its own cursor. Its
+    # credentials stay in the key (a key without them would restart forwarding from the first event).
+    target = url.rstrip("/")
+    return ForwardConfig(url, ca, target, without_credentials(target))
 
 
 class Forwarder:
@@ -82,7 +99,7 @@ class Forwarder:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the loop must outlive any failure; it is logged and retried
-                log.warning("forwarding to %s failed: %s", self.config.target, exc)
+                log.warning("forwarding to %s failed: %s", self.config.shown, self.config.scrub(str(exc)))
                 pause = self.next_backoff()
             await asyncio.sleep(pause)
 
@@ -92,7 +109,7 @@ class Forwarder:
 
     async def step(self) -> float:
         """Send one page; return how long to wait before the next."""
-        target = self.config.target
+        target, shown = self.config.target, self.config.shown
         claim = await self.db.one("forward_claim", {"target": target, "owner": self.owner, "lease_s": LEASE_S})
         if not claim.claimed:
             return LEASE_S / 3  # another replica sends; take over if its lease expires
@@ -108,28 +125,28 @@ class Forwarder:
             try:
                 response = await asyncio.to_thread(self.transport.emit_text, row.payload)
             except Exception as exc:  # retried by the transport already
-                error = f"event {row.event_id}: {exc}"
+                error = self.config.scrub(f"event {row.event_id}: {exc}")
                 break
             if response.status_code >= 500 or response.status_code in (408, 429):
                 error = f"event {row.event_id}: {response.status_code} {response.text[:200]}"
                 break
             if response.status_code >= 400:
                 refused += 1  # the target will never take it: skip, do not block every event after it
-                log.warning("%s refused event %d: %s", target, row.event_id, response.text[:200])
+                log.warning("%s refused event %d: %s", shown, row.event_id, response.text[:200])
             else:
                 sent += 1
             last = row.cursor
-        EVENTS.labels(target, "sent").inc(sent)
-        EVENTS.labels(target, "refused").inc(refused)
+        EVENTS.labels(shown, "sent").inc(sent)
+        EVENTS.labels(shown, "refused").inc(refused)
         if error:
-            EVENTS.labels(target, "failed").inc()
-            log.warning("forwarding to %s stopped: %s", target, error)
+            EVENTS.labels(shown, "failed").inc()
+            log.warning("forwarding to %s stopped: %s", shown, error)
         (acked,) = await self.db.one(
             "forward_ack",
             {"target": target, "owner": self.owner, "cursor": last, "sent": sent, "refused": refused, "error": error},
         )
         if not acked:
-            log.warning("lost the lease on %s: another replica sends from here", target)
+            log.warning("lost the lease on %s: another replica sends from here", shown)
         await self.record_lag()
         if error:
             return self.next_backoff()
@@ -138,7 +155,7 @@ class Forwarder:
 
     async def record_lag(self) -> None:
         for row in await self.db.call("forward_lag", {"target": self.config.target}):
-            LAG.labels(self.config.target).set(row.lag_seconds)
+            LAG.labels(self.config.shown).set(row.lag_seconds)
 
 
 def register(app: Sanic[Any, Any], db: Pool) -> None:
@@ -158,7 +175,7 @@ def register(app: Sanic[Any, Any], db: Pool) -> None:
     async def start_forwarding(app: Sanic[Any, Any]) -> None:
         forwarder = Forwarder(db, config)
         tasks.add(asyncio.create_task(forwarder.run()))
-        log.info("forwarding every stored event to %s", config.target)
+        log.info("forwarding every stored event to %s", config.shown)
 
     @app.before_server_stop
     async def stop_forwarding(app: Sanic[Any, Any]) -> None:

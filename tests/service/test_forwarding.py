@@ -117,3 +117,45 @@ def test_forwarding_survives_restarts_of_the_receiver_and_of_the_sender(
         receiver.stop()
         drop_database(source_db)
         drop_database(receiver_db)
+
+
+def test_the_credentials_of_the_forwarding_url_are_shown_nowhere(
+    pg_server: Any, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """GET /api/v1/forwarding and /metrics answer anyone: a user:password@ in METASTORE_FORWARD_URL
+    (basic auth for the downstream) must not reach them, nor the log, nor the stored error."""
+    source_db, receiver_db = create_database(pg_server), create_database(pg_server)
+    receiver = start_server(receiver_db.service_dsn, tls_files, tmp_path / "receiver.log")
+    scheme, rest = receiver.url.split("://")
+    url = f"{scheme}://lineage-bot:s3cret-pw@{rest}"
+    forward_env = {"METASTORE_FORWARD_URL": url, "METASTORE_FORWARD_CA": str(tls_files.ca)}
+    source = start_server(source_db.service_dsn, tls_files, tmp_path / "source.log", **forward_env)
+    try:
+        post_runs(source, 2)
+        wait_for(lambda: len(payloads(receiver_db)) == 6, what="the events to arrive")
+        assert receiver.stop() == 0
+        post_runs(source, 1)
+        with source.client() as client:
+            wait_for(
+                lambda: client.get("/api/v1/forwarding").json()["targets"][0]["last_error"] is not None,
+                what="the failure to be recorded",
+            )
+            status = client.get("/api/v1/forwarding").text
+            metrics = client.get("/metrics").text
+        assert receiver.url in status and f'target="{receiver.url}"' in metrics
+        # The cursor's key keeps the whole URL: forwarding resumed where it was, nothing restarted.
+        with psycopg.connect(source_db.owner_dsn) as conn:
+            assert conn.execute("SELECT name FROM metastore.forward_targets").fetchall() == [(url,)]
+        # An error that quotes the URL, as a client library's may, is shown without them too.
+        with psycopg.connect(source_db.owner_dsn, autocommit=True) as conn:
+            conn.execute("UPDATE metastore.forward_targets SET last_error = %s", (f"event 7: cannot reach {url}",))
+        with source.client() as client:
+            quoted = client.get("/api/v1/forwarding").text
+        assert source.stop() == 0
+        for text in (status, metrics, quoted, source.log.read_text()):
+            assert "s3cret-pw" not in text and "lineage-bot:" not in text
+    finally:
+        source.stop()
+        receiver.stop()
+        drop_database(source_db)
+        drop_database(receiver_db)
