@@ -1303,71 +1303,78 @@ $$;
 COMMENT ON FUNCTION metastore.event_kind(p_payload jsonb) IS 'OpenLineage event kind, told apart by shape as the spec does: run (run and job objects), job (job without run), dataset (dataset without run or job); null when it is none of them. A member set to JSON null counts as absent.';
 
 CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metastore.dataset_mention
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
-DECLARE
-    v_key       text;
-    v_direction text;
-    v_list      jsonb;
-    v_item      jsonb;
-    v_pos       bigint;
-    v_path      text;
-    v_ident     jsonb;
-    v_row       metastore.dataset_mention;
-BEGIN
-    FOR v_key, v_direction IN
-        SELECT k, d FROM (VALUES ('inputs', 'input'), ('outputs', 'output'), ('dataset', 'none')) AS t (k, d)
-    LOOP
-        v_list := p_payload -> v_key;
-        CONTINUE WHEN v_list IS NULL OR jsonb_typeof(v_list) = 'null';
-        IF v_key = 'dataset' THEN
-            -- Only a DatasetEvent's dataset counts; a stray "dataset" key elsewhere is ignored.
-            CONTINUE WHEN metastore.event_kind(p_payload) IS DISTINCT FROM 'dataset';
-            v_list := jsonb_build_array(v_list);
-        ELSIF jsonb_typeof(v_list) <> 'array' THEN
-            RAISE EXCEPTION USING
-                ERRCODE = '22023',
-                MESSAGE = format('"%s" must be an array of datasets, not a JSON %s', v_key, jsonb_typeof(v_list));
-        END IF;
-
-        FOR v_item, v_pos IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_list) WITH ORDINALITY AS a (e, o) LOOP
-            v_path := CASE WHEN v_key = 'dataset' THEN 'dataset' ELSE format('%s[%s]', v_key, v_pos) END;
-            IF jsonb_typeof(v_item) <> 'object' THEN
-                RAISE EXCEPTION USING
-                    ERRCODE = '22023',
-                    MESSAGE = format('"%s" must be an object with "namespace" and "name"', v_path);
-            END IF;
-            -- Of any length: no index holds a whole name (change 5, metastore.dataset_key).
-            v_row := ROW(metastore.json_text(v_item -> 'namespace', v_path || '.namespace', NULL),
-                         metastore.json_text(v_item -> 'name', v_path || '.name', NULL),
-                         v_direction, NULL, NULL, NULL);
-            RETURN NEXT v_row;
-
-            -- Facets are free-form: a malformed identifier is skipped rather than
-            -- costing the whole event (the raw event keeps it for a later backfill).
-            CONTINUE WHEN jsonb_typeof(v_item #> '{facets,symlinks,identifiers}') IS DISTINCT FROM 'array';
-            v_row.symlink_of_namespace := v_row.namespace;
-            v_row.symlink_of_name := v_row.name;
-            FOR v_ident IN SELECT jsonb_array_elements(v_item #> '{facets,symlinks,identifiers}') LOOP
-                CONTINUE WHEN jsonb_typeof(v_ident) IS DISTINCT FROM 'object'
-                    OR jsonb_typeof(v_ident -> 'namespace') IS DISTINCT FROM 'string'
-                    OR jsonb_typeof(v_ident -> 'name') IS DISTINCT FROM 'string'
-                    OR v_ident ->> 'namespace' = '' OR v_ident ->> 'name' = ''
-                    OR (v_ident ->> 'namespace' = v_row.symlink_of_namespace
-                        AND v_ident ->> 'name' = v_row.symlink_of_name);
-                v_row.namespace := v_ident ->> 'namespace';
-                v_row.name := v_ident ->> 'name';
-                v_row.symlink_type := CASE WHEN jsonb_typeof(v_ident -> 'type') = 'string'
-                                           THEN left(v_ident ->> 'type', 200) ELSE '' END;
-                RETURN NEXT v_row;
-            END LOOP;
-        END LOOP;
-    END LOOP;
-END
+    SELECT x.namespace, x.name, l.direction, x.symlink_of_namespace, x.symlink_of_name, x.symlink_type
+      -- inputs, outputs, and the dataset of a DatasetEvent (a "dataset" key elsewhere is ignored);
+      -- a member absent or JSON null is no list.
+      FROM (SELECT 1, 'input'::pg_catalog.text,
+                   CASE WHEN pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'inputs'::pg_catalog.text)
+                             OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
+                        THEN p_payload OPERATOR(pg_catalog.->) 'inputs'::pg_catalog.text
+                        WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'inputs'::pg_catalog.text),
+                                      'null'::pg_catalog.text) OPERATOR(pg_catalog.=) 'null'::pg_catalog.text
+                        THEN '[]'::pg_catalog.jsonb
+                        ELSE metastore.malformed_datasets(p_payload) END
+            UNION ALL
+            SELECT 2, 'output'::pg_catalog.text,
+                   CASE WHEN pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'outputs'::pg_catalog.text)
+                             OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
+                        THEN p_payload OPERATOR(pg_catalog.->) 'outputs'::pg_catalog.text
+                        WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'outputs'::pg_catalog.text),
+                                      'null'::pg_catalog.text) OPERATOR(pg_catalog.=) 'null'::pg_catalog.text
+                        THEN '[]'::pg_catalog.jsonb
+                        ELSE metastore.malformed_datasets(p_payload) END
+            UNION ALL
+            -- event_kind 'dataset' means "dataset" is an object.
+            SELECT 3, 'none'::pg_catalog.text,
+                   pg_catalog.jsonb_build_array(p_payload OPERATOR(pg_catalog.->) 'dataset'::pg_catalog.text)
+             WHERE metastore.event_kind(p_payload) OPERATOR(pg_catalog.=) 'dataset'::pg_catalog.text) AS l (o, direction, list)
+     CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(l.list) WITH ORDINALITY AS i (item, io)
+     -- Each item's namespace and name: non-empty strings of any length (change 5, dataset_key).
+     CROSS JOIN LATERAL (
+            SELECT CASE WHEN pg_catalog.jsonb_typeof(i.item OPERATOR(pg_catalog.->) 'namespace'::pg_catalog.text)
+                             OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
+                         AND (i.item OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text) OPERATOR(pg_catalog.<>) ''::pg_catalog.text
+                        THEN i.item OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text
+                        ELSE metastore.malformed_datasets(p_payload) OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text END,
+                   CASE WHEN pg_catalog.jsonb_typeof(i.item OPERATOR(pg_catalog.->) 'name'::pg_catalog.text)
+                             OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
+                         AND (i.item OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text) OPERATOR(pg_catalog.<>) ''::pg_catalog.text
+                        THEN i.item OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text
+                        ELSE metastore.malformed_datasets(p_payload) OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text END
+            ) AS d (namespace, name)
+     -- The item itself, then every identifier of its symlinks facet. Facets are free-form: a
+     -- malformed identifier is skipped rather than costing the whole event (the raw event keeps it
+     -- for a later backfill), and so is one that names the item itself.
+     CROSS JOIN LATERAL (
+            SELECT 0::pg_catalog.int8, d.namespace, d.name, NULL::pg_catalog.text, NULL::pg_catalog.text,
+                   NULL::pg_catalog.text
+            UNION ALL
+            SELECT s.so, s.ident OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text,
+                   s.ident OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text, d.namespace, d.name,
+                   CASE WHEN pg_catalog.jsonb_typeof(s.ident OPERATOR(pg_catalog.->) 'type'::pg_catalog.text)
+                             OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
+                        THEN pg_catalog.left(s.ident OPERATOR(pg_catalog.->>) 'type'::pg_catalog.text, 200)
+                        ELSE ''::pg_catalog.text END
+              FROM pg_catalog.jsonb_array_elements(
+                       CASE WHEN pg_catalog.jsonb_typeof(i.item OPERATOR(pg_catalog.#>) '{facets,symlinks,identifiers}'::pg_catalog.text[])
+                                 OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
+                            THEN i.item OPERATOR(pg_catalog.#>) '{facets,symlinks,identifiers}'::pg_catalog.text[]
+                            ELSE '[]'::pg_catalog.jsonb END) WITH ORDINALITY AS s (ident, so)
+             WHERE pg_catalog.jsonb_typeof(s.ident OPERATOR(pg_catalog.->) 'namespace'::pg_catalog.text)
+                       OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
+               AND pg_catalog.jsonb_typeof(s.ident OPERATOR(pg_catalog.->) 'name'::pg_catalog.text)
+                       OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
+               AND (s.ident OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text) OPERATOR(pg_catalog.<>) ''::pg_catalog.text
+               AND (s.ident OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text) OPERATOR(pg_catalog.<>) ''::pg_catalog.text
+               AND NOT ((s.ident OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text) OPERATOR(pg_catalog.=) d.namespace
+                        AND (s.ident OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text) OPERATOR(pg_catalog.=) d.name)
+            ) AS x (so, namespace, name, symlink_of_namespace, symlink_of_name, symlink_type)
+     ORDER BY l.o, i.io, x.so
 $$;
 
-COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), and every symlinks-facet identifier of those (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Namespaces and names may be of any length. Error codes: 22023 malformed inputs/outputs/dataset.';
+COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention, in the event''s order: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), each followed by every symlinks-facet identifier of it (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Namespaces and names may be of any length. A SQL function that PostgreSQL inlines. Error codes: 22023 malformed inputs/outputs/dataset (raised by metastore.malformed_datasets).';
 
 CREATE FUNCTION metastore.forbid_change() RETURNS trigger
     LANGUAGE plpgsql
@@ -2151,6 +2158,50 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) IS 'One page of jobs ordered by (namespace, name), each with its latest run (by first eventTime): {"jobs": [...], "next_cursor": text or null}. Filters: exact namespace, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000 or a cursor not returned by this function.';
+
+CREATE FUNCTION metastore.malformed_datasets(p_payload jsonb) RETURNS jsonb
+    LANGUAGE plpgsql PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_key  text;
+    v_list jsonb;
+    v_item jsonb;
+    v_pos  bigint;
+    v_path text;
+BEGIN
+    FOREACH v_key IN ARRAY ARRAY['inputs', 'outputs', 'dataset'] LOOP
+        v_list := p_payload -> v_key;
+        CONTINUE WHEN v_list IS NULL OR jsonb_typeof(v_list) = 'null';
+        IF v_key = 'dataset' THEN
+            -- Only a DatasetEvent's dataset counts; a stray "dataset" key elsewhere is ignored.
+            CONTINUE WHEN metastore.event_kind(p_payload) IS DISTINCT FROM 'dataset';
+            v_list := jsonb_build_array(v_list);
+        ELSIF jsonb_typeof(v_list) <> 'array' THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023',
+                MESSAGE = format('"%s" must be an array of datasets, not a JSON %s', v_key, jsonb_typeof(v_list));
+        END IF;
+        FOR v_item, v_pos IN SELECT a.e, a.o - 1 FROM jsonb_array_elements(v_list) WITH ORDINALITY AS a (e, o) LOOP
+            v_path := CASE WHEN v_key = 'dataset' THEN 'dataset' ELSE format('%s[%s]', v_key, v_pos) END;
+            IF jsonb_typeof(v_item) <> 'object' THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = '22023',
+                    MESSAGE = format('"%s" must be an object with "namespace" and "name"', v_path);
+            END IF;
+            -- Of any length: no index holds a whole name (change 5, metastore.dataset_key).
+            PERFORM metastore.json_text(v_item -> 'namespace', v_path || '.namespace', NULL),
+                    metastore.json_text(v_item -> 'name', v_path || '.name', NULL);
+        END LOOP;
+    END LOOP;
+    -- extract_datasets saw a fault that this walk does not: the two disagree on the rules.
+    RAISE EXCEPTION USING
+        ERRCODE = 'XX000',
+        MESSAGE = 'metastore.extract_datasets found a malformed dataset that metastore.malformed_datasets does not';
+END
+$$;
+
+COMMENT ON FUNCTION metastore.malformed_datasets(p_payload jsonb) IS 'Raises what is wrong with the inputs, outputs or DatasetEvent dataset of p_payload (the first fault, in order); never returns. Called by metastore.extract_datasets only for an event its checks refuse. Error codes: 22023 a member that is not an array of objects with non-empty string namespace and name; XX000 no such fault (the two functions disagree).';
 
 CREATE FUNCTION metastore.partitions_ahead() RETURNS integer
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -3619,6 +3670,8 @@ GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_
 REVOKE ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.malformed_datasets(p_payload jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.partitions_ahead() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.partitions_ahead() TO metastore_app;

@@ -1,6 +1,6 @@
 """An independent statement of the extraction rules, in Python, used as the tests' oracle.
 
-The database implements the rules in PL/pgSQL; tests compare what it derived with what
+The database implements the rules in SQL; tests compare what it derived with what
 this module says it must derive, for fixtures and for generated events alike.
 """
 
@@ -84,3 +84,53 @@ def merge(events: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], str], fro
                 kinds[ident] = kind
         symlinks |= derived.symlinks
     return kinds, frozenset(symlinks)
+
+
+def mentions(event: dict[str, Any]) -> list[tuple[str, str, str, str | None, str | None, str | None]]:
+    """metastore.extract_datasets' rows, in their order: each input, output or DatasetEvent dataset
+    (namespace, name, direction), each followed by its valid symlink identifiers (with the carrier
+    and the type). Assumes first_fault(event) is None."""
+    rows: list[tuple[str, str, str, str | None, str | None, str | None]] = []
+    carriers = [(item, "input") for item in event.get("inputs") or []]
+    carriers += [(item, "output") for item in event.get("outputs") or []]
+    if event_kind(event) == "dataset":
+        carriers.append((event["dataset"], "none"))
+    for item, direction in carriers:
+        rows.append((item["namespace"], item["name"], direction, None, None, None))
+        facets = item.get("facets")
+        facet = facets.get("symlinks") if isinstance(facets, dict) else None
+        identifiers = facet.get("identifiers") if isinstance(facet, dict) else None
+        for sym in identifiers if isinstance(identifiers, list) else []:
+            if not isinstance(sym, dict):
+                continue
+            ns, name = sym.get("namespace"), sym.get("name")
+            if not (isinstance(ns, str) and isinstance(name, str) and ns and name) or (ns, name) == (
+                item["namespace"],
+                item["name"],
+            ):
+                continue
+            kind = sym.get("type")
+            carrier = (item["namespace"], item["name"])
+            rows.append((ns, name, direction, *carrier, kind[:200] if isinstance(kind, str) else ""))
+    return rows
+
+
+def first_fault(event: dict[str, Any]) -> str | None:
+    """The path of the first member extraction refuses (22023): a list that is not an array, an item
+    that is not an object, a namespace or name that is not a non-empty string; None when none is."""
+    lists = [("inputs", event.get("inputs")), ("outputs", event.get("outputs"))]
+    if event_kind(event) == "dataset":
+        lists.append(("dataset", [event["dataset"]]))
+    for key, items in lists:
+        if items is None:
+            continue
+        if not isinstance(items, list):
+            return key
+        for pos, item in enumerate(items):
+            path = key if key == "dataset" else f"{key}[{pos}]"
+            if not isinstance(item, dict):
+                return path
+            for part in ("namespace", "name"):
+                if not (isinstance(item.get(part), str) and item[part]):
+                    return f"{path}.{part}"
+    return None

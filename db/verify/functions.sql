@@ -62,6 +62,7 @@ BEGIN
                                     'metastore.create_partitions(date, integer)',
                                     'metastore.record_rejection(bytea, text, text, text, text)',
                                     'metastore.read_event(bytea)',
+                                    'metastore.malformed_datasets(jsonb)',
                                     'metastore.check_source(text, text)',
                                     'metastore.roll_up_datasets(bigint[])',
                                     'metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[])',
@@ -86,9 +87,10 @@ $verify$;
 DO $search_path$
 DECLARE
     -- backfill: a procedure that commits cannot carry SET (it pins the path itself with
-    -- set_config(..., true) at the start of each of its transactions). event_kind: a one-line
-    -- SQL function that SET would keep from being inlined.
-    c_qualified constant text[] := ARRAY['metastore.backfill(integer)', 'metastore.event_kind(jsonb)'];
+    -- set_config(..., true) at the start of each of its transactions). event_kind and
+    -- extract_datasets: SQL functions that SET would keep from being inlined.
+    c_qualified constant text[] := ARRAY['metastore.backfill(integer)', 'metastore.event_kind(jsonb)',
+                                         'metastore.extract_datasets(jsonb)'];
     v_loose     text;
 BEGIN
     SELECT pg_catalog.string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid::regprocedure::text)
@@ -149,6 +151,7 @@ DECLARE
         'metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) -> text',
         'metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
         'metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
+        'metastore.malformed_datasets(p_payload jsonb) -> jsonb',
         'metastore.partitions_ahead() -> integer',
         'metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) -> record',
         'metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) -> TABLE(event text, cursor text, more boolean)',

@@ -95,6 +95,8 @@ CALLS: dict[str, str] = {
     "metastore.json_text(jsonb,text,integer,boolean)": "SELECT metastore.json_text(%(one)s::jsonb, 'x', 10, false)",
     "metastore.event_kind(jsonb)": "SELECT metastore.event_kind(%(event)s::jsonb)",
     "metastore.extract_datasets(jsonb)": "SELECT * FROM metastore.extract_datasets(%(event)s::jsonb)",
+    # Raises what is wrong (22023), here through extract_datasets, its one caller.
+    "metastore.malformed_datasets(jsonb)": "SELECT * FROM metastore.extract_datasets(%(malformed)s::jsonb)",
     "metastore.dataset_key(text,text)": "SELECT metastore.dataset_key(%(one)s, %(one)s)",
     "metastore.roll_up_datasets(bigint[])": "SELECT metastore.roll_up_datasets()",
     "metastore.validate_event(jsonb)": "SELECT metastore.validate_event(%(event)s::jsonb)",
@@ -215,6 +217,7 @@ def test_owner_calls_never_run_shadow_code_from_public(planted: Database, search
         "event": json.dumps(EVENT),
         "event2": json.dumps(event2),
         "bad": json.dumps({"eventTime": "yesterday", "job": {"namespace": "n", "name": "x"}}),
+        "malformed": json.dumps(dict(EVENT, outputs=[{"namespace": "n", "name": 7}])),
         "body": json.dumps(dict(EVENT, run={"runId": "r-owner-3"})).encode(),
         "batch": json.dumps([dict(EVENT, run={"runId": "r-owner-4"}), {"not": "an event"}]).encode(),
     }
@@ -224,6 +227,9 @@ def test_owner_calls_never_run_shadow_code_from_public(planted: Database, search
             if name in ("metastore.forbid_change()", "metastore.settings_keep_row()"):
                 with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
                     owner.execute(statement)  # type: ignore[arg-type]
+            elif name == "metastore.malformed_datasets(jsonb)":
+                with pytest.raises(psycopg.errors.InvalidParameterValue):
+                    owner.execute(statement, params)  # type: ignore[arg-type]
             else:
                 owner.execute(statement, params)  # type: ignore[arg-type]
         assert owner.execute("SELECT pg_catalog.count(*) FROM metastore.datasets_view").fetchone() != (0,)

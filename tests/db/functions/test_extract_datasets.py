@@ -7,11 +7,12 @@ import json
 from typing import Any
 
 import psycopg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import create_database, drop_database, ingest
-from tests.lineage_rules import derive, merge
+from tests.lineage_rules import derive, first_fault, mentions, merge
 
 # A small alphabet makes collisions between names (and so shared datasets) likely.
 names = st.text(alphabet="ab.:/'\"\n\u05d0 ", min_size=1, max_size=4)
@@ -178,3 +179,55 @@ def test_extract_datasets_is_a_pure_function_of_the_event(owner: psycopg.Connect
     }
     rows = owner.execute("SELECT * FROM metastore.extract_datasets(%s::jsonb)", (json.dumps(event),)).fetchall()
     assert rows == [("a://b", "c", "input", None, None, None)]
+
+
+# Items and lists extraction refuses, or must read past: anything but a dataset object.
+bad_item = st.one_of(
+    dataset,
+    junk,
+    st.lists(names, max_size=2),
+    st.fixed_dictionaries({"namespace": st.one_of(namespaces, junk), "name": st.one_of(names, junk)}),
+)
+any_event = st.fixed_dictionaries(
+    {
+        "eventTime": st.just("2024-01-01T00:00:00Z"),
+        "run": st.fixed_dictionaries({"runId": st.just("r")}),
+        "job": st.fixed_dictionaries({"namespace": st.just("jobs"), "name": st.just("j")}),
+    },
+    optional={
+        "inputs": st.one_of(st.lists(bad_item, max_size=3), junk),
+        "outputs": st.one_of(st.lists(bad_item, max_size=3), junk),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(event=st.one_of(run_event, dataset_event, any_event))
+def test_extract_datasets_gives_the_rules_rows_in_order_or_the_first_fault(
+    owner: psycopg.Connection[Any], event: dict[str, Any]
+) -> None:
+    fault = first_fault(event)
+    query = "SELECT * FROM metastore.extract_datasets(%s::jsonb)"
+    if fault is None:
+        assert owner.execute(query, (json.dumps(event),)).fetchall() == mentions(event)
+        return
+    # The same fault whichever item a plan reaches first: the message names the first in order.
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+        owner.execute(query, (json.dumps(event),))
+    assert caught.value.diag.message_primary is not None
+    assert caught.value.diag.message_primary.startswith(f'"{fault}"'), (fault, caught.value.diag.message_primary)
+
+
+def test_extract_datasets_is_inlined_into_the_statement_that_calls_it(owner: psycopg.Connection[Any]) -> None:
+    """A SQL function PostgreSQL inlines (no SET clause, qualified names): as backfill calls it over
+    every stored event, the plan holds its expressions, not a call per event."""
+    owner.execute("SET search_path = pg_catalog, pg_temp")
+    plan = "\n".join(
+        r[0]
+        for r in owner.execute(
+            "EXPLAIN VERBOSE SELECT x.* FROM metastore.events AS e"
+            " CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x"
+        )
+    )
+    assert "jsonb_array_elements" in plan and "Function Scan on extract_datasets" not in plan, plan
+    assert "metastore.extract_datasets" not in plan, plan
