@@ -5,7 +5,8 @@ alike.
 - ingest: the same Trino CTAS COMPLETE events (a new query each) into a database of each, rounds
   alternating which goes first: ms per event (client round trip) one per `ingest_event` call, and in
   sets of 10 and 100 per `ingest_events` call.
-- backfill: `CALL metastore.backfill()` over `--backfill` such events stored in each, twice each;
+- backfill: `CALL metastore.backfill()` over `--backfill` such events stored in each, twice each
+  (this db/'s in `--sessions` sessions at once);
   with `--bulk`, over make bench's generated events instead, inserted straight into metastore.events
   just before (no derived rows, no statistics: what `make bench` and a restore of the events table
   give), once each.
@@ -66,6 +67,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--backfill", type=int, default=10_000, help="events for the backfill comparison")
     parser.add_argument("--bulk", action="store_true", help="backfill make bench's generated events, once each")
+    parser.add_argument("--sessions", type=int, default=1, help="backfill sessions sharing the work (this db/ only)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalPostgres() as server:
         dbs = {"base": checkout_db(args.base, Path(tmp)), "this": migrations.db_dir()}
@@ -102,7 +104,10 @@ def main() -> None:
                 if args.bulk:
                     generate_events(conn, args.backfill)
                 started = time.perf_counter()
-                conn.execute("CALL metastore.backfill()")
+                if label == "this" and args.sessions > 1:
+                    migrations.backfill(conn.info.dsn, args.sessions)
+                else:
+                    conn.execute("CALL metastore.backfill()")
                 seconds = time.perf_counter() - started
                 rate = args.backfill / seconds
                 print(f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {rate:.0f} events/s")

@@ -37,8 +37,8 @@ from devtools.localpg import LocalPostgres
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 NOOP = """CREATE OR REPLACE FUNCTION metastore.derive_lineage(
-    p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[] DEFAULT NULL,
-    p_dataset_namespaces text[] DEFAULT NULL, p_dataset_names text[] DEFAULT NULL) RETURNS void
+    p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb DEFAULT NULL)
+    RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$ BEGIN END $fn$"""
 CTAS = json.loads((ROOT / "tests" / "fixtures" / "openlineage" / "trino" / "04-ctas-complete.json").read_text())
 

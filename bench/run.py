@@ -28,6 +28,7 @@ from typing import Any
 import psycopg
 
 from devtools.localpg import LocalPostgres, free_port, provision
+from metastore import migrations
 from tests.support.certs import TLSFiles, write_tls_files
 from tests.support.servers import Server, start_server
 
@@ -492,14 +493,16 @@ def generate_events(conn: psycopg.Connection[Any], n: int) -> None:
 
 
 def run_backfill(b: Bench) -> None:
+    """The stored events rebuilt by `metastore db backfill --sessions N`, N the machine's cores."""
     n = b.plan.backfill_events
+    sessions = os.cpu_count() or 1
     with psycopg.connect(b.owner_dsn, autocommit=True) as conn:
         started = time.perf_counter()
         generate_events(conn, n)
         generated = time.perf_counter() - started
         total = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
         started = time.perf_counter()
-        conn.execute("CALL metastore.backfill(50000)")
+        migrations.backfill(b.owner_dsn, sessions)
         seconds = time.perf_counter() - started
         # Right after the load, before autovacuum has analyzed the new rows; then once it has.
         feed = feed_pages(conn)
@@ -508,6 +511,7 @@ def run_backfill(b: Bench) -> None:
     events = total[0] if total else n
     b.results["backfill"] = {
         "events": events,
+        "sessions": sessions,
         "generate_s": round(generated, 1),
         "backfill_s": round(seconds, 1),
         "events_per_s": round(events / seconds, 1),

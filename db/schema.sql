@@ -155,188 +155,226 @@ CREATE PROCEDURE metastore.backfill(IN p_batch_size integer DEFAULT 10000)
     LANGUAGE plpgsql
     AS $$
 DECLARE
-    v_last  bigint := 0;
-    v_high  bigint;
-    v_done  bigint := 0;
-    -- Events per derivation call (at most p_batch_size): big enough that a statement's cost is shared
-    -- by many events, small enough that a call's arrays stay in tens of MB. derive_job_run alone over
-    -- 20 000 Trino START and COMPLETE events: 1.5-1.8 s in sets of 1000, 1.9-2.0 s of 5000.
-    c_derive_set constant integer := 1000;
-    v_layer    boolean;
-    v_jobs     boolean;
-    v_ids      bigint[];
-    v_payloads jsonb[];
-    v_events   metastore.valid_event[];
-    v_ds_ids   bigint[];
-    v_ds_ns    text[];
-    v_ds_names text[];
+    -- Events per transaction (at most p_batch_size), one call of each derivation: big enough that a
+    -- statement's cost is shared by many events, small enough that the payloads stay a few MB. One
+    -- call per table and transaction is what keeps concurrent sessions from deadlocking: each
+    -- statement takes its rows in key order, and no transaction comes back to a table.
+    c_set       constant integer := 1000;
+    -- Datasets folded per transaction when the rebuild ends.
+    c_fold      constant integer := 10000;
+    v_size      integer;
+    v_rules     text;
+    -- A record, not metastore.derive_state: a deploy to a change before V0005 applies db/functions too.
+    v_state     record;
+    v_started   boolean := false;
+    v_finish    boolean := false;
+    v_gen       integer;
+    v_high      bigint;
+    v_from      bigint := 0;
+    v_low       bigint;
+    v_top       bigint;
+    v_done      bigint := 0;
+    v_layer     boolean;
+    v_jobs      boolean;
+    v_ids       bigint[];
+    v_times     timestamptz[];
+    v_payloads  jsonb[];
+    v_events    metastore.valid_event[];
+    v_datasets  jsonb;
+    v_last      bigint;
+    v_removed   bigint;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_batch_size must be a positive number';
     END IF;
-
-    DROP TABLE IF EXISTS pg_temp.backfill_seen, pg_temp.backfill_mentions;
-    CREATE TEMP TABLE backfill_seen (event_id bigint PRIMARY KEY);
-    CREATE TEMP TABLE backfill_mentions (
-        event_id bigint, event_time timestamptz, namespace text, name text, direction text,
-        symlink_of_namespace text, symlink_of_name text, symlink_type text);
-
-    -- 1. Extract every stored event, a batch per transaction; live tables are untouched.
-    LOOP
-        SELECT pg_catalog.max(b.id) INTO v_high
-          FROM (SELECT e.id FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT p_batch_size) AS b;
-        EXIT WHEN v_high IS NULL;
-        INSERT INTO pg_temp.backfill_seen SELECT e.id FROM metastore.events AS e WHERE e.id > v_last AND e.id <= v_high;
-        INSERT INTO pg_temp.backfill_mentions
-        SELECT e.id, e.event_time, x.*
-          FROM metastore.events AS e
-         CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x
-         WHERE e.id > v_last AND e.id <= v_high;
-        GET DIAGNOSTICS v_done = ROW_COUNT;
-        v_last := v_high;
-        RAISE NOTICE 'backfill: read events up to id %', v_last;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END LOOP;
-
-    -- 2. Hold off new events while the rest is read and the result swapped in. The lock reaches
-    -- every partition; metastore.create_partitions and apply_retention back off until it ends.
-    LOCK TABLE metastore.events IN SHARE MODE;
-    WITH late AS (
-        INSERT INTO pg_temp.backfill_seen
-        SELECT e.id FROM metastore.events AS e
-         WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_seen AS s WHERE s.event_id = e.id)
-        RETURNING event_id)
-    INSERT INTO pg_temp.backfill_mentions
-    SELECT e.id, e.event_time, x.*
-      FROM late JOIN metastore.events AS e ON e.id = late.event_id
-     CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x;
-
-    -- 3. Datasets keep their ids; what no event mentions any more goes last. Their totals are
-    -- recomputed whole: the activity that waited to be folded in is part of them.
-    DELETE FROM metastore.dataset_activity;
-    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
-    SELECT m.namespace, m.name,
-           CASE WHEN pg_catalog.bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           pg_catalog.min(m.event_time), pg_catalog.max(m.event_time),
-           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
-           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
-      FROM pg_temp.backfill_mentions AS m
-     GROUP BY m.namespace, m.name
-    ON CONFLICT (name_key) DO UPDATE
-       SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen,
-           input_events = excluded.input_events, output_events = excluded.output_events
-     WHERE (d.kind, d.first_seen, d.last_seen, d.input_events, d.output_events)
-           IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen, excluded.input_events,
-                             excluded.output_events);
-
-    -- Links carry their event's event_time: the partition key, shared with metastore.events.
-    -- In event order: the links' primary key is filled in order, and step 4 reads a set's datasets
-    -- back by event id.
-    CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
-    SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction, m.event_time
-      FROM pg_temp.backfill_mentions AS m
-      JOIN metastore.datasets AS d ON d.namespace = m.namespace AND d.name = m.name
-     ORDER BY m.event_id, d.id, m.direction;
-    DELETE FROM metastore.event_datasets AS t
-     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_links AS n
-                        WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction
-                          AND n.event_time = t.event_time);
-    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
-    SELECT n.event_id, n.dataset_id, n.direction, n.event_time FROM pg_temp.backfill_links AS n
-     ORDER BY n.event_id, n.dataset_id, n.direction
-    ON CONFLICT DO NOTHING;
-
-    CREATE TEMP TABLE backfill_symlinks ON COMMIT DROP AS
-    SELECT DISTINCT c.id AS dataset_id, s.id AS symlink_id, m.symlink_type AS type
-      FROM pg_temp.backfill_mentions AS m
-      JOIN metastore.datasets AS s ON s.namespace = m.namespace AND s.name = m.name
-      JOIN metastore.datasets AS c ON c.namespace = m.symlink_of_namespace AND c.name = m.symlink_of_name
-     WHERE m.symlink_of_namespace IS NOT NULL;
-    DELETE FROM metastore.dataset_symlinks AS t
-     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_symlinks AS n
-                        WHERE n.dataset_id = t.dataset_id AND n.symlink_id = t.symlink_id AND n.type = t.type);
-    INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
-    SELECT n.dataset_id, n.symlink_id, n.type FROM pg_temp.backfill_symlinks AS n
-    ON CONFLICT DO NOTHING;
-
-    -- 4. Schema versions, lineage edges and column lineage, jobs and runs: recomputed from every event
-    -- with the functions live ingest runs (metastore.derive_lineage, metastore.derive_job_run), a set
-    -- of events per call, in id order as ingest saw them; any split into sets gives the same rows.
-    -- Job and run rows are reset to "no event yet", so their ids are kept; what no event reached goes.
-    -- (Short of V0006 and V0007, where db/functions are applied too, there are none.)
+    v_size := least(p_batch_size, c_set);
     v_layer := pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL;
     v_jobs := pg_catalog.to_regclass('metastore.runs') IS NOT NULL;
-    IF v_layer THEN
-        DELETE FROM metastore.column_lineage;
-        DELETE FROM metastore.lineage_edges;
-        DELETE FROM metastore.dataset_schema_versions;
+    -- The rules a rebuild derives with: a deploy that changed them since it started restarts it.
+    SELECT pg_catalog.md5(pg_catalog.string_agg(p.prosrc, '' ORDER BY p.proname, p.oid)) INTO v_rules
+      FROM pg_catalog.pg_proc AS p
+     WHERE p.pronamespace = 'metastore'::regnamespace
+       AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run');
+
+    -- 1. Join the rebuild under way, or start one.
+    SELECT * INTO v_state FROM metastore.derive_state;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'metastore.derive_state has no row: the deploy makes it, see V0005';
     END IF;
-    IF v_jobs THEN
-        UPDATE metastore.runs
-           SET state = 'OTHER', state_class = 0, state_rank = 0, state_time = '-infinity', started_at = NULL,
-               ended_at = NULL, error_message = NULL, trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
-               first_event_time = 'infinity', last_event_time = '-infinity', event_count = 0;
-        UPDATE metastore.jobs
-           SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
-               processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
+    IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
+        -- The cut: the lock waits for the ingest transactions in flight, and holds new ones until
+        -- this transaction commits. The events lock first, then the row: an ingest transaction
+        -- outside READ COMMITTED locks the row after its events (metastore.derive_generation).
+        PERFORM metastore.lock_events_briefly();
+        SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
+        IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
+            SELECT pg_catalog.max(e.id) INTO v_high FROM metastore.events AS e;
+            UPDATE metastore.derive_state
+               SET generation = generation + 1, rebuild = 'deriving', rebuild_rules = v_rules,
+                   rebuild_high_id = v_high, rebuild_started_at = pg_catalog.clock_timestamp(),
+                   rebuild_finished_at = NULL
+            RETURNING * INTO v_state;
+            DELETE FROM metastore.rebuild_ranges;
+            INSERT INTO metastore.rebuild_ranges (low, high)
+            SELECT r.low, least(r.low + v_size, v_high)
+              FROM pg_catalog.generate_series(0::bigint, v_high - 1, v_size) AS r (low);
+            v_started := true;
+        END IF;
     END IF;
-    IF v_layer OR v_jobs THEN
-        -- The mentions extracted in step 1, per event: no second extraction.
-        CREATE INDEX ON pg_temp.backfill_mentions (event_id);
-        CREATE INDEX ON pg_temp.backfill_links (event_id);
-        v_last := 0;
-        LOOP
-            -- The next set's last id, from the ids read above (an index on a temporary table). A
-            -- range of ids, not ORDER BY id LIMIT on events: PostgreSQL 15 planned that as a scan of
-            -- every partition from the start for each set.
-            SELECT pg_catalog.max(s.event_id) INTO v_high
-              FROM (SELECT s.event_id FROM pg_temp.backfill_seen AS s WHERE s.event_id > v_last
-                     ORDER BY s.event_id LIMIT least(p_batch_size, c_derive_set)) AS s;
-            EXIT WHEN v_high IS NULL;
-            SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.payload ORDER BY e.id),
-                   pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
-                                            e.job_name, e.producer, e.schema_url,
-                                            ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace,
-                                                             m.symlink_of_name, m.symlink_type)::metastore.dataset_mention
-                                                    FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id)
-                                            )::metastore.valid_event ORDER BY e.id)
-              INTO v_ids, v_payloads, v_events
-              FROM metastore.events AS e
-             WHERE e.id > v_last AND e.id <= v_high;
-            v_last := v_high;
-            -- None left in the range when retention dropped its day while step 1 read others.
-            CONTINUE WHEN v_ids IS NULL;
+    v_gen := v_state.generation;
+    -- A rebuild found finishing is finished by this call too (its finisher may be gone).
+    v_finish := v_state.rebuild = 'finishing';
+    COMMIT;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    IF v_started THEN
+        RAISE NOTICE 'backfill: generation % started, for the events up to id %', v_gen, coalesce(v_high, 0);
+    ELSE
+        RAISE NOTICE 'backfill: joined the rebuild of generation %', v_gen;
+    END IF;
+
+    -- 2. Derive a range per transaction until none is left.
+    WHILE NOT v_finish LOOP
+        SELECT r.low, r.high INTO v_low, v_top
+          FROM metastore.rebuild_ranges AS r
+         WHERE r.low >= v_from
+         ORDER BY r.low LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            -- Ranges below were taken by sessions that may have stopped since: look once more from
+            -- the start, then leave.
+            EXIT WHEN v_from = 0;
+            v_from := 0;
+            CONTINUE;
+        END IF;
+        v_from := v_top;
+        SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.event_time ORDER BY e.id),
+               pg_catalog.array_agg(e.payload ORDER BY e.id),
+               pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
+                                        e.job_name, e.producer, e.schema_url,
+                                        ARRAY(SELECT x FROM metastore.extract_datasets(e.payload) AS x)
+                                        )::metastore.valid_event ORDER BY e.id)
+          INTO v_ids, v_times, v_payloads, v_events
+          FROM metastore.events AS e
+         WHERE e.id > v_low AND e.id <= v_top;
+        -- None in the range when retention dropped its day, or ids were never used.
+        IF v_ids IS NOT NULL THEN
+            -- Links are per event: the range's are made anew.
+            DELETE FROM metastore.event_datasets AS l WHERE l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times);
+            v_datasets := metastore.derive_datasets(v_ids, v_events, false);
             IF v_layer THEN
-                -- The set's datasets, known from its links: derive_lineage need not look each
-                -- mention up by its key again (the same datasets: links come from every mention).
-                SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.namespace), pg_catalog.array_agg(d.name)
-                  INTO v_ds_ids, v_ds_ns, v_ds_names
-                  FROM metastore.datasets AS d
-                 WHERE d.id IN (SELECT l.dataset_id FROM pg_temp.backfill_links AS l
-                                 WHERE l.event_id = ANY (v_ids));
-                PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events, v_ds_ids, v_ds_ns, v_ds_names);
+                PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events, v_datasets);
             END IF;
             IF v_jobs THEN
                 PERFORM metastore.derive_job_run(v_payloads, v_events);
             END IF;
-        END LOOP;
+            v_done := v_done + pg_catalog.cardinality(v_ids);
+        END IF;
+        DELETE FROM metastore.rebuild_ranges AS r WHERE r.low = v_low;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        IF v_done > 0 AND v_done % 100000 < v_size THEN
+            RAISE NOTICE 'backfill: % events derived by this session', v_done;
+        END IF;
+    END LOOP;
+
+    -- 3. The last session out finishes: datasets fold their activity, and what no event of the new
+    -- generation reached goes.
+    IF NOT v_finish THEN
+        IF EXISTS (SELECT FROM metastore.rebuild_ranges) THEN
+            RAISE NOTICE 'backfill: % events derived by this session; other sessions derive the rest, and the last '
+                         'of them finishes generation %', v_done, v_gen;
+            COMMIT;
+            RETURN;
+        END IF;
+        SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
+        IF v_state.rebuild <> 'deriving' OR v_state.generation <> v_gen THEN
+            COMMIT;  -- another session finishes it, or has
+            RETURN;
+        END IF;
+        UPDATE metastore.derive_state SET rebuild = 'finishing';
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     END IF;
+
+    -- Datasets, a range of ids per transaction, each range's rows locked in (namespace, name)
+    -- order as every writer takes them: activity of the new generation replaces the values of a
+    -- dataset of an older one and is folded into one of its own; older activity goes.
+    v_last := 0;
+    LOOP
+        v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.id > v_last ORDER BY d.id LIMIT c_fold);
+        EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
+        PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
+        v_last := v_ids[pg_catalog.cardinality(v_ids)];
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    END LOOP;
+
+    -- Rows of the other tables that no event of the new generation reached, a table per
+    -- transaction, locked in key order as ingest takes them.
     IF v_jobs THEN
-        DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
-        DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
+        DELETE FROM metastore.runs AS t
+         WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
+                         ORDER BY s.job_id, s.run_id FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        DELETE FROM metastore.jobs AS t
+         WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
+                         ORDER BY s.name_key FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     END IF;
-
-    DELETE FROM metastore.datasets AS d
-     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
-
-    DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
+    IF v_layer THEN
+        DELETE FROM metastore.column_lineage AS t
+         WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
+                SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
+                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        DELETE FROM metastore.lineage_edges AS t
+         WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
+                SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
+                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        DELETE FROM metastore.dataset_schema_versions AS t
+         WHERE (t.dataset_id, t.fields_sha256) IN (
+                SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
+                 WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    END IF;
+    DELETE FROM metastore.dataset_symlinks AS t
+     WHERE (t.dataset_id, t.symlink_id, t.type) IN (
+            SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
+             WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
     COMMIT;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+
+    -- Last, the datasets no event of the new generation mentions, under the cut's lock again (a
+    -- few statements): no event can name one of them between the fold and the delete. Links point
+    -- only at datasets their events mention, so none point at these.
+    PERFORM metastore.lock_events_briefly();
+    v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.generation < v_gen);
+    PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
+    WITH stale AS (
+        DELETE FROM metastore.datasets AS d
+         WHERE d.id = ANY (v_ids) AND d.generation < v_gen
+           AND NOT EXISTS (SELECT FROM metastore.event_datasets AS l WHERE l.dataset_id = d.id)
+           AND NOT EXISTS (SELECT FROM metastore.dataset_symlinks AS s WHERE d.id IN (s.dataset_id, s.symlink_id))
+        RETURNING d.id)
+    SELECT pg_catalog.array_agg(stale.id) INTO v_ids FROM stale;
+    v_removed := coalesce(pg_catalog.cardinality(v_ids), 0);
+    DELETE FROM metastore.dataset_activity AS a WHERE a.dataset_id = ANY (v_ids);
+    UPDATE metastore.derive_state SET rebuild = 'none', rebuild_finished_at = pg_catalog.clock_timestamp();
+    DELETE FROM metastore.rebuild_ranges;
+    COMMIT;
+    RAISE NOTICE 'backfill: generation % finished (% events derived by this session, % datasets no event mentions removed)',
+                 v_gen, v_done, v_removed;
 END
 $$;
 
-COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges, column_lineage, jobs and runs from metastore.events with the same rules as live ingest (metastore.extract_datasets, metastore.derive_lineage, metastore.derive_job_run). Run it with CALL outside a transaction block. Reads events in batches of p_batch_size, committing after each, so no transaction spans the whole table; the final step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from the events that remain (datasets no remaining event mentions are removed). Error codes: 22023 p_batch_size not positive.';
+COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, dataset_activity, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges, column_lineage, jobs and runs from metastore.events with the rules live ingest uses (metastore.derive_datasets, derive_lineage, derive_job_run), while ingest goes on. Run it with CALL outside a transaction block, in one session or in several at once (they share the work). A call starts a rebuild (a new generation, at a cut taken under a brief SHARE lock on metastore.events) or joins the one under way, derives the events up to the cut p_batch_size (at most 1000) per transaction, and the last session out removes what no event reached; a rebuild stopped at any point resumes at the next call, and one whose rules a deploy changed starts again. Ids of datasets, jobs and runs are kept. Error codes: 22023 p_batch_size not positive; 55P03 the cut''s lock not obtained within about 2 s (retry).';
 
 CREATE FUNCTION metastore.check_event(p_payload jsonb) RETURNS metastore.checked_event
     LANGUAGE plpgsql STABLE
@@ -527,16 +565,17 @@ $$;
 COMMENT ON FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) IS 'The datasets p_ids name, with every dataset linked to them by metastore.dataset_symlinks, either way and transitively, at most p_limit ids (the given ones first).';
 
 CREATE FUNCTION metastore.dataset_key(p_namespace text, p_name text) RETURNS bytea
-    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$
-BEGIN
     -- The text's bytes in the database encoding: decode of the text with its backslashes
     -- doubled, which is immutable (convert_to is only stable, so no index could use it). Text
     -- never holds a zero byte: the separator makes the key injective and keeps the order.
-    RETURN pg_catalog.decode(pg_catalog.replace(p_namespace, '\', '\\'), 'escape') || '\x00'::bytea
-        || pg_catalog.decode(pg_catalog.replace(p_name, '\', '\\'), 'escape');
-END
+    SELECT pg_catalog.decode(pg_catalog.replace(p_namespace, '\'::pg_catalog.text, '\\'::pg_catalog.text),
+                             'escape'::pg_catalog.text)
+           OPERATOR(pg_catalog.||) '\x00'::pg_catalog.bytea
+           OPERATOR(pg_catalog.||) pg_catalog.decode(pg_catalog.replace(p_name, '\'::pg_catalog.text,
+                                                                        '\\'::pg_catalog.text),
+                                                     'escape'::pg_catalog.text)
 $$;
 
 COMMENT ON FUNCTION metastore.dataset_key(p_namespace text, p_name text) IS 'The bytes of namespace, a zero byte, the bytes of name: one key per (namespace, name) whose byte order is theirs. metastore.datasets.name_key is its sha256; datasets_order_idx indexes its first 1024 bytes. Frozen (defined by change 5): indexes hold its results.';
@@ -892,10 +931,168 @@ $_$;
 
 COMMENT ON FUNCTION metastore.datasets_with_field_among(p_ids bigint[], p_field text, p_limit integer) IS 'metastore.datasets_with_field''s page among the datasets p_ids: those whose current fields have a top-level field named p_field, at most p_limit, in (namespace, name) byte order. Owner only.';
 
+CREATE FUNCTION metastore.derive_datasets(p_event_ids bigint[], p_events metastore.valid_event[], p_roll_up boolean) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_generation integer := metastore.derive_generation();
+    v_id_of      jsonb;
+    v_added      bigint[] := '{}';
+    v_named      boolean;
+    v_missing    boolean;
+BEGIN
+    -- p_events[i] is what metastore.validate_event read from the event stored as p_event_ids[i].
+    -- Every dataset mentioned, looked up by its key (a probe each). The statements below find a
+    -- mention's id in this jsonb object keyed by [namespace, name], not by a join to arrays: the
+    -- generic plan, which guesses ten rows for each side, joined every mention to all of the set's
+    -- datasets.
+    SELECT coalesce(jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, d.id) FILTER (WHERE d.id IS NOT NULL),
+                    '{}'),
+           coalesce(bool_or(d.kind = 'symlink' AND m.direct), false), coalesce(bool_or(d.id IS NULL), false)
+      INTO v_id_of, v_named, v_missing
+      FROM (SELECT x.namespace, x.name, bool_or(x.symlink_of_namespace IS NULL) AS direct
+              FROM unnest(p_events) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
+             GROUP BY x.namespace, x.name) AS m
+      LEFT JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
+
+    IF v_missing THEN
+        -- New datasets take what these events say, in (namespace, name) order. An existing dataset
+        -- is not updated (that would lock its row until commit, and events sharing it would commit
+        -- one at a time): the events' part goes to dataset_activity below.
+        WITH added AS (
+            INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events,
+                                                 output_events, generation)
+            SELECT x.namespace, x.name,
+                   CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
+                   min(u.event_time), max(u.event_time),
+                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'input'),
+                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'output'),
+                   v_generation
+              FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
+                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                         schema_url, mentions)
+             CROSS JOIN LATERAL unnest(u.mentions) AS x
+             WHERE NOT v_id_of ? jsonb_build_array(x.namespace, x.name)::text
+             GROUP BY x.namespace, x.name
+             ORDER BY x.namespace, x.name
+            ON CONFLICT (name_key) DO NOTHING
+            RETURNING d.id, d.namespace, d.name)
+        SELECT coalesce(array_agg(a.id), '{}'),
+               v_id_of || coalesce(jsonb_object_agg(jsonb_build_array(a.namespace, a.name)::text, a.id), '{}')
+          INTO v_added, v_id_of
+          FROM added AS a;
+        -- Those another writer stored meanwhile (the insert waited for it to commit): a statement of
+        -- its own sees them.
+        SELECT v_id_of || coalesce(jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, d.id), '{}'),
+               v_named OR coalesce(bool_or(d.kind = 'symlink' AND m.direct), false)
+          INTO v_id_of, v_named
+          FROM (SELECT x.namespace, x.name, bool_or(x.symlink_of_namespace IS NULL) AS direct
+                  FROM unnest(p_events) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
+                 WHERE NOT v_id_of ? jsonb_build_array(x.namespace, x.name)::text
+                 GROUP BY x.namespace, x.name) AS m
+          JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
+    END IF;
+    IF v_id_of = '{}' THEN
+        RETURN v_id_of;
+    END IF;
+
+    -- What the events add to datasets stored before them. datasets_view adds it and
+    -- metastore.roll_up_datasets folds it in (a rebuild, when it ends, for a dataset of an older
+    -- generation).
+    INSERT INTO metastore.dataset_activity (dataset_id, first_seen, last_seen, input_events, output_events,
+                                            generation, direct)
+    SELECT x.id, min(x.event_time), max(x.event_time),
+           count(DISTINCT x.event_id) FILTER (WHERE x.direction = 'input'),
+           count(DISTINCT x.event_id) FILTER (WHERE x.direction = 'output'),
+           v_generation, bool_or(x.direct)
+      FROM (SELECT u.id AS event_id, u.event_time, m.direction, m.symlink_of_namespace IS NULL AS direct,
+                   (v_id_of ->> jsonb_build_array(m.namespace, m.name)::text)::bigint AS id
+              FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
+                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                         schema_url, mentions)
+             CROSS JOIN LATERAL unnest(u.mentions) AS m) AS x
+     WHERE x.id <> ALL (v_added)
+     GROUP BY x.id;
+
+    -- Known so far only as a symlink, now named directly: the one change that locks a row (in
+    -- (namespace, name) order, as roll_up_datasets takes them).
+    IF v_named THEN
+        UPDATE metastore.datasets AS d SET kind = 'dataset'
+          FROM (SELECT s.id FROM metastore.datasets AS s
+                 WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
+                   AND s.id IN (SELECT (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint
+                                  FROM unnest(p_events) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
+                                 WHERE x.symlink_of_namespace IS NULL)
+                 ORDER BY s.namespace, s.name
+                   FOR NO KEY UPDATE) AS l
+         WHERE d.id = l.id;
+    END IF;
+
+    -- Folded in by about one event in 64: few rows wait in dataset_activity, and concurrent
+    -- writers seldom meet on the rows' locks. Backfill's sets do not (two of its sessions would
+    -- wait on each other's rows): a rebuild folds everything when it ends.
+    IF p_roll_up AND random() < cardinality(p_event_ids) / 64.0 THEN
+        PERFORM metastore.roll_up_datasets(ARRAY(SELECT k.value::bigint FROM jsonb_each_text(v_id_of) AS k));
+    END IF;
+
+    -- Links, with their event's event_time: the partition key, shared with metastore.events. A
+    -- dataset repeated in an event (same direction) conflicts with itself and is linked once.
+    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
+    SELECT u.id, (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint, x.direction, u.event_time
+      FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
+           AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
+                 schema_url, mentions)
+     CROSS JOIN LATERAL unnest(u.mentions) AS x
+    ON CONFLICT DO NOTHING;
+
+    INSERT INTO metastore.dataset_symlinks AS t (dataset_id, symlink_id, type, generation)
+    SELECT DISTINCT (v_id_of ->> jsonb_build_array(x.symlink_of_namespace, x.symlink_of_name)::text)::bigint,
+           (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint, x.symlink_type, v_generation
+      FROM unnest(p_events) AS u
+     CROSS JOIN LATERAL unnest(u.mentions) AS x
+     WHERE x.symlink_of_namespace IS NOT NULL
+     ORDER BY 1, 2, 3
+    ON CONFLICT (dataset_id, symlink_id, type) DO UPDATE SET generation = excluded.generation
+     WHERE t.generation <> excluded.generation;
+    RETURN v_id_of;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.derive_datasets(p_event_ids bigint[], p_events metastore.valid_event[], p_roll_up boolean) IS 'Applies a set of stored events (p_events[i] read by metastore.validate_event from the event stored as p_event_ids[i]) to metastore.datasets (new ones with the set''s kind, times and counts; existing ones through dataset_activity, folded in now and then when p_roll_up), event_datasets and dataset_symlinks, in the current generation (metastore.derive_generation). Returns the id of every dataset the set mentions, as a jsonb object keyed by the JSON text of [namespace, name] (what metastore.derive_lineage takes). Called by store_events and backfill; not for applications.';
+
+CREATE FUNCTION metastore.derive_generation() RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_generation integer;
+BEGIN
+    IF current_setting('transaction_isolation') = 'read committed' THEN
+        SELECT s.generation INTO v_generation FROM metastore.derive_state AS s;
+    ELSE
+        -- A snapshot older than the transaction could miss a rebuild that started after it: the
+        -- row lock makes such a transaction fail with 40001 (retry) instead of deriving with the
+        -- generation the rebuild replaces.
+        SELECT s.generation INTO v_generation FROM metastore.derive_state AS s FOR SHARE;
+    END IF;
+    IF v_generation IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '55000', MESSAGE = 'metastore.derive_state has no row: the deploy makes it, see V0005';
+    END IF;
+    RETURN v_generation;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.derive_generation() IS 'The generation that derived rows are written with now (metastore.derive_state.generation). Error codes: 55000 metastore.derive_state has no row; 40001 (outside READ COMMITTED) a rebuild started after the transaction''s snapshot.';
+
 CREATE FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+    -- A row of an older generation is replaced, not merged into (metastore.backfill rebuilds).
+    v_generation integer := metastore.derive_generation();
 BEGIN
     -- Aligned by position: a payload without its header (or the other way round) is a caller's bug.
     IF coalesce(cardinality(p_payloads), 0) <> coalesce(cardinality(p_events), 0) THEN
@@ -955,12 +1152,12 @@ BEGIN
     ), job AS (
         INSERT INTO metastore.jobs AS j (
             namespace, name, first_seen, last_seen, latest_sql, sql_dialect, sql_time,
-            processing_type, integration, job_type, type_time)
+            processing_type, integration, job_type, type_time, generation)
         -- The sql facet of the latest eventTime; at an equal time the greater text, then dialect.
         -- The jobType facet the same way. Equal keys are equal values, so any of them may win; the
         -- values of a winner are picked as one array (one sort per group, not one per column).
         SELECT g.namespace, g.name, g.first_seen, g.last_seen, g.sql[1][1], g.sql[1][2], g.sql_time,
-               g.type[1][1], g.type[1][2], g.type[1][3], g.type_time
+               g.type[1][1], g.type[1][2], g.type[1][3], g.type_time, v_generation
           FROM (SELECT ev.namespace, ev.name, min(ev.t) AS first_seen, max(ev.t) AS last_seen,
                        array_agg(ARRAY[ev.sql, ev.sql_dialect]
                                  ORDER BY ev.sql_time DESC, ev.sql COLLATE "C" DESC,
@@ -977,42 +1174,53 @@ BEGIN
                  GROUP BY ev.namespace, ev.name) AS g
          ORDER BY g.namespace, g.name
         ON CONFLICT (name_key) DO UPDATE
-           SET first_seen = least(j.first_seen, excluded.first_seen),
-               last_seen = greatest(j.last_seen, excluded.last_seen),
+           -- A row of an older generation: the set's values replace it.
+           SET first_seen = CASE WHEN j.generation <> excluded.generation THEN excluded.first_seen
+                                 ELSE least(j.first_seen, excluded.first_seen) END,
+               last_seen = CASE WHEN j.generation <> excluded.generation THEN excluded.last_seen
+                                ELSE greatest(j.last_seen, excluded.last_seen) END,
                -- A side without a facet has a null time: the comparison is null, the old values stay.
                (latest_sql, sql_dialect, sql_time) = ROW(
-                   CASE WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.latest_sql
+                        WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
                              > (coalesce(j.sql_time, '-infinity'), coalesce(j.latest_sql, '') COLLATE "C",
                                 coalesce(j.sql_dialect, '') COLLATE "C")
                         THEN excluded.latest_sql ELSE j.latest_sql END,
-                   CASE WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.sql_dialect
+                        WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
                              > (coalesce(j.sql_time, '-infinity'), coalesce(j.latest_sql, '') COLLATE "C",
                                 coalesce(j.sql_dialect, '') COLLATE "C")
                         THEN excluded.sql_dialect ELSE j.sql_dialect END,
-                   greatest(j.sql_time, excluded.sql_time)),
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.sql_time
+                        ELSE greatest(j.sql_time, excluded.sql_time) END),
                (processing_type, integration, job_type, type_time) = ROW(
-                   CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.processing_type
+                        WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
                               coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
                              > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.processing_type ELSE j.processing_type END,
-                   CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.integration
+                        WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
                               coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
                              > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.integration ELSE j.integration END,
-                   CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.job_type
+                        WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
                               coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
                              > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.job_type ELSE j.job_type END,
-                   greatest(j.type_time, excluded.type_time))
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.type_time
+                        ELSE greatest(j.type_time, excluded.type_time) END),
+               generation = excluded.generation
         -- Every job of the set comes back (an update without WHERE): its runs find their job_id here.
         RETURNING j.id, j.namespace, j.name)
     INSERT INTO metastore.runs AS r (
         job_id, run_id, state, state_class, state_rank, state_time, started_at, ended_at, error_message,
         trino_user, trino_source, trino_catalog, trino_schema, context_time,
-        first_event_time, last_event_time, event_count)
+        first_event_time, last_event_time, event_count, generation)
     -- The state and its error message from the event with the greatest state key (equal keys are
     -- equal values), ended_at with it; its time is the latest of the highest class there is.
     -- trino_query_context of the latest eventTime; at an equal time the greater values. A JobEvent
@@ -1024,7 +1232,7 @@ BEGIN
            w.state_time, w.started_at,
            CASE WHEN w.state[1][1] IN ('COMPLETE', 'FAIL', 'ABORT') THEN w.state_time END,
            w.state[1][2], w.ctx[1][1], w.ctx[1][2], w.ctx[1][3], w.ctx[1][4], w.context_time,
-           w.first_event_time, w.last_event_time, w.event_count
+           w.first_event_time, w.last_event_time, w.event_count, v_generation
       FROM (SELECT job.id AS job_id, ev.run_id,
                    array_agg(ARRAY[ev.state, ev.error_message]
                              ORDER BY ev.state_class DESC, ev.t DESC, ev.state_rank DESC,
@@ -1047,37 +1255,46 @@ BEGIN
      ORDER BY w.job_id, w.run_id
     ON CONFLICT (job_id, run_id) DO UPDATE
        SET -- Everything of the state from the side with the greater key; ended_at and the error
-           -- message come with the event that decided it.
+           -- message come with the event that decided it. A row of an older generation is no side:
+           -- the set's values replace it.
            (state, state_class, state_rank, state_time, ended_at, error_message) = (
                SELECT w.state, w.state_class, w.state_rank, w.state_time, w.ended_at, w.error_message
                  FROM (VALUES (0, r.state, r.state_class, r.state_rank, r.state_time, r.ended_at, r.error_message),
                               (1, excluded.state, excluded.state_class, excluded.state_rank, excluded.state_time,
                                excluded.ended_at, excluded.error_message))
                       AS w (side, state, state_class, state_rank, state_time, ended_at, error_message)
+                WHERE w.side = 1 OR r.generation = excluded.generation
                 ORDER BY w.state_class DESC, w.state_time DESC, w.state_rank DESC,
                          coalesce(w.error_message, '') COLLATE "C" DESC, w.side  -- a tie keeps the stored side
                 LIMIT 1),
-           started_at = least(r.started_at, excluded.started_at),
+           started_at = CASE WHEN r.generation <> excluded.generation THEN excluded.started_at
+                             ELSE least(r.started_at, excluded.started_at) END,
            (trino_user, trino_source, trino_catalog, trino_schema) = (
                SELECT w.trino_user, w.trino_source, w.trino_catalog, w.trino_schema
                  FROM (VALUES (0, r.context_time, r.trino_user, r.trino_source, r.trino_catalog, r.trino_schema),
                               (1, excluded.context_time, excluded.trino_user, excluded.trino_source,
                                excluded.trino_catalog, excluded.trino_schema))
                       AS w (side, context_time, trino_user, trino_source, trino_catalog, trino_schema)
+                WHERE w.side = 1 OR r.generation = excluded.generation
                 ORDER BY coalesce(w.context_time, '-infinity') DESC, coalesce(w.trino_user, '') COLLATE "C" DESC,
                          coalesce(w.trino_source, '') COLLATE "C" DESC, coalesce(w.trino_catalog, '') COLLATE "C" DESC,
                          coalesce(w.trino_schema, '') COLLATE "C" DESC, w.side
                 LIMIT 1),
-           context_time = greatest(r.context_time, excluded.context_time),
-           first_event_time = least(r.first_event_time, excluded.first_event_time),
-           last_event_time = greatest(r.last_event_time, excluded.last_event_time),
-           event_count = r.event_count + excluded.event_count;
+           context_time = CASE WHEN r.generation <> excluded.generation THEN excluded.context_time
+                               ELSE greatest(r.context_time, excluded.context_time) END,
+           first_event_time = CASE WHEN r.generation <> excluded.generation THEN excluded.first_event_time
+                                   ELSE least(r.first_event_time, excluded.first_event_time) END,
+           last_event_time = CASE WHEN r.generation <> excluded.generation THEN excluded.last_event_time
+                                  ELSE greatest(r.last_event_time, excluded.last_event_time) END,
+           event_count = CASE WHEN r.generation <> excluded.generation THEN excluded.event_count
+                              ELSE r.event_count + excluded.event_count END,
+           generation = excluded.generation;
 END
 $$;
 
-COMMENT ON FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) IS 'Applies a set of stored events to metastore.jobs and metastore.runs: p_payloads[i] is event i''s payload (for the sql, jobType, errorMessage and trino_query_context facets), p_events[i] its header as stored in metastore.events (mentions unused). Order-independent: the rows depend on the set of events only (see the comment of runs.state), whatever order they come in and however they are split into calls; a run''s event_count grows by its events in the set. Empty or null arrays do nothing. Called by store_events for each newly stored event and by backfill in batches; not for applications. Error codes: 22023 arrays of different lengths.';
+COMMENT ON FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) IS 'Applies a set of stored events to metastore.jobs and metastore.runs: p_payloads[i] is event i''s payload (for the sql, jobType, errorMessage and trino_query_context facets), p_events[i] its header as stored in metastore.events (mentions unused). Order-independent: the rows depend on the set of events only (see the comment of runs.state), whatever order they come in and however they are split into calls; a run''s event_count grows by its events in the set. A row of an older generation than the current one (metastore.derive_generation) is replaced, not merged into. Empty or null arrays do nothing. Called by store_events for each newly stored event and by backfill in batches; not for applications. Error codes: 22023 arrays of different lengths.';
 
-CREATE FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[] DEFAULT NULL::bigint[], p_dataset_namespaces text[] DEFAULT NULL::text[], p_dataset_names text[] DEFAULT NULL::text[]) RETURNS void
+CREATE FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb DEFAULT NULL::jsonb) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -1085,49 +1302,42 @@ CREATE FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[
     SET enable_seqscan TO 'off'
     AS $_$
 DECLARE
-    v_ids   bigint[];
-    v_ns    text[];
-    v_names text[];
-    v_id_of jsonb;
+    v_id_of      jsonb;
+    -- A row of an older generation is replaced, not merged into (metastore.backfill rebuilds).
+    v_generation integer := metastore.derive_generation();
 BEGIN
     -- Callers (store_events, backfill) call this only where change 6 is deployed.
     -- p_events[i] is what metastore.validate_event read from p_payloads[i], stored as p_event_ids[i].
-    -- The datasets these events mention (their mentions), looked up by name_key (one index probe per
-    -- distinct mention). Only these are resolved: a column-lineage input its event does not mention
-    -- is skipped, so what an event derives never depends on which other events came first. The
-    -- statements below never look a dataset up in the table by name (metastore.dataset_key is a
-    -- PL/pgSQL call per row), only in these.
-    -- store_events has them at hand: it passes them (p_dataset_*, aligned), and they are used as given.
-    IF p_dataset_ids IS NOT NULL THEN
-        v_ids := p_dataset_ids;
-        v_ns := p_dataset_namespaces;
-        v_names := p_dataset_names;
-    ELSE
-        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
-          INTO v_ids, v_ns, v_names
+    -- The datasets these events mention (their mentions), by id in a jsonb object keyed by
+    -- [namespace, name]: the statements below look each one up there (a lookup each), never by a
+    -- join to arrays (the planner, which guesses ten rows for each side, joined every event to all
+    -- of the set's datasets: lineage edges in backfill's sets of 1000 events took 0.58 ms per event,
+    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Only these are
+    -- resolved: a column-lineage input its event does not mention is skipped, so what an event
+    -- derives never depends on which other events came first. metastore.derive_datasets returns
+    -- them (store_events and backfill pass that on); without them they are looked up by name_key,
+    -- a probe per distinct mention.
+    v_id_of := p_dataset_ids;
+    IF v_id_of IS NULL THEN
+        SELECT jsonb_object_agg(jsonb_build_array(d.namespace, d.name)::text, d.id) INTO v_id_of
           FROM (SELECT DISTINCT x.namespace, x.name
                   FROM unnest(p_events) AS e
                  CROSS JOIN LATERAL unnest(e.mentions) AS x) AS m
           JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
     END IF;
-    IF v_ids IS NULL OR cardinality(v_ids) = 0 THEN
+    IF v_id_of IS NULL OR v_id_of = '{}' THEN
         RETURN;
     END IF;
-    -- The statements below find a dataset's id in a jsonb object keyed by [namespace, name] (a
-    -- lookup each), not by a join to the arrays: the planner, which guesses ten rows for each side,
-    -- joined every event to all of the set's datasets (lineage edges in backfill's sets of 1000
-    -- events: 0.58 ms per event, 83 % of its time).
-    SELECT jsonb_object_agg(jsonb_build_array(k.namespace, k.name)::text, k.id) INTO v_id_of
-      FROM unnest(v_ids, v_ns, v_names) AS k (id, namespace, name);
 
     -- Schema facets of inputs, outputs and a DatasetEvent's dataset. An empty list says nothing
     -- about the fields (some producers send it when they do not know them). The version's first
-    -- event is the one of the earliest eventTime, at a tie the first stored.
+    -- event is the one of the earliest eventTime, at a tie the first stored (the smaller id, so
+    -- that sets applied in any order agree).
     INSERT INTO metastore.dataset_schema_versions AS v
-           (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)
+           (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen, generation)
     SELECT s.id, s.h, (array_agg(s.fields ORDER BY s.event_time, s.event_id))[1],
            (array_agg(s.event_id ORDER BY s.event_time, s.event_id))[1],
-           min(s.event_time), max(s.event_time)
+           min(s.event_time), max(s.event_time), v_generation
       FROM (SELECT s0.*, (v_id_of ->> jsonb_build_array(s0.namespace, s0.name)::text)::bigint AS id
       FROM (SELECT DISTINCT u.event_id, u.event_time, ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
                    ds #> '{facets,schema,fields}' AS fields,
@@ -1154,15 +1364,23 @@ BEGIN
      WHERE s.id IS NOT NULL
      GROUP BY s.id, s.h
     HAVING NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS seen
-                        WHERE seen.dataset_id = s.id AND seen.fields_sha256 = s.h
-                          AND seen.first_seen <= min(s.event_time) AND seen.last_seen >= max(s.event_time))
+                        WHERE seen.dataset_id = s.id AND seen.fields_sha256 = s.h AND seen.generation = v_generation
+                          AND (seen.first_seen, seen.first_event_id)
+                              <= (min(s.event_time), (array_agg(s.event_id ORDER BY s.event_time, s.event_id))[1])
+                          AND seen.last_seen >= max(s.event_time))
      ORDER BY 1, 2
     ON CONFLICT (dataset_id, fields_sha256) DO UPDATE
-       SET first_event_id = CASE WHEN excluded.first_seen < v.first_seen THEN excluded.first_event_id
-                                 ELSE v.first_event_id END,
-           first_seen = least(v.first_seen, excluded.first_seen),
-           last_seen = greatest(v.last_seen, excluded.last_seen)
-     WHERE excluded.first_seen < v.first_seen OR excluded.last_seen > v.last_seen;
+       SET first_event_id = CASE WHEN v.generation <> excluded.generation
+                                   OR (excluded.first_seen, excluded.first_event_id) < (v.first_seen, v.first_event_id)
+                                 THEN excluded.first_event_id ELSE v.first_event_id END,
+           first_seen = CASE WHEN v.generation <> excluded.generation THEN excluded.first_seen
+                             ELSE least(v.first_seen, excluded.first_seen) END,
+           last_seen = CASE WHEN v.generation <> excluded.generation THEN excluded.last_seen
+                            ELSE greatest(v.last_seen, excluded.last_seen) END,
+           generation = excluded.generation
+     WHERE v.generation <> excluded.generation
+        OR (excluded.first_seen, excluded.first_event_id) < (v.first_seen, v.first_event_id)
+        OR excluded.last_seen > v.last_seen;
 
     -- Edges and column lineage keep first_seen and last_seen to the hour (UTC): an event that
     -- repeats them within the hour writes nothing (a query that runs every minute would otherwise
@@ -1171,11 +1389,11 @@ BEGIN
     -- their order: backfill gives what live ingest gave.
     -- Each input to each output of an event, through its job; symlinks do not make edges.
     INSERT INTO metastore.lineage_edges AS e
-           (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
+           (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation)
     -- Each event's input ids and output ids are arrays made in one pass over its mentions (OFFSET 0
     -- keeps the subquery whole: flattened, the outputs were looked up again for every input, and an
     -- event of 5000 inputs took 2 s).
-    SELECT im.id, om.id, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour)
+    SELECT im.id, om.id, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
       FROM (SELECT coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
                    sha256(convert_to(jsonb_build_array(u.job_namespace, u.job_name)::text, 'UTF8')) AS h,
@@ -1196,18 +1414,22 @@ BEGIN
      GROUP BY im.id, om.id, j.h
     HAVING NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
                         WHERE seen.upstream_id = im.id AND seen.downstream_id = om.id AND seen.job_sha256 = j.h
+                          AND seen.generation = v_generation
                           AND seen.first_seen <= min(j.hour) AND seen.last_seen >= max(j.hour))
      ORDER BY 1, 2, 3
     ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
-       SET first_seen = least(e.first_seen, excluded.first_seen),
-           last_seen = greatest(e.last_seen, excluded.last_seen)
-     WHERE excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
+       SET first_seen = CASE WHEN e.generation <> excluded.generation THEN excluded.first_seen
+                             ELSE least(e.first_seen, excluded.first_seen) END,
+           last_seen = CASE WHEN e.generation <> excluded.generation THEN excluded.last_seen
+                            ELSE greatest(e.last_seen, excluded.last_seen) END,
+           generation = excluded.generation
+     WHERE e.generation <> excluded.generation OR excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
 
     INSERT INTO metastore.column_lineage AS c
            (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-            transformation_subtype, first_seen, last_seen, edge_sha256)
+            transformation_subtype, first_seen, last_seen, edge_sha256, generation)
     SELECT x.output_id, min(x.output_field), x.input_id, min(x.input_field), min(x.transformation_type),
-           min(x.transformation_subtype), min(x.hour), max(x.hour), x.h
+           min(x.transformation_subtype), min(x.hour), max(x.hour), x.h, v_generation
       -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
       -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
       -- without transformations is one edge of unknown type ('', '').
@@ -1257,17 +1479,20 @@ BEGIN
      GROUP BY x.output_id, x.input_id, x.h
     HAVING NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
                         WHERE seen.output_dataset_id = x.output_id AND seen.input_dataset_id = x.input_id
-                          AND seen.edge_sha256 = x.h
+                          AND seen.edge_sha256 = x.h AND seen.generation = v_generation
                           AND seen.first_seen <= min(x.hour) AND seen.last_seen >= max(x.hour))
      ORDER BY 1, 3, 9
     ON CONFLICT (output_dataset_id, input_dataset_id, edge_sha256) DO UPDATE
-       SET first_seen = least(c.first_seen, excluded.first_seen),
-           last_seen = greatest(c.last_seen, excluded.last_seen)
-     WHERE excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
+       SET first_seen = CASE WHEN c.generation <> excluded.generation THEN excluded.first_seen
+                             ELSE least(c.first_seen, excluded.first_seen) END,
+           last_seen = CASE WHEN c.generation <> excluded.generation THEN excluded.last_seen
+                            ELSE greatest(c.last_seen, excluded.last_seen) END,
+           generation = excluded.generation
+     WHERE c.generation <> excluded.generation OR excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[], p_dataset_namespaces text[], p_dataset_names text[]) IS 'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), stored as p_event_ids[i]; only the datasets of those mentions are resolved (or given, already resolved: p_dataset_ids, _namespaces, _names aligned). Any split of the events into calls gives the same rows. The rules live here only: live ingest (store_events) and backfill both call it.';
+COMMENT ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb) IS 'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), stored as p_event_ids[i]; only the datasets of those mentions are resolved (or given, already resolved: p_dataset_ids, as metastore.derive_datasets returns them). Any split of the events into calls, applied in any order, gives the same rows; a row of an older generation than the current one (metastore.derive_generation) is replaced, not merged into. The rules live here only: live ingest (store_events) and backfill both call it.';
 
 CREATE FUNCTION metastore.ensure_partitions() RETURNS integer
     LANGUAGE sql SECURITY DEFINER
@@ -1315,7 +1540,7 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
                         WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'inputs'::pg_catalog.text),
                                       'null'::pg_catalog.text) OPERATOR(pg_catalog.=) 'null'::pg_catalog.text
                         THEN '[]'::pg_catalog.jsonb
-                        ELSE metastore.malformed_datasets(p_payload) END
+                        ELSE '[null]'::pg_catalog.jsonb END
             UNION ALL
             SELECT 2, 'output'::pg_catalog.text,
                    CASE WHEN pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'outputs'::pg_catalog.text)
@@ -1324,7 +1549,7 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
                         WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'outputs'::pg_catalog.text),
                                       'null'::pg_catalog.text) OPERATOR(pg_catalog.=) 'null'::pg_catalog.text
                         THEN '[]'::pg_catalog.jsonb
-                        ELSE metastore.malformed_datasets(p_payload) END
+                        ELSE '[null]'::pg_catalog.jsonb END
             UNION ALL
             -- event_kind 'dataset' means "dataset" is an object.
             SELECT 3, 'none'::pg_catalog.text,
@@ -1337,12 +1562,12 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
                              OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
                          AND (i.item OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text) OPERATOR(pg_catalog.<>) ''::pg_catalog.text
                         THEN i.item OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text
-                        ELSE metastore.malformed_datasets(p_payload) OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text END,
+                        ELSE metastore.malformed_datasets(p_payload, i.item) OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text END,
                    CASE WHEN pg_catalog.jsonb_typeof(i.item OPERATOR(pg_catalog.->) 'name'::pg_catalog.text)
                              OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
                          AND (i.item OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text) OPERATOR(pg_catalog.<>) ''::pg_catalog.text
                         THEN i.item OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text
-                        ELSE metastore.malformed_datasets(p_payload) OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text END
+                        ELSE metastore.malformed_datasets(p_payload, i.item) OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text END
             ) AS d (namespace, name)
      -- The item itself, then every identifier of its symlinks facet. Facets are free-form: a
      -- malformed identifier is skipped rather than costing the whole event (the raw event keeps it
@@ -1375,6 +1600,53 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
 $$;
 
 COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention, in the event''s order: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), each followed by every symlinks-facet identifier of it (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Namespaces and names may be of any length. A SQL function that PostgreSQL inlines. Error codes: 22023 malformed inputs/outputs/dataset (raised by metastore.malformed_datasets).';
+
+CREATE FUNCTION metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_folded bigint;
+BEGIN
+    WITH locked AS (
+        SELECT d.id FROM metastore.datasets AS d
+         WHERE d.id = ANY (p_ids)
+         ORDER BY d.namespace, d.name
+           FOR NO KEY UPDATE
+    ), moved AS (
+        DELETE FROM metastore.dataset_activity AS a USING locked AS l
+         WHERE a.dataset_id = l.id
+        RETURNING a.*
+    ), sums AS (
+        SELECT m.dataset_id, min(m.first_seen) AS first_seen, max(m.last_seen) AS last_seen,
+               sum(m.input_events) AS input_events, sum(m.output_events) AS output_events,
+               bool_or(m.direct) AS direct
+          FROM moved AS m
+         WHERE m.generation = p_generation
+         GROUP BY m.dataset_id
+    ), folded AS (
+        UPDATE metastore.datasets AS d
+           SET kind = CASE WHEN (d.generation = p_generation AND d.kind = 'dataset') OR s.direct THEN 'dataset'
+                           ELSE 'symlink' END,
+               first_seen = CASE WHEN d.generation = p_generation THEN least(d.first_seen, s.first_seen)
+                                 ELSE s.first_seen END,
+               last_seen = CASE WHEN d.generation = p_generation THEN greatest(d.last_seen, s.last_seen)
+                                ELSE s.last_seen END,
+               input_events = CASE WHEN d.generation = p_generation THEN d.input_events + s.input_events
+                                   ELSE s.input_events END,
+               output_events = CASE WHEN d.generation = p_generation THEN d.output_events + s.output_events
+                                    ELSE s.output_events END,
+               generation = p_generation
+          FROM sums AS s
+         WHERE d.id = s.dataset_id
+        RETURNING d.id
+    )
+    SELECT count(*) INTO v_folded FROM folded;
+    RETURN v_folded;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) IS 'For metastore.backfill when a rebuild ends: folds the dataset_activity of generation p_generation into the datasets p_ids (replacing the values of a dataset of an older generation, which then is of p_generation), drops their activity of older generations, and returns how many datasets it changed. A dataset of an older generation without such activity stays as it was: no event of the new generation mentions it.';
 
 CREATE FUNCTION metastore.forbid_change() RETURNS trigger
     LANGUAGE plpgsql
@@ -2159,8 +2431,31 @@ $$;
 
 COMMENT ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) IS 'One page of jobs ordered by (namespace, name), each with its latest run (by first eventTime): {"jobs": [...], "next_cursor": text or null}. Filters: exact namespace, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000 or a cursor not returned by this function.';
 
-CREATE FUNCTION metastore.malformed_datasets(p_payload jsonb) RETURNS jsonb
-    LANGUAGE plpgsql PARALLEL SAFE
+CREATE FUNCTION metastore.lock_events_briefly() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '100ms'
+    AS $$
+BEGIN
+    FOR v_try IN 1..20 LOOP
+        BEGIN
+            LOCK TABLE metastore.events IN SHARE MODE;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.01);
+        END;
+    END LOOP;
+    RAISE EXCEPTION USING
+        ERRCODE = '55P03',
+        MESSAGE = 'could not lock metastore.events within 20 tries of 100 ms: a long transaction writes to it',
+        HINT = 'Run it again when that transaction has ended (pg_stat_activity shows it).';
+END
+$$;
+
+COMMENT ON FUNCTION metastore.lock_events_briefly() IS 'Takes a SHARE lock on metastore.events for the rest of the transaction, waiting at most 100 ms at a time (20 tries). For metastore.backfill. Error codes: 55P03 not obtained.';
+
+CREATE FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) RETURNS jsonb
+    LANGUAGE plpgsql STABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
@@ -2201,7 +2496,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.malformed_datasets(p_payload jsonb) IS 'Raises what is wrong with the inputs, outputs or DatasetEvent dataset of p_payload (the first fault, in order); never returns. Called by metastore.extract_datasets only for an event its checks refuse. Error codes: 22023 a member that is not an array of objects with non-empty string namespace and name; XX000 no such fault (the two functions disagree).';
+COMMENT ON FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) IS 'Raises what is wrong with the inputs, outputs or DatasetEvent dataset of p_payload (the first fault, in order; p_item, the item extract_datasets could not read, is unused); never returns. Called by metastore.extract_datasets only for an event its checks refuse. Error codes: 22023 a member that is not an array of objects with non-empty string namespace and name; XX000 no such fault (the two functions disagree).';
 
 CREATE FUNCTION metastore.partitions_ahead() RETURNS integer
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -2477,14 +2772,20 @@ BEGIN
       ORDER BY d.namespace, d.name
         FOR NO KEY UPDATE OF d;
 
+    -- Activity of the dataset's own generation is folded in; of an older one (what a rebuild
+    -- replaced) dropped; of a newer one (a rebuild under way) left for the rebuild to fold when it
+    -- ends (metastore.backfill).
     WITH moved AS (
         DELETE FROM metastore.dataset_activity AS a
-         WHERE p_dataset_ids IS NULL OR a.dataset_id = ANY (p_dataset_ids)
-        RETURNING a.*
+         USING metastore.datasets AS d
+         WHERE d.id = a.dataset_id AND a.generation <= d.generation
+           AND (p_dataset_ids IS NULL OR a.dataset_id = ANY (p_dataset_ids))
+        RETURNING a.*, a.generation = d.generation AS same_generation
     ), sums AS (
         SELECT m.dataset_id, min(m.first_seen) AS first_seen, max(m.last_seen) AS last_seen,
                sum(m.input_events) AS input_events, sum(m.output_events) AS output_events, count(*) AS n
           FROM moved AS m
+         WHERE m.same_generation
          GROUP BY m.dataset_id
     ), folded AS (
         UPDATE metastore.datasets AS d
@@ -2499,7 +2800,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.roll_up_datasets(p_dataset_ids bigint[]) IS 'Folds metastore.dataset_activity into metastore.datasets (counts, first_seen, last_seen) for the given datasets, or all of them when null, and returns how many activity rows it folded. metastore.datasets_view reads the same before and after.';
+COMMENT ON FUNCTION metastore.roll_up_datasets(p_dataset_ids bigint[]) IS 'Folds metastore.dataset_activity of each dataset''s own generation into metastore.datasets (counts, first_seen, last_seen) for the given datasets, or all of them when null, drops activity of older generations, and returns how many activity rows it folded. metastore.datasets_view reads the same before and after.';
 
 CREATE FUNCTION metastore.schema_version() RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -2535,11 +2836,7 @@ DECLARE
     v_new_ids    bigint[];
     v_new_pay    jsonb[];
     v_new_ev     metastore.valid_event[];
-    v_added      bigint[];
-    v_ds_ids     bigint[];
-    v_ds_ns      text[];
-    v_ds_names   text[];
-    v_named      boolean;
+    v_datasets   jsonb;
 BEGIN
     -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
     -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
@@ -2601,104 +2898,14 @@ BEGIN
     END IF;
 
     IF v_new_ids IS NOT NULL THEN
-        -- 2. New datasets take what these events say, in (namespace, name) order. An existing dataset
-        -- is not updated (that would lock its row until commit, and events sharing it would commit one
-        -- at a time): the events' part goes to dataset_activity, which datasets_view adds and
-        -- metastore.roll_up_datasets folds in.
-        WITH added AS (
-            INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
-            SELECT x.namespace, x.name,
-                   CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-                   min(u.event_time), max(u.event_time),
-                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'input'),
-                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'output')
-              FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
-             CROSS JOIN LATERAL unnest(u.mentions) AS x
-             GROUP BY x.namespace, x.name
-             ORDER BY x.namespace, x.name
-            ON CONFLICT (name_key) DO NOTHING
-            RETURNING d.id)
-        SELECT coalesce(array_agg(added.id), '{}') INTO v_added FROM added;
+        -- 2. Datasets, their activity, links and symlinks (metastore.derive_datasets).
+        v_datasets := metastore.derive_datasets(v_new_ids, v_new_ev, true);
 
-        -- Every dataset mentioned, new or not. A statement of its own: it sees the rows the insert
-        -- above found (committed by then).
-        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name),
-               coalesce(bool_or(d.kind = 'symlink' AND m.direct AND d.id <> ALL (v_added)), false)
-          INTO v_ds_ids, v_ds_ns, v_ds_names, v_named
-          FROM (SELECT x.namespace, x.name, bool_or(x.symlink_of_namespace IS NULL) AS direct
-                  FROM unnest(v_new_ev) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
-                 GROUP BY x.namespace, x.name) AS m
-          JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
-
-        IF cardinality(v_ds_ids) > cardinality(v_added) THEN
-            INSERT INTO metastore.dataset_activity (dataset_id, first_seen, last_seen, input_events, output_events)
-            SELECT k.id, min(u.event_time), max(u.event_time),
-                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'input'),
-                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'output')
-              FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
-             CROSS JOIN LATERAL unnest(u.mentions) AS x
-              JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
-                ON k.namespace = x.namespace AND k.name = x.name
-             WHERE k.id <> ALL (v_added)
-             GROUP BY k.id;
-
-            -- Known so far only as a symlink, now named directly: the one change that locks a row
-            -- (in (namespace, name) order, as roll_up_datasets takes them).
-            IF v_named THEN
-                UPDATE metastore.datasets AS d SET kind = 'dataset'
-                  FROM (SELECT s.id FROM metastore.datasets AS s
-                         WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
-                           AND s.id IN (SELECT k.id
-                                          FROM unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
-                                          JOIN (SELECT x.namespace, x.name FROM unnest(v_new_ev) AS u
-                                                 CROSS JOIN LATERAL unnest(u.mentions) AS x
-                                                 WHERE x.symlink_of_namespace IS NULL) AS direct
-                                            ON direct.namespace = k.namespace AND direct.name = k.name)
-                         ORDER BY s.namespace, s.name
-                           FOR NO KEY UPDATE) AS l
-                 WHERE d.id = l.id;
-            END IF;
-
-            -- Folded in by about one event in 64: few rows wait in dataset_activity, and concurrent
-            -- writers seldom meet on the rows' locks.
-            IF random() < cardinality(v_new_ids) / 64.0 THEN
-                PERFORM metastore.roll_up_datasets(v_ds_ids);
-            END IF;
-        END IF;
-
-        -- 3. Links (with their event's event_time: the partition key, shared with metastore.events)
-        -- and symlinks.
-        INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
-        SELECT DISTINCT u.id, k.id, x.direction, u.event_time
-          FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
-               AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
-         CROSS JOIN LATERAL unnest(u.mentions) AS x
-          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
-            ON k.namespace = x.namespace AND k.name = x.name
-        ON CONFLICT DO NOTHING;
-
-        INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
-        SELECT DISTINCT c.id, s.id, x.symlink_type
-          FROM unnest(v_new_ev) AS u
-         CROSS JOIN LATERAL unnest(u.mentions) AS x
-          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS s (id, namespace, name)
-            ON s.namespace = x.namespace AND s.name = x.name
-          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS c (id, namespace, name)
-            ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
-         WHERE x.symlink_of_namespace IS NOT NULL
-         ORDER BY 1, 2, 3
-        ON CONFLICT DO NOTHING;
-
-        -- 4. Each derivation only where its change is deployed: a revert drops its tables and its
+        -- 3. Each derivation only where its change is deployed: a revert drops its tables and its
         -- function (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only
         -- when a call runs, so ingest goes on until the older release's deploy replaces this function.
         IF to_regclass('metastore.column_lineage') IS NOT NULL THEN
-            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev, v_ds_ids, v_ds_ns, v_ds_names);
+            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev, v_datasets);
         END IF;
         IF to_regclass('metastore.runs') IS NOT NULL THEN
             PERFORM metastore.derive_job_run(v_new_pay, v_new_ev);
@@ -2709,7 +2916,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.store_events(p_payloads jsonb[], p_events metastore.valid_event[], p_source_kind text, p_source_principal text) IS 'Stores events that metastore.validate_event accepted (p_events[i] read from p_payloads[i]), each once: an event equal as JSON to a stored one, or to an earlier one of the set, returns that one with duplicate = true. One row per event, in order. Derives the new events'' datasets, links and symlinks, (metastore.derive_lineage) schema versions, lineage edges and column lineage, and (metastore.derive_job_run) jobs and runs. Error codes: 40001 an equal event vanished meanwhile (retry).';
+COMMENT ON FUNCTION metastore.store_events(p_payloads jsonb[], p_events metastore.valid_event[], p_source_kind text, p_source_principal text) IS 'Stores events that metastore.validate_event accepted (p_events[i] read from p_payloads[i]), each once: an event equal as JSON to a stored one, or to an earlier one of the set, returns that one with duplicate = true. One row per event, in order. Derives (metastore.derive_datasets) the new events'' datasets, links and symlinks, (metastore.derive_lineage) schema versions, lineage edges and column lineage, and (metastore.derive_job_run) jobs and runs. Error codes: 40001 an equal event vanished meanwhile (retry).';
 
 CREATE FUNCTION metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql
@@ -2934,7 +3141,8 @@ CREATE TABLE metastore.column_lineage (
     transformation_subtype text NOT NULL,
     first_seen timestamp with time zone NOT NULL,
     last_seen timestamp with time zone NOT NULL,
-    edge_sha256 bytea NOT NULL
+    edge_sha256 bytea NOT NULL,
+    generation integer DEFAULT 1 NOT NULL
 );
 
 COMMENT ON TABLE metastore.column_lineage IS 'output field <- input field, once per (output dataset, output field, input dataset, input field, transformation type, subtype), first_seen and last_seen to the hour (UTC). Only input datasets the same event mentions are resolved.';
@@ -2952,10 +3160,16 @@ CREATE TABLE metastore.dataset_activity (
     first_seen timestamp with time zone NOT NULL,
     last_seen timestamp with time zone NOT NULL,
     input_events bigint NOT NULL,
-    output_events bigint NOT NULL
+    output_events bigint NOT NULL,
+    generation integer DEFAULT 1 NOT NULL,
+    direct boolean DEFAULT false NOT NULL
 );
 
 COMMENT ON TABLE metastore.dataset_activity IS 'What events added to existing datasets (counts, eventTimes) and metastore.roll_up_datasets has not folded into metastore.datasets yet; metastore.datasets_view adds it. No foreign key: its check would lock the dataset row, which this table is here to avoid.';
+
+COMMENT ON COLUMN metastore.dataset_activity.generation IS 'The generation (metastore.derive_state) of the events counted: datasets_view adds only the rows of the dataset''s own generation; a rebuild folds the newer ones in when it ends.';
+
+COMMENT ON COLUMN metastore.dataset_activity.direct IS 'Some of the events counted name the dataset as an input, output or dataset, not only as a symlink.';
 
 CREATE TABLE metastore.event_datasets (
     event_id bigint NOT NULL,
@@ -3038,7 +3252,8 @@ CREATE TABLE metastore.dataset_schema_versions (
     fields jsonb NOT NULL,
     first_event_id bigint NOT NULL,
     first_seen timestamp with time zone NOT NULL,
-    last_seen timestamp with time zone NOT NULL
+    last_seen timestamp with time zone NOT NULL,
+    generation integer DEFAULT 1 NOT NULL
 );
 
 COMMENT ON TABLE metastore.dataset_schema_versions IS 'Each distinct field list (schema facet) a dataset was seen with, once: the version with the latest last_seen is the current schema.';
@@ -3053,14 +3268,19 @@ COMMENT ON COLUMN metastore.dataset_schema_versions.first_seen IS 'Earliest even
 
 COMMENT ON COLUMN metastore.dataset_schema_versions.last_seen IS 'Latest eventTime with this field list.';
 
+COMMENT ON COLUMN metastore.dataset_schema_versions.generation IS 'The generation (metastore.derive_state) of the events the row was derived from.';
+
 CREATE TABLE metastore.dataset_symlinks (
     dataset_id bigint NOT NULL,
     symlink_id bigint NOT NULL,
     type text NOT NULL,
+    generation integer DEFAULT 1 NOT NULL,
     CONSTRAINT dataset_symlinks_check CHECK ((dataset_id <> symlink_id))
 );
 
 COMMENT ON TABLE metastore.dataset_symlinks IS 'symlinks facet: dataset_id carries an identifier naming symlink_id (type as sent, e.g. TABLE; empty when absent).';
+
+COMMENT ON COLUMN metastore.dataset_symlinks.generation IS 'The latest generation (metastore.derive_state) of an event that names the symlink.';
 
 CREATE VIEW metastore.dataset_symlinks_view AS
  SELECT dataset_id,
@@ -3090,6 +3310,7 @@ END) STORED,
     input_events bigint DEFAULT 0 NOT NULL,
     output_events bigint DEFAULT 0 NOT NULL,
     name_key bytea GENERATED ALWAYS AS (sha256(metastore.dataset_key(namespace, name))) STORED,
+    generation integer DEFAULT 1 NOT NULL,
     CONSTRAINT datasets_input_events_check CHECK ((input_events >= 0)),
     CONSTRAINT datasets_kind_check CHECK ((kind = ANY (ARRAY['dataset'::text, 'symlink'::text]))),
     CONSTRAINT datasets_output_events_check CHECK ((output_events >= 0))
@@ -3112,6 +3333,8 @@ COMMENT ON COLUMN metastore.datasets.input_events IS 'How many events read it (l
 COMMENT ON COLUMN metastore.datasets.output_events IS 'How many events wrote it (links with direction output).';
 
 COMMENT ON COLUMN metastore.datasets.name_key IS 'sha256 of metastore.dataset_key(namespace, name): the unique key of a dataset, for names of any length.';
+
+COMMENT ON COLUMN metastore.datasets.generation IS 'The generation (metastore.derive_state) whose events kind, first_seen, last_seen and the counts come from; dataset_activity of another generation is not part of them.';
 
 ALTER TABLE metastore.datasets ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME metastore.datasets_id_seq
@@ -3139,9 +3362,30 @@ CREATE VIEW metastore.datasets_view AS
             (sum(x.input_events))::bigint AS input_events,
             (sum(x.output_events))::bigint AS output_events
            FROM metastore.dataset_activity x
-          WHERE (x.dataset_id = d.id)) a ON (true));
+          WHERE ((x.dataset_id = d.id) AND (x.generation = d.generation))) a ON (true));
 
 COMMENT ON VIEW metastore.datasets_view IS 'Datasets as applications may read them.';
+
+CREATE TABLE metastore.derive_state (
+    singleton boolean DEFAULT true NOT NULL,
+    generation integer DEFAULT 1 NOT NULL,
+    rebuild text DEFAULT 'none'::text NOT NULL,
+    rebuild_rules text,
+    rebuild_high_id bigint,
+    rebuild_started_at timestamp with time zone,
+    rebuild_finished_at timestamp with time zone,
+    CONSTRAINT derive_state_generation_check CHECK ((generation >= 1)),
+    CONSTRAINT derive_state_rebuild_check CHECK ((rebuild = ANY (ARRAY['none'::text, 'deriving'::text, 'finishing'::text]))),
+    CONSTRAINT derive_state_singleton_check CHECK (singleton)
+);
+
+COMMENT ON TABLE metastore.derive_state IS 'One row: the generation live ingest derives with, and the rebuild metastore.backfill runs, if any.';
+
+COMMENT ON COLUMN metastore.derive_state.rebuild IS 'none; deriving (sessions of metastore.backfill derive the ranges of metastore.rebuild_ranges); finishing (every range is derived: the rows of older generations are being removed).';
+
+COMMENT ON COLUMN metastore.derive_state.rebuild_rules IS 'md5 of the rule functions'' definitions when the rebuild started: a backfill that finds other rules deployed since starts the rebuild again.';
+
+COMMENT ON COLUMN metastore.derive_state.rebuild_high_id IS 'The greatest event id when the rebuild started: events up to it are derived by the rebuild, later ones were derived by ingest in the new generation already.';
 
 CREATE TABLE metastore.event_datasets_default (
     event_id bigint NOT NULL,
@@ -3229,7 +3473,8 @@ CREATE TABLE metastore.jobs (
     integration text,
     job_type text,
     type_time timestamp with time zone,
-    name_key bytea GENERATED ALWAYS AS (sha256(metastore.dataset_key(namespace, name))) STORED
+    name_key bytea GENERATED ALWAYS AS (sha256(metastore.dataset_key(namespace, name))) STORED,
+    generation integer DEFAULT 1 NOT NULL
 )
 WITH (fillfactor='80');
 
@@ -3278,12 +3523,21 @@ CREATE TABLE metastore.lineage_edges (
     job_namespace text NOT NULL,
     job_name text NOT NULL,
     first_seen timestamp with time zone NOT NULL,
-    last_seen timestamp with time zone NOT NULL
+    last_seen timestamp with time zone NOT NULL,
+    generation integer DEFAULT 1 NOT NULL
 );
 
 COMMENT ON TABLE metastore.lineage_edges IS 'upstream_id was an input and downstream_id an output of one event of the job, once per (upstream, downstream, job), first_seen and last_seen to the hour (UTC). Symlink identifiers get no edges: lineage queries cross metastore.dataset_symlinks.';
 
 COMMENT ON COLUMN metastore.lineage_edges.job_sha256 IS 'sha256 of the JSON array [job namespace, job name] as text: the job''s key.';
+
+CREATE TABLE metastore.rebuild_ranges (
+    low bigint NOT NULL,
+    high bigint NOT NULL,
+    CONSTRAINT rebuild_ranges_check CHECK ((high > low))
+);
+
+COMMENT ON TABLE metastore.rebuild_ranges IS 'The events the running rebuild has still to derive, as id ranges low < id <= high; a range''s row is deleted in the transaction that derived it, so a rebuild stopped at any point resumes where it was.';
 
 CREATE TABLE metastore.rejected_events (
     id bigint NOT NULL,
@@ -3345,6 +3599,7 @@ CREATE TABLE metastore.runs (
     first_event_time timestamp with time zone NOT NULL,
     last_event_time timestamp with time zone NOT NULL,
     event_count bigint DEFAULT 0 NOT NULL,
+    generation integer DEFAULT 1 NOT NULL,
     CONSTRAINT runs_event_count_check CHECK ((event_count >= 0)),
     CONSTRAINT runs_state_check CHECK ((state = ANY (ARRAY['START'::text, 'RUNNING'::text, 'COMPLETE'::text, 'FAIL'::text, 'ABORT'::text, 'OTHER'::text])))
 )
@@ -3443,6 +3698,9 @@ ALTER TABLE ONLY metastore.datasets
 ALTER TABLE ONLY metastore.datasets
     ADD CONSTRAINT datasets_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY metastore.derive_state
+    ADD CONSTRAINT derive_state_pkey PRIMARY KEY (singleton);
+
 ALTER TABLE ONLY metastore.event_datasets
     ADD CONSTRAINT event_datasets_pkey PRIMARY KEY (event_id, dataset_id, direction, event_time);
 
@@ -3475,6 +3733,9 @@ ALTER TABLE ONLY metastore.jobs
 
 ALTER TABLE ONLY metastore.lineage_edges
     ADD CONSTRAINT lineage_edges_pkey PRIMARY KEY (upstream_id, downstream_id, job_sha256);
+
+ALTER TABLE ONLY metastore.rebuild_ranges
+    ADD CONSTRAINT rebuild_ranges_pkey PRIMARY KEY (low);
 
 ALTER TABLE ONLY metastore.rejected_events
     ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
@@ -3562,18 +3823,6 @@ CREATE TRIGGER settings_keep_row BEFORE DELETE ON metastore.settings FOR EACH RO
 
 CREATE TRIGGER settings_keep_row_truncate BEFORE TRUNCATE ON metastore.settings FOR EACH STATEMENT EXECUTE FUNCTION metastore.settings_keep_row();
 
-ALTER TABLE ONLY metastore.dataset_symlinks
-    ADD CONSTRAINT dataset_symlinks_dataset_id_fkey FOREIGN KEY (dataset_id) REFERENCES metastore.datasets(id);
-
-ALTER TABLE ONLY metastore.dataset_symlinks
-    ADD CONSTRAINT dataset_symlinks_symlink_id_fkey FOREIGN KEY (symlink_id) REFERENCES metastore.datasets(id);
-
-ALTER TABLE metastore.event_datasets
-    ADD CONSTRAINT event_datasets_dataset_id_fkey FOREIGN KEY (dataset_id) REFERENCES metastore.datasets(id);
-
-ALTER TABLE ONLY metastore.runs
-    ADD CONSTRAINT runs_job_id_fkey FOREIGN KEY (job_id) REFERENCES metastore.jobs(id);
-
 GRANT USAGE ON SCHEMA metastore TO metastore_app;
 GRANT USAGE ON SCHEMA metastore TO metastore_reader;
 
@@ -3611,9 +3860,13 @@ GRANT ALL ON FUNCTION metastore.datasets_with_field(p_field text, p_limit intege
 
 REVOKE ALL ON FUNCTION metastore.datasets_with_field_among(p_ids bigint[], p_field text, p_limit integer) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.derive_datasets(p_event_ids bigint[], p_events metastore.valid_event[], p_roll_up boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.derive_generation() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[], p_dataset_namespaces text[], p_dataset_names text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.ensure_partitions() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;
@@ -3621,6 +3874,8 @@ GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;
 REVOKE ALL ON FUNCTION metastore.event_kind(p_payload jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.forbid_change() FROM PUBLIC;
 
@@ -3671,7 +3926,9 @@ REVOKE ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_nam
 GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) TO metastore_reader;
 
-REVOKE ALL ON FUNCTION metastore.malformed_datasets(p_payload jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.lock_events_briefly() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.partitions_ahead() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.partitions_ahead() TO metastore_app;

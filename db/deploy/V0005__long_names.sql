@@ -14,17 +14,21 @@
 
 -- Frozen: an index and a generated column hold its results, so it is defined here, not in
 -- db/functions, and a change to it needs a new migration that rebuilds them (db/CONVENTIONS.md).
+-- A SQL function that PostgreSQL inlines into the statements, index expressions and generated
+-- column that use it (as PL/pgSQL it cost a call per dataset and job written or looked up), so no
+-- SET clause: every function, operator and type is qualified (db/CONVENTIONS.md).
 CREATE FUNCTION metastore.dataset_key(p_namespace text, p_name text) RETURNS bytea
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $fn$
-BEGIN
     -- The text's bytes in the database encoding: decode of the text with its backslashes
     -- doubled, which is immutable (convert_to is only stable, so no index could use it). Text
     -- never holds a zero byte: the separator makes the key injective and keeps the order.
-    RETURN pg_catalog.decode(pg_catalog.replace(p_namespace, '\', '\\'), 'escape') || '\x00'::bytea
-        || pg_catalog.decode(pg_catalog.replace(p_name, '\', '\\'), 'escape');
-END
+    SELECT pg_catalog.decode(pg_catalog.replace(p_namespace, '\'::pg_catalog.text, '\\'::pg_catalog.text),
+                             'escape'::pg_catalog.text)
+           OPERATOR(pg_catalog.||) '\x00'::pg_catalog.bytea
+           OPERATOR(pg_catalog.||) pg_catalog.decode(pg_catalog.replace(p_name, '\'::pg_catalog.text,
+                                                                        '\\'::pg_catalog.text),
+                                                     'escape'::pg_catalog.text)
 $fn$;
 COMMENT ON FUNCTION metastore.dataset_key(text, text) IS
     'The bytes of namespace, a zero byte, the bytes of name: one key per (namespace, name) whose byte order is '
@@ -66,13 +70,77 @@ CREATE TABLE metastore.dataset_activity (
     first_seen    timestamptz NOT NULL,
     last_seen     timestamptz NOT NULL,
     input_events  bigint      NOT NULL,
-    output_events bigint      NOT NULL
+    output_events bigint      NOT NULL,
+    generation    integer     NOT NULL DEFAULT 1,
+    direct        boolean     NOT NULL DEFAULT false
 );
 CREATE INDEX dataset_activity_dataset_idx ON metastore.dataset_activity (dataset_id);
 COMMENT ON TABLE metastore.dataset_activity IS
     'What events added to existing datasets (counts, eventTimes) and metastore.roll_up_datasets has not folded '
     'into metastore.datasets yet; metastore.datasets_view adds it. No foreign key: its check would lock the '
     'dataset row, which this table is here to avoid.';
+
+-- Generations of derived data: metastore.backfill rebuilds every derived table while ingest goes
+-- on, in committed sets of events, from several sessions at once. A derived row carries the
+-- generation of what it was derived from; the first contribution of a newer generation replaces
+-- the row's values instead of merging into them, and what no event of the new generation reached
+-- is removed when the rebuild ends. Live ingest derives with the current generation, so that what
+-- it adds during a rebuild is part of the new one.
+ALTER TABLE metastore.datasets ADD COLUMN generation integer NOT NULL DEFAULT 1;
+ALTER TABLE metastore.dataset_symlinks ADD COLUMN generation integer NOT NULL DEFAULT 1;
+COMMENT ON COLUMN metastore.datasets.generation IS
+    'The generation (metastore.derive_state) whose events kind, first_seen, last_seen and the counts come '
+    'from; dataset_activity of another generation is not part of them.';
+COMMENT ON COLUMN metastore.dataset_symlinks.generation IS
+    'The latest generation (metastore.derive_state) of an event that names the symlink.';
+COMMENT ON COLUMN metastore.dataset_activity.generation IS
+    'The generation (metastore.derive_state) of the events counted: datasets_view adds only the rows of the '
+    'dataset''s own generation; a rebuild folds the newer ones in when it ends.';
+COMMENT ON COLUMN metastore.dataset_activity.direct IS
+    'Some of the events counted name the dataset as an input, output or dataset, not only as a symlink.';
+
+-- No foreign keys from links and symlinks to datasets either, as on the tables change 6 adds: the
+-- check of each row locks its dataset FOR KEY SHARE, a row lock taken (and WAL-logged) anew by every
+-- transaction that links a popular table, and a MultiXact when several do at once; it cost 6 to 10
+-- microseconds per link, more than the link's own insert. Links and symlinks are written only by
+-- metastore.derive_datasets with the ids it looked up or inserted, and a dataset is deleted only
+-- by a rebuild (metastore.backfill), and only when no link or symlink points at it. Attaching a
+-- link partition no longer locks metastore.datasets.
+ALTER TABLE metastore.event_datasets DROP CONSTRAINT event_datasets_dataset_id_fkey;
+ALTER TABLE metastore.dataset_symlinks
+    DROP CONSTRAINT dataset_symlinks_dataset_id_fkey,
+    DROP CONSTRAINT dataset_symlinks_symlink_id_fkey;
+
+CREATE TABLE metastore.derive_state (
+    singleton           boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    generation          integer     NOT NULL DEFAULT 1 CHECK (generation >= 1),
+    rebuild             text        NOT NULL DEFAULT 'none' CHECK (rebuild IN ('none', 'deriving', 'finishing')),
+    rebuild_rules       text,
+    rebuild_high_id     bigint,
+    rebuild_started_at  timestamptz,
+    rebuild_finished_at timestamptz
+);
+INSERT INTO metastore.derive_state DEFAULT VALUES;
+COMMENT ON TABLE metastore.derive_state IS
+    'One row: the generation live ingest derives with, and the rebuild metastore.backfill runs, if any.';
+COMMENT ON COLUMN metastore.derive_state.rebuild IS
+    'none; deriving (sessions of metastore.backfill derive the ranges of metastore.rebuild_ranges); '
+    'finishing (every range is derived: the rows of older generations are being removed).';
+COMMENT ON COLUMN metastore.derive_state.rebuild_rules IS
+    'md5 of the rule functions'' definitions when the rebuild started: a backfill that finds other rules '
+    'deployed since starts the rebuild again.';
+COMMENT ON COLUMN metastore.derive_state.rebuild_high_id IS
+    'The greatest event id when the rebuild started: events up to it are derived by the rebuild, later '
+    'ones were derived by ingest in the new generation already.';
+
+CREATE TABLE metastore.rebuild_ranges (
+    low  bigint PRIMARY KEY,
+    high bigint NOT NULL,
+    CHECK (high > low)
+);
+COMMENT ON TABLE metastore.rebuild_ranges IS
+    'The events the running rebuild has still to derive, as id ranges low < id <= high; a range''s row is '
+    'deleted in the transaction that derived it, so a rebuild stopped at any point resumes where it was.';
 
 CREATE OR REPLACE VIEW metastore.datasets_view AS
 SELECT d.id, d.namespace, d.name, d.scheme, d.authority, d.kind,
@@ -84,4 +152,4 @@ SELECT d.id, d.namespace, d.name, d.scheme, d.authority, d.kind,
                             pg_catalog.sum(x.input_events)::bigint AS input_events,
                             pg_catalog.sum(x.output_events)::bigint AS output_events
                        FROM metastore.dataset_activity AS x
-                      WHERE x.dataset_id = d.id) AS a ON true;
+                      WHERE x.dataset_id = d.id AND x.generation = d.generation) AS a ON true;

@@ -18,6 +18,7 @@ CREATE TABLE metastore.dataset_schema_versions (
     first_event_id bigint      NOT NULL,
     first_seen     timestamptz NOT NULL,
     last_seen      timestamptz NOT NULL,
+    generation     integer     NOT NULL DEFAULT 1,
     CONSTRAINT dataset_schema_versions_pkey PRIMARY KEY (dataset_id, fields_sha256)
 );
 COMMENT ON TABLE metastore.dataset_schema_versions IS
@@ -45,6 +46,7 @@ CREATE TABLE metastore.lineage_edges (
     job_name      text        NOT NULL,
     first_seen    timestamptz NOT NULL,
     last_seen     timestamptz NOT NULL,
+    generation    integer     NOT NULL DEFAULT 1,
     CONSTRAINT lineage_edges_pkey PRIMARY KEY (upstream_id, downstream_id, job_sha256)
 );
 -- Upstream walks read it by downstream_id. It holds the whole key, as the primary key does: an
@@ -52,6 +54,8 @@ CREATE TABLE metastore.lineage_edges (
 -- takes. On tables never analyzed it took this one, and with only (downstream, upstream) it read
 -- every job's edge of the pair, which Trino (a job per query) makes grow with each query: a
 -- backfill of 10 000 such events took 12.8 s instead of 3.
+COMMENT ON COLUMN metastore.dataset_schema_versions.generation IS
+    'The generation (metastore.derive_state) of the events the row was derived from.';
 CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges (downstream_id, upstream_id, job_sha256);
 COMMENT ON TABLE metastore.lineage_edges IS
     'upstream_id was an input and downstream_id an output of one event of the job, once per (upstream, '
@@ -74,6 +78,7 @@ CREATE TABLE metastore.column_lineage (
     last_seen              timestamptz NOT NULL,
     edge_sha256            bytea       NOT NULL,
     -- Field names and transformations are of any length: the key holds their hash, not them.
+    generation             integer     NOT NULL DEFAULT 1,
     CONSTRAINT column_lineage_key UNIQUE (output_dataset_id, input_dataset_id, edge_sha256)
 );
 CREATE INDEX column_lineage_input_idx ON metastore.column_lineage (input_dataset_id, pg_catalog.left(input_field, 200));

@@ -20,6 +20,7 @@ CREATE TABLE metastore.jobs (
     type_time        timestamptz,
     -- Job names are of any length, like dataset names (change 5): no btree holds them whole.
     name_key         bytea GENERATED ALWAYS AS (pg_catalog.sha256(metastore.dataset_key(namespace, name))) STORED,
+    generation       integer     NOT NULL DEFAULT 1,
     CONSTRAINT jobs_name_key_key UNIQUE (name_key)
 ) WITH (fillfactor = 80);
 -- (namespace, name) order for metastore.list_jobs, as datasets_order_idx for datasets.
@@ -39,7 +40,10 @@ COMMENT ON COLUMN metastore.jobs.job_type IS
 
 CREATE TABLE metastore.runs (
     id               bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    job_id           bigint      NOT NULL REFERENCES metastore.jobs (id),
+    -- No foreign key, as on the other derived tables (change 6): runs are written only by
+    -- metastore.derive_job_run with the ids its job upsert returned, and a job is deleted only by a
+    -- rebuild, after its runs.
+    job_id           bigint      NOT NULL,
     -- At most 256 characters (metastore.validate_event): the btree key below holds it whole.
     run_id           text        NOT NULL,
     state            text        NOT NULL CHECK (state IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER')),
@@ -58,6 +62,7 @@ CREATE TABLE metastore.runs (
     first_event_time timestamptz NOT NULL,
     last_event_time  timestamptz NOT NULL,
     event_count      bigint      NOT NULL DEFAULT 0 CHECK (event_count >= 0),
+    generation       integer     NOT NULL DEFAULT 1,
     CONSTRAINT runs_job_run_key UNIQUE (job_id, run_id)
 ) WITH (fillfactor = 80);
 -- Room on each page (fillfactor) for the next event of a run or job: its update stays on the

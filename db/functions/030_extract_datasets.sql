@@ -1,9 +1,10 @@
 -- The extraction rules, in one place: live ingest and backfill both call this.
 -- A SQL function without a SET clause, so that PostgreSQL inlines it into the statement that
--- calls it (a PL/pgSQL loop cost 34 µs per event of make bench's backfill, this 2 µs). Inlined or
+-- calls it (a PL/pgSQL loop cost 34 microseconds per event of make bench's backfill, this 2). Inlined or
 -- not, its text is parsed under the caller's search_path: every function, operator and type is
 -- qualified (db/CONVENTIONS.md). Malformed members are told apart by the checks in the CASEs,
--- whose other branch asks metastore.malformed_datasets to raise what is wrong.
+-- whose other branch asks metastore.malformed_datasets to raise what is wrong; a list that is not
+-- an array reads as one null item, so that the check of that item asks.
 CREATE OR REPLACE FUNCTION metastore.extract_datasets(p_payload jsonb)
 RETURNS SETOF metastore.dataset_mention
 LANGUAGE sql STABLE PARALLEL SAFE
@@ -18,7 +19,7 @@ AS $fn$
                         WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'inputs'::pg_catalog.text),
                                       'null'::pg_catalog.text) OPERATOR(pg_catalog.=) 'null'::pg_catalog.text
                         THEN '[]'::pg_catalog.jsonb
-                        ELSE metastore.malformed_datasets(p_payload) END
+                        ELSE '[null]'::pg_catalog.jsonb END
             UNION ALL
             SELECT 2, 'output'::pg_catalog.text,
                    CASE WHEN pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'outputs'::pg_catalog.text)
@@ -27,7 +28,7 @@ AS $fn$
                         WHEN coalesce(pg_catalog.jsonb_typeof(p_payload OPERATOR(pg_catalog.->) 'outputs'::pg_catalog.text),
                                       'null'::pg_catalog.text) OPERATOR(pg_catalog.=) 'null'::pg_catalog.text
                         THEN '[]'::pg_catalog.jsonb
-                        ELSE metastore.malformed_datasets(p_payload) END
+                        ELSE '[null]'::pg_catalog.jsonb END
             UNION ALL
             -- event_kind 'dataset' means "dataset" is an object.
             SELECT 3, 'none'::pg_catalog.text,
@@ -40,12 +41,12 @@ AS $fn$
                              OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
                          AND (i.item OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text) OPERATOR(pg_catalog.<>) ''::pg_catalog.text
                         THEN i.item OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text
-                        ELSE metastore.malformed_datasets(p_payload) OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text END,
+                        ELSE metastore.malformed_datasets(p_payload, i.item) OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text END,
                    CASE WHEN pg_catalog.jsonb_typeof(i.item OPERATOR(pg_catalog.->) 'name'::pg_catalog.text)
                              OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
                          AND (i.item OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text) OPERATOR(pg_catalog.<>) ''::pg_catalog.text
                         THEN i.item OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text
-                        ELSE metastore.malformed_datasets(p_payload) OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text END
+                        ELSE metastore.malformed_datasets(p_payload, i.item) OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text END
             ) AS d (namespace, name)
      -- The item itself, then every identifier of its symlinks facet. Facets are free-form: a
      -- malformed identifier is skipped rather than costing the whole event (the raw event keeps it

@@ -6,13 +6,12 @@
 -- last_seen writes nothing.
 DROP FUNCTION IF EXISTS metastore.derive_lineage(bigint, timestamptz, jsonb, text, text, metastore.dataset_mention[]);
 DROP FUNCTION IF EXISTS metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[]);
+DROP FUNCTION IF EXISTS metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[]);
 CREATE OR REPLACE FUNCTION metastore.derive_lineage(
-    p_event_ids          bigint[],
-    p_payloads           jsonb[],
-    p_events             metastore.valid_event[],
-    p_dataset_ids        bigint[] DEFAULT NULL,
-    p_dataset_namespaces text[] DEFAULT NULL,
-    p_dataset_names      text[] DEFAULT NULL
+    p_event_ids   bigint[],
+    p_payloads    jsonb[],
+    p_events      metastore.valid_event[],
+    p_dataset_ids jsonb DEFAULT NULL
 ) RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -29,49 +28,42 @@ SET enable_hashagg = off
 SET enable_seqscan = off
 AS $fn$
 DECLARE
-    v_ids   bigint[];
-    v_ns    text[];
-    v_names text[];
-    v_id_of jsonb;
+    v_id_of      jsonb;
+    -- A row of an older generation is replaced, not merged into (metastore.backfill rebuilds).
+    v_generation integer := metastore.derive_generation();
 BEGIN
     -- Callers (store_events, backfill) call this only where change 6 is deployed.
     -- p_events[i] is what metastore.validate_event read from p_payloads[i], stored as p_event_ids[i].
-    -- The datasets these events mention (their mentions), looked up by name_key (one index probe per
-    -- distinct mention). Only these are resolved: a column-lineage input its event does not mention
-    -- is skipped, so what an event derives never depends on which other events came first. The
-    -- statements below never look a dataset up in the table by name (metastore.dataset_key is a
-    -- PL/pgSQL call per row), only in these.
-    -- store_events has them at hand: it passes them (p_dataset_*, aligned), and they are used as given.
-    IF p_dataset_ids IS NOT NULL THEN
-        v_ids := p_dataset_ids;
-        v_ns := p_dataset_namespaces;
-        v_names := p_dataset_names;
-    ELSE
-        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name)
-          INTO v_ids, v_ns, v_names
+    -- The datasets these events mention (their mentions), by id in a jsonb object keyed by
+    -- [namespace, name]: the statements below look each one up there (a lookup each), never by a
+    -- join to arrays (the planner, which guesses ten rows for each side, joined every event to all
+    -- of the set's datasets: lineage edges in backfill's sets of 1000 events took 0.58 ms per event,
+    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Only these are
+    -- resolved: a column-lineage input its event does not mention is skipped, so what an event
+    -- derives never depends on which other events came first. metastore.derive_datasets returns
+    -- them (store_events and backfill pass that on); without them they are looked up by name_key,
+    -- a probe per distinct mention.
+    v_id_of := p_dataset_ids;
+    IF v_id_of IS NULL THEN
+        SELECT jsonb_object_agg(jsonb_build_array(d.namespace, d.name)::text, d.id) INTO v_id_of
           FROM (SELECT DISTINCT x.namespace, x.name
                   FROM unnest(p_events) AS e
                  CROSS JOIN LATERAL unnest(e.mentions) AS x) AS m
           JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
     END IF;
-    IF v_ids IS NULL OR cardinality(v_ids) = 0 THEN
+    IF v_id_of IS NULL OR v_id_of = '{}' THEN
         RETURN;
     END IF;
-    -- The statements below find a dataset's id in a jsonb object keyed by [namespace, name] (a
-    -- lookup each), not by a join to the arrays: the planner, which guesses ten rows for each side,
-    -- joined every event to all of the set's datasets (lineage edges in backfill's sets of 1000
-    -- events: 0.58 ms per event, 83 % of its time).
-    SELECT jsonb_object_agg(jsonb_build_array(k.namespace, k.name)::text, k.id) INTO v_id_of
-      FROM unnest(v_ids, v_ns, v_names) AS k (id, namespace, name);
 
     -- Schema facets of inputs, outputs and a DatasetEvent's dataset. An empty list says nothing
     -- about the fields (some producers send it when they do not know them). The version's first
-    -- event is the one of the earliest eventTime, at a tie the first stored.
+    -- event is the one of the earliest eventTime, at a tie the first stored (the smaller id, so
+    -- that sets applied in any order agree).
     INSERT INTO metastore.dataset_schema_versions AS v
-           (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)
+           (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen, generation)
     SELECT s.id, s.h, (array_agg(s.fields ORDER BY s.event_time, s.event_id))[1],
            (array_agg(s.event_id ORDER BY s.event_time, s.event_id))[1],
-           min(s.event_time), max(s.event_time)
+           min(s.event_time), max(s.event_time), v_generation
       FROM (SELECT s0.*, (v_id_of ->> jsonb_build_array(s0.namespace, s0.name)::text)::bigint AS id
       FROM (SELECT DISTINCT u.event_id, u.event_time, ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
                    ds #> '{facets,schema,fields}' AS fields,
@@ -98,15 +90,23 @@ BEGIN
      WHERE s.id IS NOT NULL
      GROUP BY s.id, s.h
     HAVING NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS seen
-                        WHERE seen.dataset_id = s.id AND seen.fields_sha256 = s.h
-                          AND seen.first_seen <= min(s.event_time) AND seen.last_seen >= max(s.event_time))
+                        WHERE seen.dataset_id = s.id AND seen.fields_sha256 = s.h AND seen.generation = v_generation
+                          AND (seen.first_seen, seen.first_event_id)
+                              <= (min(s.event_time), (array_agg(s.event_id ORDER BY s.event_time, s.event_id))[1])
+                          AND seen.last_seen >= max(s.event_time))
      ORDER BY 1, 2
     ON CONFLICT (dataset_id, fields_sha256) DO UPDATE
-       SET first_event_id = CASE WHEN excluded.first_seen < v.first_seen THEN excluded.first_event_id
-                                 ELSE v.first_event_id END,
-           first_seen = least(v.first_seen, excluded.first_seen),
-           last_seen = greatest(v.last_seen, excluded.last_seen)
-     WHERE excluded.first_seen < v.first_seen OR excluded.last_seen > v.last_seen;
+       SET first_event_id = CASE WHEN v.generation <> excluded.generation
+                                   OR (excluded.first_seen, excluded.first_event_id) < (v.first_seen, v.first_event_id)
+                                 THEN excluded.first_event_id ELSE v.first_event_id END,
+           first_seen = CASE WHEN v.generation <> excluded.generation THEN excluded.first_seen
+                             ELSE least(v.first_seen, excluded.first_seen) END,
+           last_seen = CASE WHEN v.generation <> excluded.generation THEN excluded.last_seen
+                            ELSE greatest(v.last_seen, excluded.last_seen) END,
+           generation = excluded.generation
+     WHERE v.generation <> excluded.generation
+        OR (excluded.first_seen, excluded.first_event_id) < (v.first_seen, v.first_event_id)
+        OR excluded.last_seen > v.last_seen;
 
     -- Edges and column lineage keep first_seen and last_seen to the hour (UTC): an event that
     -- repeats them within the hour writes nothing (a query that runs every minute would otherwise
@@ -115,11 +115,11 @@ BEGIN
     -- their order: backfill gives what live ingest gave.
     -- Each input to each output of an event, through its job; symlinks do not make edges.
     INSERT INTO metastore.lineage_edges AS e
-           (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen)
+           (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation)
     -- Each event's input ids and output ids are arrays made in one pass over its mentions (OFFSET 0
     -- keeps the subquery whole: flattened, the outputs were looked up again for every input, and an
     -- event of 5000 inputs took 2 s).
-    SELECT im.id, om.id, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour)
+    SELECT im.id, om.id, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
       FROM (SELECT coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
                    sha256(convert_to(jsonb_build_array(u.job_namespace, u.job_name)::text, 'UTF8')) AS h,
@@ -140,18 +140,22 @@ BEGIN
      GROUP BY im.id, om.id, j.h
     HAVING NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
                         WHERE seen.upstream_id = im.id AND seen.downstream_id = om.id AND seen.job_sha256 = j.h
+                          AND seen.generation = v_generation
                           AND seen.first_seen <= min(j.hour) AND seen.last_seen >= max(j.hour))
      ORDER BY 1, 2, 3
     ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
-       SET first_seen = least(e.first_seen, excluded.first_seen),
-           last_seen = greatest(e.last_seen, excluded.last_seen)
-     WHERE excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
+       SET first_seen = CASE WHEN e.generation <> excluded.generation THEN excluded.first_seen
+                             ELSE least(e.first_seen, excluded.first_seen) END,
+           last_seen = CASE WHEN e.generation <> excluded.generation THEN excluded.last_seen
+                            ELSE greatest(e.last_seen, excluded.last_seen) END,
+           generation = excluded.generation
+     WHERE e.generation <> excluded.generation OR excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
 
     INSERT INTO metastore.column_lineage AS c
            (output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-            transformation_subtype, first_seen, last_seen, edge_sha256)
+            transformation_subtype, first_seen, last_seen, edge_sha256, generation)
     SELECT x.output_id, min(x.output_field), x.input_id, min(x.input_field), min(x.transformation_type),
-           min(x.transformation_subtype), min(x.hour), max(x.hour), x.h
+           min(x.transformation_subtype), min(x.hour), max(x.hour), x.h, v_generation
       -- columnLineage facets of outputs: per field, and the dataset-level "dataset" list (inputs that
       -- affect the whole output: filters, joins, grouping) with output_field empty. An input field
       -- without transformations is one edge of unknown type ('', '').
@@ -201,17 +205,20 @@ BEGIN
      GROUP BY x.output_id, x.input_id, x.h
     HAVING NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
                         WHERE seen.output_dataset_id = x.output_id AND seen.input_dataset_id = x.input_id
-                          AND seen.edge_sha256 = x.h
+                          AND seen.edge_sha256 = x.h AND seen.generation = v_generation
                           AND seen.first_seen <= min(x.hour) AND seen.last_seen >= max(x.hour))
      ORDER BY 1, 3, 9
     ON CONFLICT (output_dataset_id, input_dataset_id, edge_sha256) DO UPDATE
-       SET first_seen = least(c.first_seen, excluded.first_seen),
-           last_seen = greatest(c.last_seen, excluded.last_seen)
-     WHERE excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
+       SET first_seen = CASE WHEN c.generation <> excluded.generation THEN excluded.first_seen
+                             ELSE least(c.first_seen, excluded.first_seen) END,
+           last_seen = CASE WHEN c.generation <> excluded.generation THEN excluded.last_seen
+                            ELSE greatest(c.last_seen, excluded.last_seen) END,
+           generation = excluded.generation
+     WHERE c.generation <> excluded.generation OR excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
 END
 $fn$;
 
-COMMENT ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[]) IS
+COMMENT ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], jsonb) IS
     'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs '
     'and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and '
     'column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the '
@@ -220,9 +227,9 @@ COMMENT ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_
     'dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is '
     'what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), '
     'stored as p_event_ids[i]; only the datasets of those mentions are resolved (or given, already resolved: '
-    'p_dataset_ids, _namespaces, _names aligned). Any split of the events '
-    'into calls gives the same rows. The rules live here only: live ingest (store_events) and backfill '
-    'both call it.';
+    'p_dataset_ids, as metastore.derive_datasets returns them). Any split of the events '
+    'into calls, applied in any order, gives the same rows; a row of an older generation than the current '
+    'one (metastore.derive_generation) is replaced, not merged into. The rules live here only: live '
+    'ingest (store_events) and backfill both call it.';
 
-REVOKE ALL ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[])
-    FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], jsonb) FROM PUBLIC;

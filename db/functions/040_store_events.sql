@@ -1,8 +1,9 @@
 -- Stores validated events, each once, and derives what they say: the one store path of every
 -- ingest function (through metastore.ingest_checked). Set-based: a statement per table for the
 -- whole set, so a set of many events costs little more than one. Each statement takes its rows'
--- locks in key order, and every writer runs the same statements in the same order, so concurrent
--- sets cannot deadlock on what they share (datasets, edges, jobs, runs).
+-- locks in key order, and every writer (this function, metastore.backfill) runs the derivations
+-- in the same order, so concurrent sets cannot deadlock on what they share (datasets, edges, jobs,
+-- runs).
 DROP FUNCTION IF EXISTS metastore.store_event(jsonb, metastore.valid_event, text, text);
 CREATE OR REPLACE FUNCTION metastore.store_events(
     p_payloads         jsonb[],
@@ -20,11 +21,7 @@ DECLARE
     v_new_ids    bigint[];
     v_new_pay    jsonb[];
     v_new_ev     metastore.valid_event[];
-    v_added      bigint[];
-    v_ds_ids     bigint[];
-    v_ds_ns      text[];
-    v_ds_names   text[];
-    v_named      boolean;
+    v_datasets   jsonb;
 BEGIN
     -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
     -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
@@ -86,104 +83,14 @@ BEGIN
     END IF;
 
     IF v_new_ids IS NOT NULL THEN
-        -- 2. New datasets take what these events say, in (namespace, name) order. An existing dataset
-        -- is not updated (that would lock its row until commit, and events sharing it would commit one
-        -- at a time): the events' part goes to dataset_activity, which datasets_view adds and
-        -- metastore.roll_up_datasets folds in.
-        WITH added AS (
-            INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
-            SELECT x.namespace, x.name,
-                   CASE WHEN bool_or(x.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-                   min(u.event_time), max(u.event_time),
-                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'input'),
-                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'output')
-              FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
-             CROSS JOIN LATERAL unnest(u.mentions) AS x
-             GROUP BY x.namespace, x.name
-             ORDER BY x.namespace, x.name
-            ON CONFLICT (name_key) DO NOTHING
-            RETURNING d.id)
-        SELECT coalesce(array_agg(added.id), '{}') INTO v_added FROM added;
+        -- 2. Datasets, their activity, links and symlinks (metastore.derive_datasets).
+        v_datasets := metastore.derive_datasets(v_new_ids, v_new_ev, true);
 
-        -- Every dataset mentioned, new or not. A statement of its own: it sees the rows the insert
-        -- above found (committed by then).
-        SELECT array_agg(d.id), array_agg(d.namespace), array_agg(d.name),
-               coalesce(bool_or(d.kind = 'symlink' AND m.direct AND d.id <> ALL (v_added)), false)
-          INTO v_ds_ids, v_ds_ns, v_ds_names, v_named
-          FROM (SELECT x.namespace, x.name, bool_or(x.symlink_of_namespace IS NULL) AS direct
-                  FROM unnest(v_new_ev) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
-                 GROUP BY x.namespace, x.name) AS m
-          JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
-
-        IF cardinality(v_ds_ids) > cardinality(v_added) THEN
-            INSERT INTO metastore.dataset_activity (dataset_id, first_seen, last_seen, input_events, output_events)
-            SELECT k.id, min(u.event_time), max(u.event_time),
-                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'input'),
-                   count(DISTINCT u.id) FILTER (WHERE x.direction = 'output')
-              FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
-             CROSS JOIN LATERAL unnest(u.mentions) AS x
-              JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
-                ON k.namespace = x.namespace AND k.name = x.name
-             WHERE k.id <> ALL (v_added)
-             GROUP BY k.id;
-
-            -- Known so far only as a symlink, now named directly: the one change that locks a row
-            -- (in (namespace, name) order, as roll_up_datasets takes them).
-            IF v_named THEN
-                UPDATE metastore.datasets AS d SET kind = 'dataset'
-                  FROM (SELECT s.id FROM metastore.datasets AS s
-                         WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
-                           AND s.id IN (SELECT k.id
-                                          FROM unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
-                                          JOIN (SELECT x.namespace, x.name FROM unnest(v_new_ev) AS u
-                                                 CROSS JOIN LATERAL unnest(u.mentions) AS x
-                                                 WHERE x.symlink_of_namespace IS NULL) AS direct
-                                            ON direct.namespace = k.namespace AND direct.name = k.name)
-                         ORDER BY s.namespace, s.name
-                           FOR NO KEY UPDATE) AS l
-                 WHERE d.id = l.id;
-            END IF;
-
-            -- Folded in by about one event in 64: few rows wait in dataset_activity, and concurrent
-            -- writers seldom meet on the rows' locks.
-            IF random() < cardinality(v_new_ids) / 64.0 THEN
-                PERFORM metastore.roll_up_datasets(v_ds_ids);
-            END IF;
-        END IF;
-
-        -- 3. Links (with their event's event_time: the partition key, shared with metastore.events)
-        -- and symlinks.
-        INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
-        SELECT DISTINCT u.id, k.id, x.direction, u.event_time
-          FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev))
-               AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
-         CROSS JOIN LATERAL unnest(u.mentions) AS x
-          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS k (id, namespace, name)
-            ON k.namespace = x.namespace AND k.name = x.name
-        ON CONFLICT DO NOTHING;
-
-        INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
-        SELECT DISTINCT c.id, s.id, x.symlink_type
-          FROM unnest(v_new_ev) AS u
-         CROSS JOIN LATERAL unnest(u.mentions) AS x
-          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS s (id, namespace, name)
-            ON s.namespace = x.namespace AND s.name = x.name
-          JOIN unnest(v_ds_ids, v_ds_ns, v_ds_names) AS c (id, namespace, name)
-            ON c.namespace = x.symlink_of_namespace AND c.name = x.symlink_of_name
-         WHERE x.symlink_of_namespace IS NOT NULL
-         ORDER BY 1, 2, 3
-        ON CONFLICT DO NOTHING;
-
-        -- 4. Each derivation only where its change is deployed: a revert drops its tables and its
+        -- 3. Each derivation only where its change is deployed: a revert drops its tables and its
         -- function (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only
         -- when a call runs, so ingest goes on until the older release's deploy replaces this function.
         IF to_regclass('metastore.column_lineage') IS NOT NULL THEN
-            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev, v_ds_ids, v_ds_ns, v_ds_names);
+            PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev, v_datasets);
         END IF;
         IF to_regclass('metastore.runs') IS NOT NULL THEN
             PERFORM metastore.derive_job_run(v_new_pay, v_new_ev);
@@ -197,7 +104,7 @@ $fn$;
 COMMENT ON FUNCTION metastore.store_events(jsonb[], metastore.valid_event[], text, text) IS
     'Stores events that metastore.validate_event accepted (p_events[i] read from p_payloads[i]), each once: '
     'an event equal as JSON to a stored one, or to an earlier one of the set, returns that one with '
-    'duplicate = true. One row per event, in order. Derives the new events'' datasets, links and symlinks, '
+    'duplicate = true. One row per event, in order. Derives (metastore.derive_datasets) the new events'' datasets, links and symlinks, '
     '(metastore.derive_lineage) schema versions, lineage edges and column lineage, and '
     '(metastore.derive_job_run) jobs and runs. Error codes: 40001 an equal event vanished meanwhile (retry).';
 

@@ -13,6 +13,9 @@ CREATE OR REPLACE FUNCTION metastore.derive_job_run(
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    -- A row of an older generation is replaced, not merged into (metastore.backfill rebuilds).
+    v_generation integer := metastore.derive_generation();
 BEGIN
     -- Aligned by position: a payload without its header (or the other way round) is a caller's bug.
     IF coalesce(cardinality(p_payloads), 0) <> coalesce(cardinality(p_events), 0) THEN
@@ -72,12 +75,12 @@ BEGIN
     ), job AS (
         INSERT INTO metastore.jobs AS j (
             namespace, name, first_seen, last_seen, latest_sql, sql_dialect, sql_time,
-            processing_type, integration, job_type, type_time)
+            processing_type, integration, job_type, type_time, generation)
         -- The sql facet of the latest eventTime; at an equal time the greater text, then dialect.
         -- The jobType facet the same way. Equal keys are equal values, so any of them may win; the
         -- values of a winner are picked as one array (one sort per group, not one per column).
         SELECT g.namespace, g.name, g.first_seen, g.last_seen, g.sql[1][1], g.sql[1][2], g.sql_time,
-               g.type[1][1], g.type[1][2], g.type[1][3], g.type_time
+               g.type[1][1], g.type[1][2], g.type[1][3], g.type_time, v_generation
           FROM (SELECT ev.namespace, ev.name, min(ev.t) AS first_seen, max(ev.t) AS last_seen,
                        array_agg(ARRAY[ev.sql, ev.sql_dialect]
                                  ORDER BY ev.sql_time DESC, ev.sql COLLATE "C" DESC,
@@ -94,42 +97,53 @@ BEGIN
                  GROUP BY ev.namespace, ev.name) AS g
          ORDER BY g.namespace, g.name
         ON CONFLICT (name_key) DO UPDATE
-           SET first_seen = least(j.first_seen, excluded.first_seen),
-               last_seen = greatest(j.last_seen, excluded.last_seen),
+           -- A row of an older generation: the set's values replace it.
+           SET first_seen = CASE WHEN j.generation <> excluded.generation THEN excluded.first_seen
+                                 ELSE least(j.first_seen, excluded.first_seen) END,
+               last_seen = CASE WHEN j.generation <> excluded.generation THEN excluded.last_seen
+                                ELSE greatest(j.last_seen, excluded.last_seen) END,
                -- A side without a facet has a null time: the comparison is null, the old values stay.
                (latest_sql, sql_dialect, sql_time) = ROW(
-                   CASE WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.latest_sql
+                        WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
                              > (coalesce(j.sql_time, '-infinity'), coalesce(j.latest_sql, '') COLLATE "C",
                                 coalesce(j.sql_dialect, '') COLLATE "C")
                         THEN excluded.latest_sql ELSE j.latest_sql END,
-                   CASE WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.sql_dialect
+                        WHEN (excluded.sql_time, excluded.latest_sql COLLATE "C", coalesce(excluded.sql_dialect, '') COLLATE "C")
                              > (coalesce(j.sql_time, '-infinity'), coalesce(j.latest_sql, '') COLLATE "C",
                                 coalesce(j.sql_dialect, '') COLLATE "C")
                         THEN excluded.sql_dialect ELSE j.sql_dialect END,
-                   greatest(j.sql_time, excluded.sql_time)),
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.sql_time
+                        ELSE greatest(j.sql_time, excluded.sql_time) END),
                (processing_type, integration, job_type, type_time) = ROW(
-                   CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.processing_type
+                        WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
                               coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
                              > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.processing_type ELSE j.processing_type END,
-                   CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.integration
+                        WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
                               coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
                              > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.integration ELSE j.integration END,
-                   CASE WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.job_type
+                        WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
                               coalesce(excluded.integration, '') COLLATE "C", coalesce(excluded.job_type, '') COLLATE "C")
                              > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.job_type ELSE j.job_type END,
-                   greatest(j.type_time, excluded.type_time))
+                   CASE WHEN j.generation <> excluded.generation THEN excluded.type_time
+                        ELSE greatest(j.type_time, excluded.type_time) END),
+               generation = excluded.generation
         -- Every job of the set comes back (an update without WHERE): its runs find their job_id here.
         RETURNING j.id, j.namespace, j.name)
     INSERT INTO metastore.runs AS r (
         job_id, run_id, state, state_class, state_rank, state_time, started_at, ended_at, error_message,
         trino_user, trino_source, trino_catalog, trino_schema, context_time,
-        first_event_time, last_event_time, event_count)
+        first_event_time, last_event_time, event_count, generation)
     -- The state and its error message from the event with the greatest state key (equal keys are
     -- equal values), ended_at with it; its time is the latest of the highest class there is.
     -- trino_query_context of the latest eventTime; at an equal time the greater values. A JobEvent
@@ -141,7 +155,7 @@ BEGIN
            w.state_time, w.started_at,
            CASE WHEN w.state[1][1] IN ('COMPLETE', 'FAIL', 'ABORT') THEN w.state_time END,
            w.state[1][2], w.ctx[1][1], w.ctx[1][2], w.ctx[1][3], w.ctx[1][4], w.context_time,
-           w.first_event_time, w.last_event_time, w.event_count
+           w.first_event_time, w.last_event_time, w.event_count, v_generation
       FROM (SELECT job.id AS job_id, ev.run_id,
                    array_agg(ARRAY[ev.state, ev.error_message]
                              ORDER BY ev.state_class DESC, ev.t DESC, ev.state_rank DESC,
@@ -164,31 +178,40 @@ BEGIN
      ORDER BY w.job_id, w.run_id
     ON CONFLICT (job_id, run_id) DO UPDATE
        SET -- Everything of the state from the side with the greater key; ended_at and the error
-           -- message come with the event that decided it.
+           -- message come with the event that decided it. A row of an older generation is no side:
+           -- the set's values replace it.
            (state, state_class, state_rank, state_time, ended_at, error_message) = (
                SELECT w.state, w.state_class, w.state_rank, w.state_time, w.ended_at, w.error_message
                  FROM (VALUES (0, r.state, r.state_class, r.state_rank, r.state_time, r.ended_at, r.error_message),
                               (1, excluded.state, excluded.state_class, excluded.state_rank, excluded.state_time,
                                excluded.ended_at, excluded.error_message))
                       AS w (side, state, state_class, state_rank, state_time, ended_at, error_message)
+                WHERE w.side = 1 OR r.generation = excluded.generation
                 ORDER BY w.state_class DESC, w.state_time DESC, w.state_rank DESC,
                          coalesce(w.error_message, '') COLLATE "C" DESC, w.side  -- a tie keeps the stored side
                 LIMIT 1),
-           started_at = least(r.started_at, excluded.started_at),
+           started_at = CASE WHEN r.generation <> excluded.generation THEN excluded.started_at
+                             ELSE least(r.started_at, excluded.started_at) END,
            (trino_user, trino_source, trino_catalog, trino_schema) = (
                SELECT w.trino_user, w.trino_source, w.trino_catalog, w.trino_schema
                  FROM (VALUES (0, r.context_time, r.trino_user, r.trino_source, r.trino_catalog, r.trino_schema),
                               (1, excluded.context_time, excluded.trino_user, excluded.trino_source,
                                excluded.trino_catalog, excluded.trino_schema))
                       AS w (side, context_time, trino_user, trino_source, trino_catalog, trino_schema)
+                WHERE w.side = 1 OR r.generation = excluded.generation
                 ORDER BY coalesce(w.context_time, '-infinity') DESC, coalesce(w.trino_user, '') COLLATE "C" DESC,
                          coalesce(w.trino_source, '') COLLATE "C" DESC, coalesce(w.trino_catalog, '') COLLATE "C" DESC,
                          coalesce(w.trino_schema, '') COLLATE "C" DESC, w.side
                 LIMIT 1),
-           context_time = greatest(r.context_time, excluded.context_time),
-           first_event_time = least(r.first_event_time, excluded.first_event_time),
-           last_event_time = greatest(r.last_event_time, excluded.last_event_time),
-           event_count = r.event_count + excluded.event_count;
+           context_time = CASE WHEN r.generation <> excluded.generation THEN excluded.context_time
+                               ELSE greatest(r.context_time, excluded.context_time) END,
+           first_event_time = CASE WHEN r.generation <> excluded.generation THEN excluded.first_event_time
+                                   ELSE least(r.first_event_time, excluded.first_event_time) END,
+           last_event_time = CASE WHEN r.generation <> excluded.generation THEN excluded.last_event_time
+                                  ELSE greatest(r.last_event_time, excluded.last_event_time) END,
+           event_count = CASE WHEN r.generation <> excluded.generation THEN excluded.event_count
+                              ELSE r.event_count + excluded.event_count END,
+           generation = excluded.generation;
 END
 $fn$;
 
@@ -197,7 +220,8 @@ COMMENT ON FUNCTION metastore.derive_job_run(jsonb[], metastore.valid_event[]) I
     '(for the sql, jobType, errorMessage and trino_query_context facets), p_events[i] its header as stored in '
     'metastore.events (mentions unused). Order-independent: the rows depend on the set of events only (see the '
     'comment of runs.state), whatever order they come in and however they are split into calls; a run''s '
-    'event_count grows by its events in the set. Empty or null arrays do nothing. Called by store_events for '
+    'event_count grows by its events in the set. A row of an older generation than the current one '
+    '(metastore.derive_generation) is replaced, not merged into. Empty or null arrays do nothing. Called by store_events for '
     'each newly stored event and by backfill in batches; not for applications. '
     'Error codes: 22023 arrays of different lengths.';
 

@@ -18,14 +18,20 @@ BEGIN
       ORDER BY d.namespace, d.name
         FOR NO KEY UPDATE OF d;
 
+    -- Activity of the dataset's own generation is folded in; of an older one (what a rebuild
+    -- replaced) dropped; of a newer one (a rebuild under way) left for the rebuild to fold when it
+    -- ends (metastore.backfill).
     WITH moved AS (
         DELETE FROM metastore.dataset_activity AS a
-         WHERE p_dataset_ids IS NULL OR a.dataset_id = ANY (p_dataset_ids)
-        RETURNING a.*
+         USING metastore.datasets AS d
+         WHERE d.id = a.dataset_id AND a.generation <= d.generation
+           AND (p_dataset_ids IS NULL OR a.dataset_id = ANY (p_dataset_ids))
+        RETURNING a.*, a.generation = d.generation AS same_generation
     ), sums AS (
         SELECT m.dataset_id, min(m.first_seen) AS first_seen, max(m.last_seen) AS last_seen,
                sum(m.input_events) AS input_events, sum(m.output_events) AS output_events, count(*) AS n
           FROM moved AS m
+         WHERE m.same_generation
          GROUP BY m.dataset_id
     ), folded AS (
         UPDATE metastore.datasets AS d
@@ -41,8 +47,9 @@ END
 $fn$;
 
 COMMENT ON FUNCTION metastore.roll_up_datasets(bigint[]) IS
-    'Folds metastore.dataset_activity into metastore.datasets (counts, first_seen, last_seen) for the given '
-    'datasets, or all of them when null, and returns how many activity rows it folded. metastore.datasets_view '
+    'Folds metastore.dataset_activity of each dataset''s own generation into metastore.datasets (counts, '
+    'first_seen, last_seen) for the given datasets, or all of them when null, drops activity of older '
+    'generations, and returns how many activity rows it folded. metastore.datasets_view '
     'reads the same before and after.';
 
 REVOKE ALL ON FUNCTION metastore.roll_up_datasets(bigint[]) FROM PUBLIC;

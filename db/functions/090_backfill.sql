@@ -1,207 +1,257 @@
--- Rebuilds the derived tables from metastore.events. A procedure, not a function,
--- so that it can commit between batches: a function runs in one transaction.
--- No SET clause and no SECURITY DEFINER: PostgreSQL forbids both with COMMIT inside. It runs
--- with its caller's rights (the owner's, as only the owner may call it), so it pins its
--- search_path itself: set_config(..., true) at the start of each of its transactions, before
--- any statement of that transaction is parsed (a COMMIT ends a local setting). Functions are
--- qualified too (db/CONVENTIONS.md). It turns JIT compilation off the same way: its statements over
--- sets of 1000 events cost more than jit_above_cost, and compiling them took 0.6 s per statement per
--- set on PostgreSQL 15 with LLVM, five times what the whole backfill took without (tests/db/functions/
--- test_backfill.py::test_no_statement_is_jit_compiled).
+-- Rebuilds the derived tables from metastore.events while ingest goes on, in committed sets of
+-- events, from as many sessions as call it at once.
+--
+-- A rebuild is a new generation (metastore.derive_state). It starts at a cut, under a SHARE lock on
+-- metastore.events held for a few statements: every event stored until then is the rebuild's to
+-- derive, as id ranges in metastore.rebuild_ranges; every event stored later is derived by ingest
+-- in the new generation already. Each derivation replaces a row of an older generation with what
+-- the new one says and merges into a row of its own, whatever order the sets come in, so each
+-- event counts once, and a row is the old one until the rebuild first reaches it. Sessions take
+-- ranges with SKIP LOCKED and delete a range's row in the transaction that derived it: a rebuild
+-- stopped at any point resumes where it was at the next call. The last session folds the datasets'
+-- activity and removes what no event of the new generation reached.
+--
+-- A procedure, not a function, so that it can commit between sets. No SET clause and no SECURITY
+-- DEFINER: PostgreSQL forbids both with COMMIT inside. It runs with its caller's rights (the
+-- owner's, as only the owner may call it), so it pins its search_path itself: set_config(..., true)
+-- first in each of its transactions, before any other statement of that transaction is parsed (a
+-- COMMIT ends a local setting). Functions are qualified too (db/CONVENTIONS.md). It turns JIT
+-- compilation off the same way: its statements over sets of 1000 events cost more than
+-- jit_above_cost, and compiling them took 0.6 s per statement per set on PostgreSQL 15 with LLVM
+-- (tests/db/functions/test_backfill.py::test_no_statement_is_jit_compiled).
 CREATE OR REPLACE PROCEDURE metastore.backfill(p_batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
 AS $fn$
 DECLARE
-    v_last  bigint := 0;
-    v_high  bigint;
-    v_done  bigint := 0;
-    -- Events per derivation call (at most p_batch_size): big enough that a statement's cost is shared
-    -- by many events, small enough that a call's arrays stay in tens of MB. derive_job_run alone over
-    -- 20 000 Trino START and COMPLETE events: 1.5-1.8 s in sets of 1000, 1.9-2.0 s of 5000.
-    c_derive_set constant integer := 1000;
-    v_layer    boolean;
-    v_jobs     boolean;
-    v_ids      bigint[];
-    v_payloads jsonb[];
-    v_events   metastore.valid_event[];
-    v_ds_ids   bigint[];
-    v_ds_ns    text[];
-    v_ds_names text[];
+    -- Events per transaction (at most p_batch_size), one call of each derivation: big enough that a
+    -- statement's cost is shared by many events, small enough that the payloads stay a few MB. One
+    -- call per table and transaction is what keeps concurrent sessions from deadlocking: each
+    -- statement takes its rows in key order, and no transaction comes back to a table.
+    c_set       constant integer := 1000;
+    -- Datasets folded per transaction when the rebuild ends.
+    c_fold      constant integer := 10000;
+    v_size      integer;
+    v_rules     text;
+    -- A record, not metastore.derive_state: a deploy to a change before V0005 applies db/functions too.
+    v_state     record;
+    v_started   boolean := false;
+    v_finish    boolean := false;
+    v_gen       integer;
+    v_high      bigint;
+    v_from      bigint := 0;
+    v_low       bigint;
+    v_top       bigint;
+    v_done      bigint := 0;
+    v_layer     boolean;
+    v_jobs      boolean;
+    v_ids       bigint[];
+    v_times     timestamptz[];
+    v_payloads  jsonb[];
+    v_events    metastore.valid_event[];
+    v_datasets  jsonb;
+    v_last      bigint;
+    v_removed   bigint;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'p_batch_size must be a positive number';
     END IF;
-
-    DROP TABLE IF EXISTS pg_temp.backfill_seen, pg_temp.backfill_mentions;
-    CREATE TEMP TABLE backfill_seen (event_id bigint PRIMARY KEY);
-    CREATE TEMP TABLE backfill_mentions (
-        event_id bigint, event_time timestamptz, namespace text, name text, direction text,
-        symlink_of_namespace text, symlink_of_name text, symlink_type text);
-
-    -- 1. Extract every stored event, a batch per transaction; live tables are untouched.
-    LOOP
-        SELECT pg_catalog.max(b.id) INTO v_high
-          FROM (SELECT e.id FROM metastore.events AS e WHERE e.id > v_last ORDER BY e.id LIMIT p_batch_size) AS b;
-        EXIT WHEN v_high IS NULL;
-        INSERT INTO pg_temp.backfill_seen SELECT e.id FROM metastore.events AS e WHERE e.id > v_last AND e.id <= v_high;
-        INSERT INTO pg_temp.backfill_mentions
-        SELECT e.id, e.event_time, x.*
-          FROM metastore.events AS e
-         CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x
-         WHERE e.id > v_last AND e.id <= v_high;
-        GET DIAGNOSTICS v_done = ROW_COUNT;
-        v_last := v_high;
-        RAISE NOTICE 'backfill: read events up to id %', v_last;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END LOOP;
-
-    -- 2. Hold off new events while the rest is read and the result swapped in. The lock reaches
-    -- every partition; metastore.create_partitions and apply_retention back off until it ends.
-    LOCK TABLE metastore.events IN SHARE MODE;
-    WITH late AS (
-        INSERT INTO pg_temp.backfill_seen
-        SELECT e.id FROM metastore.events AS e
-         WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_seen AS s WHERE s.event_id = e.id)
-        RETURNING event_id)
-    INSERT INTO pg_temp.backfill_mentions
-    SELECT e.id, e.event_time, x.*
-      FROM late JOIN metastore.events AS e ON e.id = late.event_id
-     CROSS JOIN LATERAL metastore.extract_datasets(e.payload) AS x;
-
-    -- 3. Datasets keep their ids; what no event mentions any more goes last. Their totals are
-    -- recomputed whole: the activity that waited to be folded in is part of them.
-    DELETE FROM metastore.dataset_activity;
-    INSERT INTO metastore.datasets AS d (namespace, name, kind, first_seen, last_seen, input_events, output_events)
-    SELECT m.namespace, m.name,
-           CASE WHEN pg_catalog.bool_or(m.symlink_of_namespace IS NULL) THEN 'dataset' ELSE 'symlink' END,
-           pg_catalog.min(m.event_time), pg_catalog.max(m.event_time),
-           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'input'),
-           pg_catalog.count(DISTINCT m.event_id) FILTER (WHERE m.direction = 'output')
-      FROM pg_temp.backfill_mentions AS m
-     GROUP BY m.namespace, m.name
-    ON CONFLICT (name_key) DO UPDATE
-       SET kind = excluded.kind, first_seen = excluded.first_seen, last_seen = excluded.last_seen,
-           input_events = excluded.input_events, output_events = excluded.output_events
-     WHERE (d.kind, d.first_seen, d.last_seen, d.input_events, d.output_events)
-           IS DISTINCT FROM (excluded.kind, excluded.first_seen, excluded.last_seen, excluded.input_events,
-                             excluded.output_events);
-
-    -- Links carry their event's event_time: the partition key, shared with metastore.events.
-    -- In event order: the links' primary key is filled in order, and step 4 reads a set's datasets
-    -- back by event id.
-    CREATE TEMP TABLE backfill_links ON COMMIT DROP AS
-    SELECT DISTINCT m.event_id, d.id AS dataset_id, m.direction, m.event_time
-      FROM pg_temp.backfill_mentions AS m
-      JOIN metastore.datasets AS d ON d.namespace = m.namespace AND d.name = m.name
-     ORDER BY m.event_id, d.id, m.direction;
-    DELETE FROM metastore.event_datasets AS t
-     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_links AS n
-                        WHERE n.event_id = t.event_id AND n.dataset_id = t.dataset_id AND n.direction = t.direction
-                          AND n.event_time = t.event_time);
-    INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
-    SELECT n.event_id, n.dataset_id, n.direction, n.event_time FROM pg_temp.backfill_links AS n
-     ORDER BY n.event_id, n.dataset_id, n.direction
-    ON CONFLICT DO NOTHING;
-
-    CREATE TEMP TABLE backfill_symlinks ON COMMIT DROP AS
-    SELECT DISTINCT c.id AS dataset_id, s.id AS symlink_id, m.symlink_type AS type
-      FROM pg_temp.backfill_mentions AS m
-      JOIN metastore.datasets AS s ON s.namespace = m.namespace AND s.name = m.name
-      JOIN metastore.datasets AS c ON c.namespace = m.symlink_of_namespace AND c.name = m.symlink_of_name
-     WHERE m.symlink_of_namespace IS NOT NULL;
-    DELETE FROM metastore.dataset_symlinks AS t
-     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_symlinks AS n
-                        WHERE n.dataset_id = t.dataset_id AND n.symlink_id = t.symlink_id AND n.type = t.type);
-    INSERT INTO metastore.dataset_symlinks (dataset_id, symlink_id, type)
-    SELECT n.dataset_id, n.symlink_id, n.type FROM pg_temp.backfill_symlinks AS n
-    ON CONFLICT DO NOTHING;
-
-    -- 4. Schema versions, lineage edges and column lineage, jobs and runs: recomputed from every event
-    -- with the functions live ingest runs (metastore.derive_lineage, metastore.derive_job_run), a set
-    -- of events per call, in id order as ingest saw them; any split into sets gives the same rows.
-    -- Job and run rows are reset to "no event yet", so their ids are kept; what no event reached goes.
-    -- (Short of V0006 and V0007, where db/functions are applied too, there are none.)
+    v_size := least(p_batch_size, c_set);
     v_layer := pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL;
     v_jobs := pg_catalog.to_regclass('metastore.runs') IS NOT NULL;
-    IF v_layer THEN
-        DELETE FROM metastore.column_lineage;
-        DELETE FROM metastore.lineage_edges;
-        DELETE FROM metastore.dataset_schema_versions;
+    -- The rules a rebuild derives with: a deploy that changed them since it started restarts it.
+    SELECT pg_catalog.md5(pg_catalog.string_agg(p.prosrc, '' ORDER BY p.proname, p.oid)) INTO v_rules
+      FROM pg_catalog.pg_proc AS p
+     WHERE p.pronamespace = 'metastore'::regnamespace
+       AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run');
+
+    -- 1. Join the rebuild under way, or start one.
+    SELECT * INTO v_state FROM metastore.derive_state;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'metastore.derive_state has no row: the deploy makes it, see V0005';
     END IF;
-    IF v_jobs THEN
-        UPDATE metastore.runs
-           SET state = 'OTHER', state_class = 0, state_rank = 0, state_time = '-infinity', started_at = NULL,
-               ended_at = NULL, error_message = NULL, trino_user = NULL, trino_source = NULL, trino_catalog = NULL, trino_schema = NULL, context_time = NULL,
-               first_event_time = 'infinity', last_event_time = '-infinity', event_count = 0;
-        UPDATE metastore.jobs
-           SET first_seen = 'infinity', last_seen = '-infinity', latest_sql = NULL, sql_dialect = NULL, sql_time = NULL,
-               processing_type = NULL, integration = NULL, job_type = NULL, type_time = NULL;
+    IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
+        -- The cut: the lock waits for the ingest transactions in flight, and holds new ones until
+        -- this transaction commits. The events lock first, then the row: an ingest transaction
+        -- outside READ COMMITTED locks the row after its events (metastore.derive_generation).
+        PERFORM metastore.lock_events_briefly();
+        SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
+        IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
+            SELECT pg_catalog.max(e.id) INTO v_high FROM metastore.events AS e;
+            UPDATE metastore.derive_state
+               SET generation = generation + 1, rebuild = 'deriving', rebuild_rules = v_rules,
+                   rebuild_high_id = v_high, rebuild_started_at = pg_catalog.clock_timestamp(),
+                   rebuild_finished_at = NULL
+            RETURNING * INTO v_state;
+            DELETE FROM metastore.rebuild_ranges;
+            INSERT INTO metastore.rebuild_ranges (low, high)
+            SELECT r.low, least(r.low + v_size, v_high)
+              FROM pg_catalog.generate_series(0::bigint, v_high - 1, v_size) AS r (low);
+            v_started := true;
+        END IF;
     END IF;
-    IF v_layer OR v_jobs THEN
-        -- The mentions extracted in step 1, per event: no second extraction.
-        CREATE INDEX ON pg_temp.backfill_mentions (event_id);
-        CREATE INDEX ON pg_temp.backfill_links (event_id);
-        v_last := 0;
-        LOOP
-            -- The next set's last id, from the ids read above (an index on a temporary table). A
-            -- range of ids, not ORDER BY id LIMIT on events: PostgreSQL 15 planned that as a scan of
-            -- every partition from the start for each set.
-            SELECT pg_catalog.max(s.event_id) INTO v_high
-              FROM (SELECT s.event_id FROM pg_temp.backfill_seen AS s WHERE s.event_id > v_last
-                     ORDER BY s.event_id LIMIT least(p_batch_size, c_derive_set)) AS s;
-            EXIT WHEN v_high IS NULL;
-            SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.payload ORDER BY e.id),
-                   pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
-                                            e.job_name, e.producer, e.schema_url,
-                                            ARRAY(SELECT ROW(m.namespace, m.name, m.direction, m.symlink_of_namespace,
-                                                             m.symlink_of_name, m.symlink_type)::metastore.dataset_mention
-                                                    FROM pg_temp.backfill_mentions AS m WHERE m.event_id = e.id)
-                                            )::metastore.valid_event ORDER BY e.id)
-              INTO v_ids, v_payloads, v_events
-              FROM metastore.events AS e
-             WHERE e.id > v_last AND e.id <= v_high;
-            v_last := v_high;
-            -- None left in the range when retention dropped its day while step 1 read others.
-            CONTINUE WHEN v_ids IS NULL;
+    v_gen := v_state.generation;
+    -- A rebuild found finishing is finished by this call too (its finisher may be gone).
+    v_finish := v_state.rebuild = 'finishing';
+    COMMIT;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    IF v_started THEN
+        RAISE NOTICE 'backfill: generation % started, for the events up to id %', v_gen, coalesce(v_high, 0);
+    ELSE
+        RAISE NOTICE 'backfill: joined the rebuild of generation %', v_gen;
+    END IF;
+
+    -- 2. Derive a range per transaction until none is left.
+    WHILE NOT v_finish LOOP
+        SELECT r.low, r.high INTO v_low, v_top
+          FROM metastore.rebuild_ranges AS r
+         WHERE r.low >= v_from
+         ORDER BY r.low LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            -- Ranges below were taken by sessions that may have stopped since: look once more from
+            -- the start, then leave.
+            EXIT WHEN v_from = 0;
+            v_from := 0;
+            CONTINUE;
+        END IF;
+        v_from := v_top;
+        SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.event_time ORDER BY e.id),
+               pg_catalog.array_agg(e.payload ORDER BY e.id),
+               pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
+                                        e.job_name, e.producer, e.schema_url,
+                                        ARRAY(SELECT x FROM metastore.extract_datasets(e.payload) AS x)
+                                        )::metastore.valid_event ORDER BY e.id)
+          INTO v_ids, v_times, v_payloads, v_events
+          FROM metastore.events AS e
+         WHERE e.id > v_low AND e.id <= v_top;
+        -- None in the range when retention dropped its day, or ids were never used.
+        IF v_ids IS NOT NULL THEN
+            -- Links are per event: the range's are made anew.
+            DELETE FROM metastore.event_datasets AS l WHERE l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times);
+            v_datasets := metastore.derive_datasets(v_ids, v_events, false);
             IF v_layer THEN
-                -- The set's datasets, known from its links: derive_lineage need not look each
-                -- mention up by its key again (the same datasets: links come from every mention).
-                SELECT pg_catalog.array_agg(d.id), pg_catalog.array_agg(d.namespace), pg_catalog.array_agg(d.name)
-                  INTO v_ds_ids, v_ds_ns, v_ds_names
-                  FROM metastore.datasets AS d
-                 WHERE d.id IN (SELECT l.dataset_id FROM pg_temp.backfill_links AS l
-                                 WHERE l.event_id = ANY (v_ids));
-                PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events, v_ds_ids, v_ds_ns, v_ds_names);
+                PERFORM metastore.derive_lineage(v_ids, v_payloads, v_events, v_datasets);
             END IF;
             IF v_jobs THEN
                 PERFORM metastore.derive_job_run(v_payloads, v_events);
             END IF;
-        END LOOP;
+            v_done := v_done + pg_catalog.cardinality(v_ids);
+        END IF;
+        DELETE FROM metastore.rebuild_ranges AS r WHERE r.low = v_low;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        IF v_done > 0 AND v_done % 100000 < v_size THEN
+            RAISE NOTICE 'backfill: % events derived by this session', v_done;
+        END IF;
+    END LOOP;
+
+    -- 3. The last session out finishes: datasets fold their activity, and what no event of the new
+    -- generation reached goes.
+    IF NOT v_finish THEN
+        IF EXISTS (SELECT FROM metastore.rebuild_ranges) THEN
+            RAISE NOTICE 'backfill: % events derived by this session; other sessions derive the rest, and the last '
+                         'of them finishes generation %', v_done, v_gen;
+            COMMIT;
+            RETURN;
+        END IF;
+        SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
+        IF v_state.rebuild <> 'deriving' OR v_state.generation <> v_gen THEN
+            COMMIT;  -- another session finishes it, or has
+            RETURN;
+        END IF;
+        UPDATE metastore.derive_state SET rebuild = 'finishing';
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     END IF;
+
+    -- Datasets, a range of ids per transaction, each range's rows locked in (namespace, name)
+    -- order as every writer takes them: activity of the new generation replaces the values of a
+    -- dataset of an older one and is folded into one of its own; older activity goes.
+    v_last := 0;
+    LOOP
+        v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.id > v_last ORDER BY d.id LIMIT c_fold);
+        EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
+        PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
+        v_last := v_ids[pg_catalog.cardinality(v_ids)];
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    END LOOP;
+
+    -- Rows of the other tables that no event of the new generation reached, a table per
+    -- transaction, locked in key order as ingest takes them.
     IF v_jobs THEN
-        DELETE FROM metastore.runs AS r WHERE r.event_count = 0;
-        DELETE FROM metastore.jobs AS j WHERE j.first_seen = 'infinity';
+        DELETE FROM metastore.runs AS t
+         WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
+                         ORDER BY s.job_id, s.run_id FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        DELETE FROM metastore.jobs AS t
+         WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
+                         ORDER BY s.name_key FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     END IF;
-
-    DELETE FROM metastore.datasets AS d
-     WHERE NOT EXISTS (SELECT FROM pg_temp.backfill_mentions AS m WHERE m.namespace = d.namespace AND m.name = d.name);
-
-    DROP TABLE pg_temp.backfill_seen, pg_temp.backfill_mentions;
+    IF v_layer THEN
+        DELETE FROM metastore.column_lineage AS t
+         WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
+                SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
+                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        DELETE FROM metastore.lineage_edges AS t
+         WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
+                SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
+                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        DELETE FROM metastore.dataset_schema_versions AS t
+         WHERE (t.dataset_id, t.fields_sha256) IN (
+                SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
+                 WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    END IF;
+    DELETE FROM metastore.dataset_symlinks AS t
+     WHERE (t.dataset_id, t.symlink_id, t.type) IN (
+            SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
+             WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
     COMMIT;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+
+    -- Last, the datasets no event of the new generation mentions, under the cut's lock again (a
+    -- few statements): no event can name one of them between the fold and the delete. Links point
+    -- only at datasets their events mention, so none point at these.
+    PERFORM metastore.lock_events_briefly();
+    v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.generation < v_gen);
+    PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
+    WITH stale AS (
+        DELETE FROM metastore.datasets AS d
+         WHERE d.id = ANY (v_ids) AND d.generation < v_gen
+           AND NOT EXISTS (SELECT FROM metastore.event_datasets AS l WHERE l.dataset_id = d.id)
+           AND NOT EXISTS (SELECT FROM metastore.dataset_symlinks AS s WHERE d.id IN (s.dataset_id, s.symlink_id))
+        RETURNING d.id)
+    SELECT pg_catalog.array_agg(stale.id) INTO v_ids FROM stale;
+    v_removed := coalesce(pg_catalog.cardinality(v_ids), 0);
+    DELETE FROM metastore.dataset_activity AS a WHERE a.dataset_id = ANY (v_ids);
+    UPDATE metastore.derive_state SET rebuild = 'none', rebuild_finished_at = pg_catalog.clock_timestamp();
+    DELETE FROM metastore.rebuild_ranges;
+    COMMIT;
+    RAISE NOTICE 'backfill: generation % finished (% events derived by this session, % datasets no event mentions removed)',
+                 v_gen, v_done, v_removed;
 END
 $fn$;
 
 COMMENT ON PROCEDURE metastore.backfill(integer) IS
-    'Rebuilds datasets, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges, '
-    'column_lineage, jobs and runs from metastore.events with the same rules as live ingest '
-    '(metastore.extract_datasets, metastore.derive_lineage, metastore.derive_job_run). Run it with CALL '
-    'outside a transaction block. Reads events in '
-    'batches of p_batch_size, committing after each, so no transaction spans the whole table; the final '
-    'step holds a SHARE lock on metastore.events (ingest waits) while it reads what arrived meanwhile and '
-    'applies the result. Dataset ids are kept. After metastore.apply_retention it recomputes everything from '
-    'the events that remain (datasets no remaining event mentions are removed). '
-    'Error codes: 22023 p_batch_size not positive.';
+    'Rebuilds datasets, dataset_activity, event_datasets, dataset_symlinks, dataset_schema_versions, '
+    'lineage_edges, column_lineage, jobs and runs from metastore.events with the rules live ingest uses '
+    '(metastore.derive_datasets, derive_lineage, derive_job_run), while ingest goes on. Run it with CALL '
+    'outside a transaction block, in one session or in several at once (they share the work). A call '
+    'starts a rebuild (a new generation, at a cut taken under a brief SHARE lock on metastore.events) or '
+    'joins the one under way, derives the events up to the cut p_batch_size (at most 1000) per '
+    'transaction, and the last session out removes what no event reached; a rebuild stopped at any point '
+    'resumes at the next call, and one whose rules a deploy changed starts again. Ids of datasets, jobs '
+    'and runs are kept. Error codes: 22023 p_batch_size not positive; 55P03 the cut''s lock not obtained '
+    'within about 2 s (retry).';
 
 REVOKE ALL ON PROCEDURE metastore.backfill(integer) FROM PUBLIC;

@@ -5,6 +5,7 @@ DROP FUNCTION IF EXISTS metastore.datasets_with_field_among(bigint[], text, inte
 DROP FUNCTION IF EXISTS metastore.dataset_lineage(bigint, text, integer, integer);
 DROP FUNCTION IF EXISTS metastore.derive_lineage(bigint, timestamptz, jsonb, text, text, metastore.dataset_mention[]);
 DROP FUNCTION IF EXISTS metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[]);
+DROP FUNCTION IF EXISTS metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], jsonb);
 DROP FUNCTION IF EXISTS metastore.dataset_layer(bigint);
 DROP FUNCTION IF EXISTS metastore.dataset_aliases(bigint[], integer);
 DROP TABLE metastore.column_lineage;

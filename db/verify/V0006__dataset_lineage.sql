@@ -1,10 +1,10 @@
 -- Verifies V0006: the derived tables with their keys, and no privileges on them for anyone.
-SELECT dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen
+SELECT dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen, generation
   FROM metastore.dataset_schema_versions WHERE false;
-SELECT upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen
+SELECT upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation
   FROM metastore.lineage_edges WHERE false;
 SELECT output_dataset_id, output_field, input_dataset_id, input_field, transformation_type,
-       transformation_subtype, first_seen, last_seen, edge_sha256
+       transformation_subtype, first_seen, last_seen, edge_sha256, generation
   FROM metastore.column_lineage WHERE false;
 
 DO $verify$

@@ -62,10 +62,14 @@ BEGIN
                                     'metastore.create_partitions(date, integer)',
                                     'metastore.record_rejection(bytea, text, text, text, text)',
                                     'metastore.read_event(bytea)',
-                                    'metastore.malformed_datasets(jsonb)',
+                                    'metastore.malformed_datasets(jsonb, jsonb)',
+                                    'metastore.derive_datasets(bigint[], metastore.valid_event[], boolean)',
+                                    'metastore.derive_generation()',
+                                    'metastore.lock_events_briefly()',
+                                    'metastore.fold_rebuilt_datasets(bigint[], integer)',
                                     'metastore.check_source(text, text)',
                                     'metastore.roll_up_datasets(bigint[])',
-                                    'metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], bigint[], text[], text[])',
+                                    'metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], jsonb)',
                                     'metastore.dataset_aliases(bigint[], integer)',
                                     'metastore.dataset_layer(bigint)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
@@ -87,10 +91,10 @@ $verify$;
 DO $search_path$
 DECLARE
     -- backfill: a procedure that commits cannot carry SET (it pins the path itself with
-    -- set_config(..., true) at the start of each of its transactions). event_kind and
-    -- extract_datasets: SQL functions that SET would keep from being inlined.
+    -- set_config(..., true) at the start of each of its transactions). event_kind,
+    -- extract_datasets and dataset_key: SQL functions that SET would keep from being inlined.
     c_qualified constant text[] := ARRAY['metastore.backfill(integer)', 'metastore.event_kind(jsonb)',
-                                         'metastore.extract_datasets(jsonb)'];
+                                         'metastore.extract_datasets(jsonb)', 'metastore.dataset_key(text,text)'];
     v_loose     text;
 BEGIN
     SELECT pg_catalog.string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid::regprocedure::text)
@@ -131,9 +135,12 @@ DECLARE
         'metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) -> jsonb',
         'metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) -> jsonb',
         'metastore.datasets_with_field_among(p_ids bigint[], p_field text, p_limit integer) -> jsonb',
+        'metastore.derive_datasets(p_event_ids bigint[], p_events metastore.valid_event[], p_roll_up boolean) -> jsonb',
+        'metastore.derive_generation() -> integer',
         'metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) -> void',
-        'metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids bigint[] DEFAULT NULL::bigint[], p_dataset_namespaces text[] DEFAULT NULL::text[], p_dataset_names text[] DEFAULT NULL::text[]) -> void',
+        'metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb DEFAULT NULL::jsonb) -> void',
         'metastore.ensure_partitions() -> integer',
+        'metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) -> bigint',
         'metastore.event_kind(p_payload jsonb) -> text',
         'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',
         'metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) -> boolean',
@@ -150,8 +157,9 @@ DECLARE
         'metastore.json_has_unique_keys(p_json text, p_parsed jsonb) -> boolean',
         'metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) -> text',
         'metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
+        'metastore.lock_events_briefly() -> void',
         'metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
-        'metastore.malformed_datasets(p_payload jsonb) -> jsonb',
+        'metastore.malformed_datasets(p_payload jsonb, p_item jsonb) -> jsonb',
         'metastore.partitions_ahead() -> integer',
         'metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) -> record',
         'metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) -> TABLE(event text, cursor text, more boolean)',

@@ -55,3 +55,10 @@ SELECT r.chosen FROM metastore.group_roles AS r;
 
 -- name: apply_retention
 SELECT metastore.apply_retention(%(keep)s::interval);
+
+-- name: no_statement_timeout
+-- For a backfill: its CALL is one statement that runs as long as the rebuild takes.
+SELECT pg_catalog.set_config('statement_timeout', '0', false);
+
+-- name: backfill
+CALL metastore.backfill(%(batch_size)s);

@@ -171,6 +171,11 @@ def db(args: argparse.Namespace) -> int:
         if not failures:
             log.info("verified: the database is at this release's version %s", migrations.latest_version())
         return 1 if failures else 0
+    if args.db_command == "backfill":
+        if args.sessions < 1 or args.batch_size < 1:
+            raise settings.ConfigError("--sessions and --batch-size must be at least 1")
+        migrations.backfill(dsn, args.sessions, args.batch_size, limits)
+        return 0
     if args.db_command == "retention":
         print(json.dumps(migrations.retention(dsn, args.keep, limits)))
         return 0
@@ -232,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         "retention", help="forget events older than --keep (metastore.apply_retention); prints what it dropped"
     )
     retention.add_argument("--keep", default="90 days", help="a PostgreSQL interval, at least 1 day (default: 90 days)")
+    rebuild = db_commands.add_parser(
+        "backfill", help="rebuild the derived tables from the stored events while ingest goes on (metastore.backfill)"
+    )
+    rebuild.add_argument("--sessions", type=int, default=1, help="database sessions sharing the work (default 1)")
+    rebuild.add_argument("--batch-size", type=int, default=1000, help="events per transaction, at most 1000 (default)")
     transfer.add_commands(commands)  # export, import, replay
     args = parser.parse_args(argv)
     try:

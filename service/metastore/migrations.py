@@ -323,6 +323,31 @@ def retention(dsn: str, keep: str, limits: Limits | None = None) -> Any:
     return row[0] if row else None
 
 
+def backfill(dsn: str, sessions: int = 1, batch_size: int = 1000, limits: Limits | None = None) -> None:
+    """CALL metastore.backfill in `sessions` connections at once: they share the rebuild's ranges of
+    events, and the last one out finishes it (docs/operations.md, "Rebuilding the derived tables").
+    Without a statement deadline, and without the client's: a rebuild takes as long as it takes."""
+    limits = limits or Limits()
+    errors: list[BaseException] = []
+
+    def one(number: int) -> None:
+        try:
+            with connect(dsn, limits, autocommit=True) as conn:
+                conn.add_notice_handler(lambda d: log.info("session %d: %s", number, d.message_primary))
+                conn.execute(sql.query("no_statement_timeout", "admin"))
+                conn.execute(sql.query("backfill", "admin"), {"batch_size": batch_size})
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i + 1,), name=f"backfill-{i + 1}") for i in range(sessions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
 def status(dsn: str, limits: Limits | None = None) -> dict[str, object]:
     limits = limits or Limits()
     with connect(dsn, limits) as conn:

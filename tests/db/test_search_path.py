@@ -96,7 +96,7 @@ CALLS: dict[str, str] = {
     "metastore.event_kind(jsonb)": "SELECT metastore.event_kind(%(event)s::jsonb)",
     "metastore.extract_datasets(jsonb)": "SELECT * FROM metastore.extract_datasets(%(event)s::jsonb)",
     # Raises what is wrong (22023), here through extract_datasets, its one caller.
-    "metastore.malformed_datasets(jsonb)": "SELECT * FROM metastore.extract_datasets(%(malformed)s::jsonb)",
+    "metastore.malformed_datasets(jsonb,jsonb)": "SELECT * FROM metastore.extract_datasets(%(malformed)s::jsonb)",
     "metastore.dataset_key(text,text)": "SELECT metastore.dataset_key(%(one)s, %(one)s)",
     "metastore.roll_up_datasets(bigint[])": "SELECT metastore.roll_up_datasets()",
     "metastore.validate_event(jsonb)": "SELECT metastore.validate_event(%(event)s::jsonb)",
@@ -119,7 +119,7 @@ CALLS: dict[str, str] = {
         "SELECT metastore.get_dataset((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
     ),
     "metastore.dataset_summary(integer)": "SELECT metastore.dataset_summary()",
-    "metastore.derive_lineage(bigint[],jsonb[],metastore.valid_event[],bigint[],text[],text[])": (
+    "metastore.derive_lineage(bigint[],jsonb[],metastore.valid_event[],jsonb)": (
         "SELECT metastore.derive_lineage(ARRAY[1::bigint], ARRAY[%(event)s::jsonb],"
         " ARRAY[metastore.validate_event(%(event)s::jsonb)])"
     ),
@@ -162,6 +162,15 @@ CALLS: dict[str, str] = {
         "SELECT metastore.forward_ack('sp', 'owner', NULL, 0, 0, 'why')"
     ),
     "metastore.forward_status()": "SELECT metastore.forward_status()",
+    "metastore.derive_datasets(bigint[],metastore.valid_event[],boolean)": (
+        "SELECT metastore.derive_datasets(ARRAY[1::bigint], ARRAY[metastore.validate_event(%(event)s::jsonb)], true)"
+    ),
+    "metastore.derive_generation()": "SELECT metastore.derive_generation()",
+    "metastore.lock_events_briefly()": "SELECT metastore.lock_events_briefly()",
+    "metastore.fold_rebuilt_datasets(bigint[],integer)": (
+        "SELECT metastore.fold_rebuilt_datasets(ARRAY(SELECT v.id FROM metastore.datasets_view AS v),"
+        " (SELECT s.generation FROM metastore.derive_state AS s))"
+    ),
     "metastore.derive_job_run(jsonb[],metastore.valid_event[])": (
         "SELECT metastore.derive_job_run(ARRAY[%(event)s::jsonb],"
         " ARRAY[ROW('run', 'COMPLETE', now(), 'r-owner-5', 'n', 'j', NULL, NULL, NULL)::metastore.valid_event])"
@@ -227,7 +236,7 @@ def test_owner_calls_never_run_shadow_code_from_public(planted: Database, search
             if name in ("metastore.forbid_change()", "metastore.settings_keep_row()"):
                 with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
                     owner.execute(statement)  # type: ignore[arg-type]
-            elif name == "metastore.malformed_datasets(jsonb)":
+            elif name == "metastore.malformed_datasets(jsonb,jsonb)":
                 with pytest.raises(psycopg.errors.InvalidParameterValue):
                     owner.execute(statement, params)  # type: ignore[arg-type]
             else:

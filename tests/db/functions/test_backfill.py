@@ -1,4 +1,5 @@
-"""CALL metastore.backfill(): rebuilds the derived tables from the raw events, also while ingest goes on."""
+"""CALL metastore.backfill(): rebuilds the derived tables from the raw events while ingest goes on, in
+one session or several at once, resuming where a stopped rebuild was."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from metastore import migrations
 from tests.conftest import OWNER, Database, create_database, drop_database, fixture_files, ingest, load_fixture
+from tests.db.functions.test_derive_lineage import derived_snapshot
 
 
 def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
@@ -209,3 +212,200 @@ def test_no_statement_is_jit_compiled(database: Database, service: psycopg.Conne
     # Only the statement that turns it off, which starts each transaction, runs with it on.
     compiled = [n for n in notices if "JIT:" in n and "set_config('jit', 'off', true)" not in n]
     assert len(notices) > 20 and not compiled
+
+
+def whole(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """Every derived table by natural keys: datasets, links, symlinks, the dataset layer, jobs and runs."""
+    return {
+        **snapshot(conn),
+        **derived_snapshot(conn),
+        "jobs": conn.execute(
+            "SELECT namespace, name, first_seen, last_seen, latest_sql, sql_dialect, processing_type, job_type"
+            " FROM metastore.jobs ORDER BY 1, 2"
+        ).fetchall(),
+        "runs": conn.execute(
+            "SELECT j.namespace, j.name, r.run_id, r.state, r.state_time, r.started_at, r.ended_at, r.error_message,"
+            " r.first_event_time, r.last_event_time, r.event_count"
+            " FROM metastore.runs r JOIN metastore.jobs j ON j.id = r.job_id ORDER BY 1, 2, 3"
+        ).fetchall(),
+    }
+
+
+def dangling(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
+    """Rows that point at no dataset or job (no foreign key guards them: the derivations do)."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM metastore.event_datasets l"
+        "         WHERE NOT EXISTS (SELECT FROM metastore.datasets d WHERE d.id = l.dataset_id)),"
+        "       (SELECT count(*) FROM metastore.dataset_symlinks s WHERE NOT EXISTS"
+        "         (SELECT FROM metastore.datasets d WHERE d.id = s.dataset_id)"
+        "         OR NOT EXISTS (SELECT FROM metastore.datasets d WHERE d.id = s.symlink_id)),"
+        "       (SELECT count(*) FROM metastore.runs r"
+        "         WHERE NOT EXISTS (SELECT FROM metastore.jobs j WHERE j.id = r.job_id)),"
+        "       (SELECT count(*) FROM metastore.dataset_activity a"
+        "         WHERE NOT EXISTS (SELECT FROM metastore.datasets d WHERE d.id = a.dataset_id))"
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def runs_of(n: int, prefix: str) -> list[dict[str, Any]]:
+    """START and COMPLETE of n queries, with sql facets, output schemas and column lineage: every derived
+    table gets rows."""
+    events = []
+    for event in generated_events(n, prefix):
+        sql_facet = {"sql": {"query": f"SELECT {len(events)}", "dialect": "trino"}}
+        schema = {"schema": {"fields": [{"name": "c", "type": "int"}] + ([{"name": "d"}] if len(events) % 3 else [])}}
+        start = {**event, "eventType": "START", "job": {**event["job"], "facets": sql_facet}}
+        done = {**event, "eventType": "COMPLETE", "job": {**event["job"], "facets": sql_facet}}
+        source = {"namespace": event["inputs"][0]["namespace"], "name": event["inputs"][0]["name"], "field": "c"}
+        columns = {"columnLineage": {"fields": {"c": {"inputFields": [source]}}}}
+        done["outputs"] = [{**o, "facets": {**schema, **columns}} for o in event["outputs"]]
+        events += [start, done]
+    return events
+
+
+def reference(pg_server: Any, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """The same events ingested live only, in a database of their own."""
+    db = create_database(pg_server)
+    try:
+        allow_two_weeks_ahead(db.owner_dsn)
+        with psycopg.connect(db.service_dsn, autocommit=True) as conn:
+            for event in events:
+                ingest(conn, event)
+        with psycopg.connect(db.owner_dsn, autocommit=True) as conn:
+            return whole(conn)
+    finally:
+        drop_database(db)
+
+
+def test_sessions_share_a_rebuild_while_ingest_goes_on(database: Database, pg_server: Any) -> None:
+    first, second = runs_of(150, "before"), runs_of(100, "during")
+    allow_two_weeks_ahead(database.owner_dsn)
+    with psycopg.connect(database.service_dsn, autocommit=True) as service:
+        for event in first:
+            ingest(service, event)
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            with psycopg.connect(database.service_dsn, autocommit=True) as conn:
+                for event in second:
+                    assert ingest(conn, event)[0] == "stored"
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    migrations.backfill(database.owner_dsn, sessions=3, batch_size=4)
+    thread.join(120)
+    assert not thread.is_alive() and not errors
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        result = whole(owner)
+        assert dangling(owner) == (0, 0, 0, 0)
+        state = owner.execute("SELECT generation, rebuild FROM metastore.derive_state").fetchone()
+        assert state == (2, "none")
+        assert owner.execute("SELECT count(*) FROM metastore.rebuild_ranges").fetchone() == (0,)
+    assert all(result.values())
+    assert result == reference(pg_server, first + second)
+
+
+def test_ingest_is_held_only_for_the_cut_not_for_the_rebuild(database: Database) -> None:
+    """With a lock_timeout of 300 ms, every event posted while a rebuild runs is stored: the SHARE
+    lock on metastore.events lasts a few statements at the cut and at the end, not the rebuild."""
+    allow_two_weeks_ahead(database.owner_dsn)
+    with psycopg.connect(database.service_dsn, autocommit=True) as service:
+        for event in runs_of(200, "stored"):
+            ingest(service, event)
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def rebuild() -> None:
+        try:
+            migrations.backfill(database.owner_dsn, batch_size=1)
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=rebuild)
+    with psycopg.connect(database.service_dsn, autocommit=True) as service:
+        service.execute("SET lock_timeout = '300ms'")
+        thread.start()
+        during = 0
+        for event in runs_of(150, "posted"):
+            assert ingest(service, event)[0] == "stored"
+            with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+                row = owner.execute("SELECT rebuild FROM metastore.derive_state").fetchone()
+            during += row == ("deriving",)
+            if done.is_set():
+                break
+    thread.join(120)
+    assert not failures
+    assert during >= 20, "the rebuild ended before the events were posted"
+
+
+def stop_midway(database: Database, batch_size: int) -> None:
+    """A backfill session cancelled once it has derived some ranges, as a crash or a cancel leaves it."""
+    with psycopg.connect(database.owner_dsn, autocommit=True) as session:
+        pid = session.info.backend_pid
+        caught: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                session.execute("CALL metastore.backfill(%s)", (batch_size,))
+            except BaseException as exc:
+                caught.append(exc)
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        with psycopg.connect(database.owner_dsn, autocommit=True) as watch:
+            started = None
+            for _ in range(600):
+                left = watch.execute("SELECT count(*) FROM metastore.rebuild_ranges").fetchone()[0]  # type: ignore[index]
+                started = started or (left if left else None)
+                if started and left < started - 10:
+                    break
+                threading.Event().wait(0.02)
+            watch.execute("SELECT pg_cancel_backend(%s)", (pid,))
+        thread.join(60)
+        assert caught and isinstance(caught[0], psycopg.errors.QueryCanceled), caught
+
+
+def test_a_rebuild_stopped_midway_shows_the_old_datasets_and_resumes(database: Database) -> None:
+    allow_two_weeks_ahead(database.owner_dsn)
+    with psycopg.connect(database.service_dsn, autocommit=True) as service:
+        for event in runs_of(150, "r"):
+            ingest(service, event)
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        before, datasets_before = whole(owner), snapshot(owner)["datasets"]
+        stop_midway(database, 2)
+        assert owner.execute("SELECT generation, rebuild FROM metastore.derive_state").fetchone() == (2, "deriving")
+        assert owner.execute("SELECT count(*) FROM metastore.rebuild_ranges").fetchone()[0] > 0  # type: ignore[index]
+        # Datasets keep the numbers of the generation they were rebuilt from until the rebuild ends.
+        assert snapshot(owner)["datasets"] == datasets_before
+        notices: list[str] = []
+        owner.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        owner.execute("CALL metastore.backfill(2)")
+        assert any("joined the rebuild of generation 2" in n for n in notices), notices
+        assert owner.execute("SELECT generation, rebuild FROM metastore.derive_state").fetchone() == (2, "none")
+        assert whole(owner) == before
+        assert dangling(owner) == (0, 0, 0, 0)
+
+
+def test_a_deploy_that_changed_the_rules_starts_the_rebuild_again(database: Database) -> None:
+    allow_two_weeks_ahead(database.owner_dsn)
+    with psycopg.connect(database.service_dsn, autocommit=True) as service:
+        for event in runs_of(150, "r"):
+            ingest(service, event)
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        before = whole(owner)
+        stop_midway(database, 2)
+        # What a deploy of other rules does: another text of a derivation (here, one more comment).
+        source = (migrations.db_dir() / "functions" / "041_derive_job_run.sql").read_text()
+        owner.execute(source.replace("BEGIN\n", "BEGIN\n    -- other rules\n", 1))  # type: ignore[arg-type]
+        notices: list[str] = []
+        owner.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        owner.execute("CALL metastore.backfill(50)")
+        assert any("generation 3 started" in n for n in notices), notices
+        assert owner.execute("SELECT generation, rebuild FROM metastore.derive_state").fetchone() == (3, "none")
+        assert whole(owner) == before

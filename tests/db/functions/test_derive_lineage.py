@@ -286,8 +286,7 @@ def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
         assert ingest(owner, ctas(0, "ctas"))[0] == "stored"
         gone = owner.execute(
             "SELECT to_regclass('metastore.column_lineage'), to_regclass('metastore.runs'),"
-            " to_regprocedure('metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[],"
-            " bigint[], text[], text[])'),"
+            " to_regprocedure('metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], jsonb)'),"
             " to_regprocedure('metastore.derive_job_run(jsonb[], metastore.valid_event[])')"
         ).fetchone()
         assert gone == (None, None, None, None)

@@ -1,0 +1,31 @@
+-- A SHARE lock on metastore.events until the caller's transaction ends: ingest waits for it, and it
+-- waits for the ingest transactions in flight. metastore.backfill takes it for a few statements
+-- (the cut of a rebuild, and its end). It never sits in the lock queue ahead of ingest for more
+-- than 100 ms at a time: on a timeout it steps out, lets the writers behind it through, and tries
+-- again, as create_partitions does.
+CREATE OR REPLACE FUNCTION metastore.lock_events_briefly() RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET lock_timeout = '100ms'
+AS $fn$
+BEGIN
+    FOR v_try IN 1..20 LOOP
+        BEGIN
+            LOCK TABLE metastore.events IN SHARE MODE;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            PERFORM pg_sleep(0.01);
+        END;
+    END LOOP;
+    RAISE EXCEPTION USING
+        ERRCODE = '55P03',
+        MESSAGE = 'could not lock metastore.events within 20 tries of 100 ms: a long transaction writes to it',
+        HINT = 'Run it again when that transaction has ended (pg_stat_activity shows it).';
+END
+$fn$;
+
+COMMENT ON FUNCTION metastore.lock_events_briefly() IS
+    'Takes a SHARE lock on metastore.events for the rest of the transaction, waiting at most 100 ms at a time '
+    '(20 tries). For metastore.backfill. Error codes: 55P03 not obtained.';
+
+REVOKE ALL ON FUNCTION metastore.lock_events_briefly() FROM PUBLIC;
