@@ -1,5 +1,5 @@
 """`python -m bench.ab_db --base <git ref>`: this checkout's db/ against another revision's, side by
-side on one PostgreSQL (the embedded one, no durable commits), so that a noisy machine slows both
+side on one PostgreSQL (the embedded one, no durable commits unless --durable), so that a noisy machine slows both
 alike.
 
 - ingest: the same Trino CTAS COMPLETE events (a new query each) into a database of each, rounds
@@ -68,8 +68,12 @@ def main() -> None:
     parser.add_argument("--backfill", type=int, default=10_000, help="events for the backfill comparison")
     parser.add_argument("--bulk", action="store_true", help="backfill make bench's generated events, once each")
     parser.add_argument("--sessions", type=int, default=1, help="backfill sessions sharing the work (this db/ only)")
+    parser.add_argument("--durable", action="store_true", help="fsync and synchronous commit on, as make bench has")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalPostgres() as server:
+        if args.durable:
+            server.stop()
+            server.start(durable=True)
         dbs = {"base": checkout_db(args.base, Path(tmp)), "this": migrations.db_dir()}
         conns = {label: provision(server, f"ab_{label}", db) for label, db in dbs.items()}
         spent = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}

@@ -12,8 +12,10 @@ import argparse
 import base64
 import hashlib
 import json
+import logging
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -492,6 +494,19 @@ def generate_events(conn: psycopg.Connection[Any], n: int) -> None:
     )
 
 
+class HeldIngest(logging.Handler):
+    """The 'ingest held N ms' of the backfill sessions' notices."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ms: list[float] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = re.search(r"ingest held ([0-9.]+) ms", record.getMessage())
+        if found:
+            self.ms.append(float(found.group(1)))
+
+
 def run_backfill(b: Bench) -> None:
     """The stored events rebuilt by `metastore db backfill --sessions N`, N the machine's cores."""
     n = b.plan.backfill_events
@@ -501,8 +516,14 @@ def run_backfill(b: Bench) -> None:
         generate_events(conn, n)
         generated = time.perf_counter() - started
         total = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
+        held = HeldIngest()
+        logging.getLogger("metastore.migrations").setLevel(logging.INFO)
+        logging.getLogger("metastore.migrations").addHandler(held)
         started = time.perf_counter()
-        migrations.backfill(b.owner_dsn, sessions)
+        try:
+            migrations.backfill(b.owner_dsn, sessions)
+        finally:
+            logging.getLogger("metastore.migrations").removeHandler(held)
         seconds = time.perf_counter() - started
         # Right after the load, before autovacuum has analyzed the new rows; then once it has.
         feed = feed_pages(conn)
@@ -515,6 +536,8 @@ def run_backfill(b: Bench) -> None:
         "generate_s": round(generated, 1),
         "backfill_s": round(seconds, 1),
         "events_per_s": round(events / seconds, 1),
+        # How long ingest waited on the rebuild's SHARE lock: at its cut, at its end.
+        "ingest_held_ms": held.ms,
     }
     b.results["feed"] = feed
     b.results["feed_analyzed"] = feed_analyzed

@@ -108,9 +108,8 @@ BEGIN
 
     -- Dropping a partition takes an ACCESS EXCLUSIVE lock on its parent until commit: ingest and
     -- reads wait for the drops (milliseconds). DETACH PARTITION ... CONCURRENTLY would not, but it
-    -- cannot run inside a function (a transaction block); a plain DETACH before the DROP would
-    -- also lock metastore.datasets (the link partition's foreign key becomes its own), DROP alone
-    -- does not. Both parents are locked up front, events first as every writer and reader does;
+    -- cannot run inside a function (a transaction block), and a plain DETACH before the DROP
+    -- would add work for nothing. Both parents are locked up front, events first as every writer and reader does;
     -- each wait is cut short by lock_timeout, so retention never queues long behind a long
     -- transaction (ingest would queue behind it): it releases everything and tries again, and
     -- gives up with 55P03 after c_attempts tries.
@@ -183,6 +182,8 @@ DECLARE
     v_datasets  jsonb;
     v_last      bigint;
     v_removed   bigint;
+    v_locked    timestamptz;
+    v_held_ms   numeric := 0;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
@@ -207,6 +208,7 @@ BEGIN
         -- this transaction commits. The events lock first, then the row: an ingest transaction
         -- outside READ COMMITTED locks the row after its events (metastore.derive_generation).
         PERFORM metastore.lock_events_briefly();
+        v_locked := pg_catalog.clock_timestamp();
         SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
         IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
             SELECT pg_catalog.max(e.id) INTO v_high FROM metastore.events AS e;
@@ -225,10 +227,14 @@ BEGIN
     v_gen := v_state.generation;
     -- A rebuild found finishing is finished by this call too (its finisher may be gone).
     v_finish := v_state.rebuild = 'finishing';
+    IF v_locked IS NOT NULL THEN
+        v_held_ms := pg_catalog.round(extract(epoch FROM pg_catalog.clock_timestamp() - v_locked)::numeric * 1000, 1);
+    END IF;
     COMMIT;
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     IF v_started THEN
-        RAISE NOTICE 'backfill: generation % started, for the events up to id %', v_gen, coalesce(v_high, 0);
+        RAISE NOTICE 'backfill: generation % started, for the events up to id % (ingest held % ms)', v_gen,
+                     coalesce(v_high, 0), v_held_ms;
     ELSE
         RAISE NOTICE 'backfill: joined the rebuild of generation %', v_gen;
     END IF;
@@ -355,6 +361,7 @@ BEGIN
     -- few statements): no event can name one of them between the fold and the delete. Links point
     -- only at datasets their events mention, so none point at these.
     PERFORM metastore.lock_events_briefly();
+    v_locked := pg_catalog.clock_timestamp();
     v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.generation < v_gen);
     PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
     WITH stale AS (
@@ -368,9 +375,10 @@ BEGIN
     DELETE FROM metastore.dataset_activity AS a WHERE a.dataset_id = ANY (v_ids);
     UPDATE metastore.derive_state SET rebuild = 'none', rebuild_finished_at = pg_catalog.clock_timestamp();
     DELETE FROM metastore.rebuild_ranges;
+    v_held_ms := pg_catalog.round(extract(epoch FROM pg_catalog.clock_timestamp() - v_locked)::numeric * 1000, 1);
     COMMIT;
-    RAISE NOTICE 'backfill: generation % finished (% events derived by this session, % datasets no event mentions removed)',
-                 v_gen, v_done, v_removed;
+    RAISE NOTICE 'backfill: generation % finished (% events derived by this session, % datasets no event '
+                 'mentions removed, ingest held % ms)', v_gen, v_done, v_removed, v_held_ms;
 END
 $$;
 
@@ -471,21 +479,20 @@ BEGIN
 
     -- Ingest is held off while partitions are attached (milliseconds): an insert routed to the
     -- default partition just before a new partition takes over its day would fail the partition
-    -- constraint (23514). Attaching a link partition also locks metastore.datasets (its foreign
-    -- key). Writers lock events or datasets first, readers event_datasets or events: so every
+    -- constraint (23514). Links have no foreign key into metastore.datasets (change 5), so attaching
+    -- one does not lock it. Writers lock events first, readers event_datasets or events: so every
     -- lock is taken up front, each wait is cut short by lock_timeout, and on a timeout all are
     -- released and tried again. Maintenance backs off; ingest and reads never deadlock with it.
     FOR v_attempt IN 1 .. c_attempts LOOP
         BEGIN
-            LOCK TABLE ONLY metastore.events, metastore.datasets, ONLY metastore.event_datasets
-                IN SHARE ROW EXCLUSIVE MODE;
+            LOCK TABLE ONLY metastore.events, ONLY metastore.event_datasets IN SHARE ROW EXCLUSIVE MODE;
             LOCK TABLE metastore.events_default, metastore.event_datasets_default IN ACCESS EXCLUSIVE MODE;
             EXIT;
         EXCEPTION WHEN lock_not_available THEN
             IF v_attempt = c_attempts THEN
                 RAISE EXCEPTION USING
                     ERRCODE = '55P03',
-                    MESSAGE = 'could not lock metastore.events, datasets and event_datasets to create partitions',
+                    MESSAGE = 'could not lock metastore.events and event_datasets to create partitions',
                     HINT = 'A long transaction holds them, e.g. CALL metastore.backfill(). Try again later.';
             END IF;
             PERFORM pg_sleep(0.05 + random() * 0.1);
@@ -500,7 +507,7 @@ BEGIN
             CONTINUE WHEN to_regclass(format('metastore.%I', v_name)) IS NOT NULL;
 
             -- Made standalone, filled, then attached: the CHECK constraint proves the bounds, so
-            -- ATTACH does not scan it; the parent's indexes, trigger and foreign key follow it.
+            -- ATTACH does not scan it; the parent's indexes and trigger follow it.
             EXECUTE format('CREATE TABLE metastore.%I (LIKE metastore.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS '
                            'INCLUDING STORAGE INCLUDING COMPRESSION)', v_name, v_table);
             EXECUTE format('ALTER TABLE metastore.%I ADD CONSTRAINT %I CHECK (event_time >= %L AND event_time < %L)',

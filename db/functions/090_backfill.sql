@@ -51,6 +51,8 @@ DECLARE
     v_datasets  jsonb;
     v_last      bigint;
     v_removed   bigint;
+    v_locked    timestamptz;
+    v_held_ms   numeric := 0;
 BEGIN
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     IF p_batch_size IS NULL OR p_batch_size < 1 THEN
@@ -75,6 +77,7 @@ BEGIN
         -- this transaction commits. The events lock first, then the row: an ingest transaction
         -- outside READ COMMITTED locks the row after its events (metastore.derive_generation).
         PERFORM metastore.lock_events_briefly();
+        v_locked := pg_catalog.clock_timestamp();
         SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
         IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
             SELECT pg_catalog.max(e.id) INTO v_high FROM metastore.events AS e;
@@ -93,10 +96,14 @@ BEGIN
     v_gen := v_state.generation;
     -- A rebuild found finishing is finished by this call too (its finisher may be gone).
     v_finish := v_state.rebuild = 'finishing';
+    IF v_locked IS NOT NULL THEN
+        v_held_ms := pg_catalog.round(extract(epoch FROM pg_catalog.clock_timestamp() - v_locked)::numeric * 1000, 1);
+    END IF;
     COMMIT;
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     IF v_started THEN
-        RAISE NOTICE 'backfill: generation % started, for the events up to id %', v_gen, coalesce(v_high, 0);
+        RAISE NOTICE 'backfill: generation % started, for the events up to id % (ingest held % ms)', v_gen,
+                     coalesce(v_high, 0), v_held_ms;
     ELSE
         RAISE NOTICE 'backfill: joined the rebuild of generation %', v_gen;
     END IF;
@@ -223,6 +230,7 @@ BEGIN
     -- few statements): no event can name one of them between the fold and the delete. Links point
     -- only at datasets their events mention, so none point at these.
     PERFORM metastore.lock_events_briefly();
+    v_locked := pg_catalog.clock_timestamp();
     v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.generation < v_gen);
     PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
     WITH stale AS (
@@ -236,9 +244,10 @@ BEGIN
     DELETE FROM metastore.dataset_activity AS a WHERE a.dataset_id = ANY (v_ids);
     UPDATE metastore.derive_state SET rebuild = 'none', rebuild_finished_at = pg_catalog.clock_timestamp();
     DELETE FROM metastore.rebuild_ranges;
+    v_held_ms := pg_catalog.round(extract(epoch FROM pg_catalog.clock_timestamp() - v_locked)::numeric * 1000, 1);
     COMMIT;
-    RAISE NOTICE 'backfill: generation % finished (% events derived by this session, % datasets no event mentions removed)',
-                 v_gen, v_done, v_removed;
+    RAISE NOTICE 'backfill: generation % finished (% events derived by this session, % datasets no event '
+                 'mentions removed, ingest held % ms)', v_gen, v_done, v_removed, v_held_ms;
 END
 $fn$;
 

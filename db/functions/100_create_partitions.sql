@@ -52,21 +52,20 @@ BEGIN
 
     -- Ingest is held off while partitions are attached (milliseconds): an insert routed to the
     -- default partition just before a new partition takes over its day would fail the partition
-    -- constraint (23514). Attaching a link partition also locks metastore.datasets (its foreign
-    -- key). Writers lock events or datasets first, readers event_datasets or events: so every
+    -- constraint (23514). Links have no foreign key into metastore.datasets (change 5), so attaching
+    -- one does not lock it. Writers lock events first, readers event_datasets or events: so every
     -- lock is taken up front, each wait is cut short by lock_timeout, and on a timeout all are
     -- released and tried again. Maintenance backs off; ingest and reads never deadlock with it.
     FOR v_attempt IN 1 .. c_attempts LOOP
         BEGIN
-            LOCK TABLE ONLY metastore.events, metastore.datasets, ONLY metastore.event_datasets
-                IN SHARE ROW EXCLUSIVE MODE;
+            LOCK TABLE ONLY metastore.events, ONLY metastore.event_datasets IN SHARE ROW EXCLUSIVE MODE;
             LOCK TABLE metastore.events_default, metastore.event_datasets_default IN ACCESS EXCLUSIVE MODE;
             EXIT;
         EXCEPTION WHEN lock_not_available THEN
             IF v_attempt = c_attempts THEN
                 RAISE EXCEPTION USING
                     ERRCODE = '55P03',
-                    MESSAGE = 'could not lock metastore.events, datasets and event_datasets to create partitions',
+                    MESSAGE = 'could not lock metastore.events and event_datasets to create partitions',
                     HINT = 'A long transaction holds them, e.g. CALL metastore.backfill(). Try again later.';
             END IF;
             PERFORM pg_sleep(0.05 + random() * 0.1);
@@ -81,7 +80,7 @@ BEGIN
             CONTINUE WHEN to_regclass(format('metastore.%I', v_name)) IS NOT NULL;
 
             -- Made standalone, filled, then attached: the CHECK constraint proves the bounds, so
-            -- ATTACH does not scan it; the parent's indexes, trigger and foreign key follow it.
+            -- ATTACH does not scan it; the parent's indexes and trigger follow it.
             EXECUTE format('CREATE TABLE metastore.%I (LIKE metastore.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS '
                            'INCLUDING STORAGE INCLUDING COMPRESSION)', v_name, v_table);
             EXECUTE format('ALTER TABLE metastore.%I ADD CONSTRAINT %I CHECK (event_time >= %L AND event_time < %L)',

@@ -67,9 +67,8 @@ BEGIN
 
     -- Dropping a partition takes an ACCESS EXCLUSIVE lock on its parent until commit: ingest and
     -- reads wait for the drops (milliseconds). DETACH PARTITION ... CONCURRENTLY would not, but it
-    -- cannot run inside a function (a transaction block); a plain DETACH before the DROP would
-    -- also lock metastore.datasets (the link partition's foreign key becomes its own), DROP alone
-    -- does not. Both parents are locked up front, events first as every writer and reader does;
+    -- cannot run inside a function (a transaction block), and a plain DETACH before the DROP
+    -- would add work for nothing. Both parents are locked up front, events first as every writer and reader does;
     -- each wait is cut short by lock_timeout, so retention never queues long behind a long
     -- transaction (ingest would queue behind it): it releases everything and tries again, and
     -- gives up with 55P03 after c_attempts tries.
