@@ -159,7 +159,7 @@ DECLARE
     -- call per table and transaction is what keeps concurrent sessions from deadlocking: each
     -- statement takes its rows in key order, and no transaction comes back to a table.
     c_set       constant integer := 1000;
-    -- Datasets folded per transaction when the rebuild ends.
+    -- Datasets folded per transaction.
     c_fold      constant integer := 10000;
     v_size      integer;
     v_rules     text;
@@ -284,9 +284,22 @@ BEGIN
         END IF;
     END LOOP;
 
-    -- 3. The last session out finishes: datasets fold their activity, and what no event of the new
-    -- generation reached goes.
-    IF NOT v_finish THEN
+    -- 3. Datasets fold their activity, while the other sessions derive their last ranges; then the
+    -- last session out folds what those added and removes what no event of the new generation
+    -- reached. A range of dataset ids per transaction, each range's rows locked in (namespace,
+    -- name) order as every writer takes them: activity of the new generation replaces the values
+    -- of a dataset of an older one and is folded into one of its own; older activity goes.
+    LOOP
+        v_last := 0;
+        LOOP
+            v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.id > v_last ORDER BY d.id LIMIT c_fold);
+            EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
+            PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
+            v_last := v_ids[pg_catalog.cardinality(v_ids)];
+            COMMIT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        END LOOP;
+        EXIT WHEN v_finish;
         IF EXISTS (SELECT FROM metastore.rebuild_ranges) THEN
             RAISE NOTICE 'backfill: % events derived by this session; other sessions derive the rest, and the last '
                          'of them finishes generation %', v_done, v_gen;
@@ -301,19 +314,7 @@ BEGIN
         UPDATE metastore.derive_state SET rebuild = 'finishing';
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END IF;
-
-    -- Datasets, a range of ids per transaction, each range's rows locked in (namespace, name)
-    -- order as every writer takes them: activity of the new generation replaces the values of a
-    -- dataset of an older one and is folded into one of its own; older activity goes.
-    v_last := 0;
-    LOOP
-        v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.id > v_last ORDER BY d.id LIMIT c_fold);
-        EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
-        PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
-        v_last := v_ids[pg_catalog.cardinality(v_ids)];
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        v_finish := true;
     END LOOP;
 
     -- Rows of the other tables that no event of the new generation reached, a table per
@@ -1618,8 +1619,10 @@ BEGIN
     WITH locked AS (
         SELECT d.id FROM metastore.datasets AS d
          WHERE d.id = ANY (p_ids)
+           AND (d.generation < p_generation
+                OR EXISTS (SELECT FROM metastore.dataset_activity AS a WHERE a.dataset_id = d.id))
          ORDER BY d.namespace, d.name
-           FOR NO KEY UPDATE
+           FOR NO KEY UPDATE SKIP LOCKED
     ), moved AS (
         DELETE FROM metastore.dataset_activity AS a USING locked AS l
          WHERE a.dataset_id = l.id

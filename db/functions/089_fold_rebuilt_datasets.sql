@@ -1,7 +1,10 @@
 -- The end of a rebuild (metastore.backfill), for the datasets given: their activity of the new
 -- generation replaces the values of a dataset of an older generation and is folded into one of
 -- its own; their older activity goes. Rows are locked in (namespace, name) order, as every writer
--- takes them (roll_up_datasets, derive_datasets).
+-- takes them (roll_up_datasets, derive_datasets), and a row another transaction holds is skipped:
+-- backfill sessions that run out of ranges at once fold different datasets, and a dataset skipped
+-- for ingest keeps its activity (datasets_view adds it; one of an older generation is folded again
+-- under the lock that ends the rebuild, when no ingest transaction holds anything).
 CREATE OR REPLACE FUNCTION metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -12,8 +15,10 @@ BEGIN
     WITH locked AS (
         SELECT d.id FROM metastore.datasets AS d
          WHERE d.id = ANY (p_ids)
+           AND (d.generation < p_generation
+                OR EXISTS (SELECT FROM metastore.dataset_activity AS a WHERE a.dataset_id = d.id))
          ORDER BY d.namespace, d.name
-           FOR NO KEY UPDATE
+           FOR NO KEY UPDATE SKIP LOCKED
     ), moved AS (
         DELETE FROM metastore.dataset_activity AS a USING locked AS l
          WHERE a.dataset_id = l.id
