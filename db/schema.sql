@@ -199,39 +199,39 @@ BEGIN
        AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run');
 
     -- 1. Join the rebuild under way, or start one.
-    SELECT * INTO v_state FROM metastore.derive_state;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'metastore.derive_state has no row: the deploy makes it, see V0005';
-    END IF;
-    IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
-        -- The cut: the lock waits for the ingest transactions in flight, and holds new ones until
-        -- this transaction commits. The events lock first, then the row: an ingest transaction
-        -- outside READ COMMITTED locks the row after its events (metastore.derive_generation).
-        PERFORM metastore.lock_events_briefly();
-        v_locked := pg_catalog.clock_timestamp();
+    LOOP
         SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'metastore.derive_state has no row: the deploy makes it, see V0005';
+        END IF;
         IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
-            SELECT pg_catalog.max(e.id) INTO v_high FROM metastore.events AS e;
+            -- The cut: the lock waits for the ingest transactions in flight, and holds new ones
+            -- until this transaction commits, a few statements on.
+            v_high := metastore.lock_events_briefly();
+            v_locked := pg_catalog.clock_timestamp();
             UPDATE metastore.derive_state
-               SET generation = generation + 1, rebuild = 'deriving', rebuild_rules = v_rules,
-                   rebuild_high_id = v_high, rebuild_started_at = pg_catalog.clock_timestamp(),
-                   rebuild_finished_at = NULL
-            RETURNING * INTO v_state;
+               SET generation = generation + 1, rebuild = 'starting', rebuild_rules = v_rules,
+                   rebuild_high_id = coalesce(v_high, 0), rebuild_started_at = pg_catalog.clock_timestamp(),
+                   rebuild_finished_at = NULL;
+            v_held_ms := pg_catalog.round(extract(epoch FROM pg_catalog.clock_timestamp() - v_locked)::numeric * 1000, 1);
+            v_started := true;
+        ELSIF v_state.rebuild = 'starting' THEN
+            -- The ranges of the cut, out of its lock (there may be many: ids are never reused). Who
+            -- comes first after the cut writes them: its session, or one that finds it gone.
             DELETE FROM metastore.rebuild_ranges;
             INSERT INTO metastore.rebuild_ranges (low, high)
-            SELECT r.low, least(r.low + v_size, v_high)
-              FROM pg_catalog.generate_series(0::bigint, v_high - 1, v_size) AS r (low);
-            v_started := true;
+            SELECT r.low, least(r.low + v_size, v_state.rebuild_high_id)
+              FROM pg_catalog.generate_series(0::bigint, v_state.rebuild_high_id - 1, v_size) AS r (low);
+            UPDATE metastore.derive_state SET rebuild = 'deriving';
+        ELSE
+            v_gen := v_state.generation;
+            -- A rebuild found finishing is finished by this call too (its finisher may be gone).
+            v_finish := v_state.rebuild = 'finishing';
         END IF;
-    END IF;
-    v_gen := v_state.generation;
-    -- A rebuild found finishing is finished by this call too (its finisher may be gone).
-    v_finish := v_state.rebuild = 'finishing';
-    IF v_locked IS NOT NULL THEN
-        v_held_ms := pg_catalog.round(extract(epoch FROM pg_catalog.clock_timestamp() - v_locked)::numeric * 1000, 1);
-    END IF;
-    COMMIT;
-    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        EXIT WHEN v_gen IS NOT NULL;
+    END LOOP;
     IF v_started THEN
         RAISE NOTICE 'backfill: generation % started, for the events up to id % (ingest held % ms)', v_gen,
                      coalesce(v_high, 0), v_held_ms;
@@ -241,12 +241,21 @@ BEGIN
 
     -- 2. Derive a range per transaction until none is left.
     WHILE NOT v_finish LOOP
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        EXIT WHEN v_state.rebuild <> 'deriving';
+        IF v_state.generation <> v_gen THEN
+            -- A newer rebuild started (a deploy of other rules): its ranges are the ones left.
+            v_gen := v_state.generation;
+            v_from := 0;
+        END IF;
         SELECT r.low, r.high INTO v_low, v_top
           FROM metastore.rebuild_ranges AS r
          WHERE r.low >= v_from
          ORDER BY r.low LIMIT 1
            FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
+            COMMIT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
             -- Ranges below were taken by sessions that may have stopped since: look once more from
             -- the start, then leave.
             EXIT WHEN v_from = 0;
@@ -254,6 +263,11 @@ BEGIN
             CONTINUE;
         END IF;
         v_from := v_top;
+        -- The lock a writer of events takes: create_partitions (SHARE ROW EXCLUSIVE) cannot move
+        -- rows out of the default partition while the read below is planned. Without it, a plan
+        -- made before the move without the new partition, run with a snapshot after it, misses
+        -- the rows moved.
+        LOCK TABLE ONLY metastore.events IN ROW EXCLUSIVE MODE;
         SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.event_time ORDER BY e.id),
                pg_catalog.array_agg(e.payload ORDER BY e.id),
                pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
@@ -287,11 +301,17 @@ BEGIN
     -- 3. Datasets fold their activity, while the other sessions derive their last ranges; then the
     -- last session out folds what those added and removes what no event of the new generation
     -- reached. A range of dataset ids per transaction, each range's rows locked in (namespace,
-    -- name) order as every writer takes them: activity of the new generation replaces the values
-    -- of a dataset of an older one and is folded into one of its own; older activity goes.
+    -- name) order as every writer takes them.
     LOOP
         v_last := 0;
         LOOP
+            SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+            IF v_state.generation <> v_gen OR v_state.rebuild NOT IN ('deriving', 'finishing') THEN
+                COMMIT;
+                RAISE NOTICE 'backfill: % events derived by this session; generation % is over, or a newer one '
+                             'started: its sessions finish it', v_done, v_gen;
+                RETURN;
+            END IF;
             v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.id > v_last ORDER BY d.id LIMIT c_fold);
             EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
             PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
@@ -299,16 +319,15 @@ BEGIN
             COMMIT;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
         END LOOP;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
         EXIT WHEN v_finish;
-        IF EXISTS (SELECT FROM metastore.rebuild_ranges) THEN
-            RAISE NOTICE 'backfill: % events derived by this session; other sessions derive the rest, and the last '
-                         'of them finishes generation %', v_done, v_gen;
-            COMMIT;
-            RETURN;
-        END IF;
         SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
-        IF v_state.rebuild <> 'deriving' OR v_state.generation <> v_gen THEN
-            COMMIT;  -- another session finishes it, or has
+        IF v_state.generation <> v_gen OR v_state.rebuild <> 'deriving'
+           OR EXISTS (SELECT FROM metastore.rebuild_ranges) THEN
+            COMMIT;
+            RAISE NOTICE 'backfill: % events derived by this session; the last session of generation % finishes it',
+                         v_done, v_gen;
             RETURN;
         END IF;
         UPDATE metastore.derive_state SET rebuild = 'finishing';
@@ -318,49 +337,75 @@ BEGIN
     END LOOP;
 
     -- Rows of the other tables that no event of the new generation reached, a table per
-    -- transaction, locked in key order as ingest takes them.
+    -- transaction, locked in the key order ingest takes them in (jobs by namespace and name, runs by
+    -- job and run id, collation C), and only while the generation is the one this session finishes.
     IF v_jobs THEN
-        DELETE FROM metastore.runs AS t
-         WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
-                         ORDER BY s.job_id, s.run_id FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.runs AS t
+             WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
+                             ORDER BY s.job_id, s.run_id COLLATE "C" FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        DELETE FROM metastore.jobs AS t
-         WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
-                         ORDER BY s.name_key FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.jobs AS t
+             WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
+                             ORDER BY s.namespace COLLATE "C", s.name COLLATE "C" FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     END IF;
     IF v_layer THEN
-        DELETE FROM metastore.column_lineage AS t
-         WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
-                SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
-                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.column_lineage AS t
+             WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
+                    SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
+                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        DELETE FROM metastore.lineage_edges AS t
-         WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
-                SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
-                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.lineage_edges AS t
+             WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
+                    SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
+                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        DELETE FROM metastore.dataset_schema_versions AS t
-         WHERE (t.dataset_id, t.fields_sha256) IN (
-                SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
-                 WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.dataset_schema_versions AS t
+             WHERE (t.dataset_id, t.fields_sha256) IN (
+                    SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
+                     WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     END IF;
-    DELETE FROM metastore.dataset_symlinks AS t
-     WHERE (t.dataset_id, t.symlink_id, t.type) IN (
-            SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
-             WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+    SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+    IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+        DELETE FROM metastore.dataset_symlinks AS t
+         WHERE (t.dataset_id, t.symlink_id, t.type) IN (
+                SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
+                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+    END IF;
     COMMIT;
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
 
-    -- Last, the datasets no event of the new generation mentions, under the cut's lock again (a
-    -- few statements): no event can name one of them between the fold and the delete. Links point
-    -- only at datasets their events mention, so none point at these.
+    -- Last, the datasets of the old generation: folded if an event of the new one named them since,
+    -- removed otherwise, under the cut's locks again (a few statements): no event can name one of
+    -- them between the fold and the delete. Links point only at datasets their events mention, so
+    -- none point at those removed.
+    SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
+    IF v_state.generation <> v_gen OR v_state.rebuild <> 'finishing' THEN
+        COMMIT;
+        RAISE NOTICE 'backfill: generation % is over, or a newer one started: its sessions finish it', v_gen;
+        RETURN;
+    END IF;
     PERFORM metastore.lock_events_briefly();
     v_locked := pg_catalog.clock_timestamp();
     v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.generation < v_gen);
@@ -1618,14 +1663,17 @@ DECLARE
 BEGIN
     WITH locked AS (
         SELECT d.id FROM metastore.datasets AS d
-         WHERE d.id = ANY (p_ids)
-           AND (d.generation < p_generation
-                OR EXISTS (SELECT FROM metastore.dataset_activity AS a WHERE a.dataset_id = d.id))
+         WHERE d.id = ANY (p_ids) AND d.generation <= p_generation
+           -- One of an older generation only once the new one has named it: until then it shows
+           -- its old values, activity included.
+           AND EXISTS (SELECT FROM metastore.dataset_activity AS a
+                        WHERE a.dataset_id = d.id AND (a.generation = p_generation OR d.generation = p_generation))
          ORDER BY d.namespace, d.name
            FOR NO KEY UPDATE SKIP LOCKED
     ), moved AS (
+        -- Activity of a newer generation (a rebuild started since p_generation was read) stays.
         DELETE FROM metastore.dataset_activity AS a USING locked AS l
-         WHERE a.dataset_id = l.id
+         WHERE a.dataset_id = l.id AND a.generation <= p_generation
         RETURNING a.*
     ), sums AS (
         SELECT m.dataset_id, min(m.first_seen) AS first_seen, max(m.last_seen) AS last_seen,
@@ -1656,7 +1704,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) IS 'For metastore.backfill when a rebuild ends: folds the dataset_activity of generation p_generation into the datasets p_ids (replacing the values of a dataset of an older generation, which then is of p_generation), drops their activity of older generations, and returns how many datasets it changed. A dataset of an older generation without such activity stays as it was: no event of the new generation mentions it.';
+COMMENT ON FUNCTION metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) IS 'For metastore.backfill when a rebuild ends: folds the dataset_activity of generation p_generation into the datasets p_ids (replacing the values of a dataset of an older generation, which then is of p_generation), drops their activity of older generations, and returns how many datasets it changed. A dataset of an older generation without such activity stays as it was, activity included: no event of the new generation has named it (yet). Rows another transaction holds are skipped.';
 
 CREATE FUNCTION metastore.forbid_change() RETURNS trigger
     LANGUAGE plpgsql
@@ -2441,7 +2489,7 @@ $$;
 
 COMMENT ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) IS 'One page of jobs ordered by (namespace, name), each with its latest run (by first eventTime): {"jobs": [...], "next_cursor": text or null}. Filters: exact namespace, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000 or a cursor not returned by this function.';
 
-CREATE FUNCTION metastore.lock_events_briefly() RETURNS void
+CREATE FUNCTION metastore.lock_events_briefly() RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET lock_timeout TO '100ms'
@@ -2450,7 +2498,7 @@ BEGIN
     FOR v_try IN 1..20 LOOP
         BEGIN
             LOCK TABLE metastore.events IN SHARE MODE;
-            RETURN;
+            RETURN (SELECT max(e.id) FROM metastore.events AS e);
         EXCEPTION WHEN lock_not_available THEN
             PERFORM pg_sleep(0.01);
         END;
@@ -2462,7 +2510,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.lock_events_briefly() IS 'Takes a SHARE lock on metastore.events for the rest of the transaction, waiting at most 100 ms at a time (20 tries). For metastore.backfill. Error codes: 55P03 not obtained.';
+COMMENT ON FUNCTION metastore.lock_events_briefly() IS 'Takes a SHARE lock on metastore.events for the rest of the transaction, waiting at most 100 ms at a time (20 tries), and returns the greatest event id (null when there is none). For metastore.backfill. Error codes: 55P03 not obtained.';
 
 CREATE FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -2793,13 +2841,15 @@ BEGIN
         RETURNING a.*, a.generation = d.generation AS same_generation
     ), sums AS (
         SELECT m.dataset_id, min(m.first_seen) AS first_seen, max(m.last_seen) AS last_seen,
-               sum(m.input_events) AS input_events, sum(m.output_events) AS output_events, count(*) AS n
+               sum(m.input_events) AS input_events, sum(m.output_events) AS output_events,
+               bool_or(m.direct) AS direct, count(*) AS n
           FROM moved AS m
          WHERE m.same_generation
          GROUP BY m.dataset_id
     ), folded AS (
         UPDATE metastore.datasets AS d
-           SET first_seen = least(d.first_seen, s.first_seen), last_seen = greatest(d.last_seen, s.last_seen),
+           SET kind = CASE WHEN s.direct THEN 'dataset' ELSE d.kind END,
+               first_seen = least(d.first_seen, s.first_seen), last_seen = greatest(d.last_seen, s.last_seen),
                input_events = d.input_events + s.input_events, output_events = d.output_events + s.output_events
           FROM sums AS s
          WHERE d.id = s.dataset_id
@@ -3361,7 +3411,10 @@ CREATE VIEW metastore.datasets_view AS
     name,
     scheme,
     authority,
-    kind,
+        CASE
+            WHEN a.direct THEN 'dataset'::text
+            ELSE d.kind
+        END AS kind,
     LEAST(d.first_seen, a.first_seen) AS first_seen,
     GREATEST(d.last_seen, a.last_seen) AS last_seen,
     (d.input_events + COALESCE(a.input_events, (0)::bigint)) AS input_events,
@@ -3370,7 +3423,8 @@ CREATE VIEW metastore.datasets_view AS
      LEFT JOIN LATERAL ( SELECT min(x.first_seen) AS first_seen,
             max(x.last_seen) AS last_seen,
             (sum(x.input_events))::bigint AS input_events,
-            (sum(x.output_events))::bigint AS output_events
+            (sum(x.output_events))::bigint AS output_events,
+            bool_or(x.direct) AS direct
            FROM metastore.dataset_activity x
           WHERE ((x.dataset_id = d.id) AND (x.generation = d.generation))) a ON (true));
 
@@ -3385,13 +3439,13 @@ CREATE TABLE metastore.derive_state (
     rebuild_started_at timestamp with time zone,
     rebuild_finished_at timestamp with time zone,
     CONSTRAINT derive_state_generation_check CHECK ((generation >= 1)),
-    CONSTRAINT derive_state_rebuild_check CHECK ((rebuild = ANY (ARRAY['none'::text, 'deriving'::text, 'finishing'::text]))),
+    CONSTRAINT derive_state_rebuild_check CHECK ((rebuild = ANY (ARRAY['none'::text, 'starting'::text, 'deriving'::text, 'finishing'::text]))),
     CONSTRAINT derive_state_singleton_check CHECK (singleton)
 );
 
 COMMENT ON TABLE metastore.derive_state IS 'One row: the generation live ingest derives with, and the rebuild metastore.backfill runs, if any.';
 
-COMMENT ON COLUMN metastore.derive_state.rebuild IS 'none; deriving (sessions of metastore.backfill derive the ranges of metastore.rebuild_ranges); finishing (every range is derived: the rows of older generations are being removed).';
+COMMENT ON COLUMN metastore.derive_state.rebuild IS 'none; starting (the cut is taken, its ranges are not written yet); deriving (sessions of metastore.backfill derive the ranges of metastore.rebuild_ranges); finishing (every range is derived: the rows of older generations are being removed).';
 
 COMMENT ON COLUMN metastore.derive_state.rebuild_rules IS 'md5 of the rule functions'' definitions when the rebuild started: a backfill that finds other rules deployed since starts the rebuild again.';
 

@@ -114,7 +114,7 @@ ALTER TABLE metastore.dataset_symlinks
 CREATE TABLE metastore.derive_state (
     singleton           boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
     generation          integer     NOT NULL DEFAULT 1 CHECK (generation >= 1),
-    rebuild             text        NOT NULL DEFAULT 'none' CHECK (rebuild IN ('none', 'deriving', 'finishing')),
+    rebuild             text        NOT NULL DEFAULT 'none' CHECK (rebuild IN ('none', 'starting', 'deriving', 'finishing')),
     rebuild_rules       text,
     rebuild_high_id     bigint,
     rebuild_started_at  timestamptz,
@@ -124,7 +124,8 @@ INSERT INTO metastore.derive_state DEFAULT VALUES;
 COMMENT ON TABLE metastore.derive_state IS
     'One row: the generation live ingest derives with, and the rebuild metastore.backfill runs, if any.';
 COMMENT ON COLUMN metastore.derive_state.rebuild IS
-    'none; deriving (sessions of metastore.backfill derive the ranges of metastore.rebuild_ranges); '
+    'none; starting (the cut is taken, its ranges are not written yet); deriving (sessions of '
+    'metastore.backfill derive the ranges of metastore.rebuild_ranges); '
     'finishing (every range is derived: the rows of older generations are being removed).';
 COMMENT ON COLUMN metastore.derive_state.rebuild_rules IS
     'md5 of the rule functions'' definitions when the rebuild started: a backfill that finds other rules '
@@ -142,14 +143,19 @@ COMMENT ON TABLE metastore.rebuild_ranges IS
     'The events the running rebuild has still to derive, as id ranges low < id <= high; a range''s row is '
     'deleted in the transaction that derived it, so a rebuild stopped at any point resumes where it was.';
 
+-- A dataset named directly by an event whose activity waits is a dataset already: derive_datasets
+-- updates the kind of one known as a symlink, but only of one it read as such, and a rebuild's fold
+-- may have just made it one.
 CREATE OR REPLACE VIEW metastore.datasets_view AS
-SELECT d.id, d.namespace, d.name, d.scheme, d.authority, d.kind,
+SELECT d.id, d.namespace, d.name, d.scheme, d.authority,
+       CASE WHEN a.direct THEN 'dataset' ELSE d.kind END AS kind,
        least(d.first_seen, a.first_seen) AS first_seen, greatest(d.last_seen, a.last_seen) AS last_seen,
        d.input_events + coalesce(a.input_events, 0) AS input_events,
        d.output_events + coalesce(a.output_events, 0) AS output_events
   FROM metastore.datasets AS d
   LEFT JOIN LATERAL (SELECT pg_catalog.min(x.first_seen) AS first_seen, pg_catalog.max(x.last_seen) AS last_seen,
                             pg_catalog.sum(x.input_events)::bigint AS input_events,
-                            pg_catalog.sum(x.output_events)::bigint AS output_events
+                            pg_catalog.sum(x.output_events)::bigint AS output_events,
+                            pg_catalog.bool_or(x.direct) AS direct
                        FROM metastore.dataset_activity AS x
                       WHERE x.dataset_id = d.id AND x.generation = d.generation) AS a ON true;

@@ -29,13 +29,15 @@ BEGIN
         RETURNING a.*, a.generation = d.generation AS same_generation
     ), sums AS (
         SELECT m.dataset_id, min(m.first_seen) AS first_seen, max(m.last_seen) AS last_seen,
-               sum(m.input_events) AS input_events, sum(m.output_events) AS output_events, count(*) AS n
+               sum(m.input_events) AS input_events, sum(m.output_events) AS output_events,
+               bool_or(m.direct) AS direct, count(*) AS n
           FROM moved AS m
          WHERE m.same_generation
          GROUP BY m.dataset_id
     ), folded AS (
         UPDATE metastore.datasets AS d
-           SET first_seen = least(d.first_seen, s.first_seen), last_seen = greatest(d.last_seen, s.last_seen),
+           SET kind = CASE WHEN s.direct THEN 'dataset' ELSE d.kind END,
+               first_seen = least(d.first_seen, s.first_seen), last_seen = greatest(d.last_seen, s.last_seen),
                input_events = d.input_events + s.input_events, output_events = d.output_events + s.output_events
           FROM sums AS s
          WHERE d.id = s.dataset_id

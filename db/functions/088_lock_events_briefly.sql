@@ -2,8 +2,11 @@
 -- waits for the ingest transactions in flight. metastore.backfill takes it for a few statements
 -- (the cut of a rebuild, and its end). It never sits in the lock queue ahead of ingest for more
 -- than 100 ms at a time: on a timeout it steps out, lets the writers behind it through, and tries
--- again, as create_partitions does.
-CREATE OR REPLACE FUNCTION metastore.lock_events_briefly() RETURNS void
+-- again, as create_partitions does. It returns the greatest event id, read once the lock is held:
+-- a statement of the procedure itself would read it with the snapshot its transaction began with
+-- (a procedure that commits keeps one per transaction), before the writers the lock waited for
+-- had committed, and the cut would miss their events.
+CREATE OR REPLACE FUNCTION metastore.lock_events_briefly() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 SET lock_timeout = '100ms'
@@ -12,7 +15,7 @@ BEGIN
     FOR v_try IN 1..20 LOOP
         BEGIN
             LOCK TABLE metastore.events IN SHARE MODE;
-            RETURN;
+            RETURN (SELECT max(e.id) FROM metastore.events AS e);
         EXCEPTION WHEN lock_not_available THEN
             PERFORM pg_sleep(0.01);
         END;
@@ -26,6 +29,7 @@ $fn$;
 
 COMMENT ON FUNCTION metastore.lock_events_briefly() IS
     'Takes a SHARE lock on metastore.events for the rest of the transaction, waiting at most 100 ms at a time '
-    '(20 tries). For metastore.backfill. Error codes: 55P03 not obtained.';
+    '(20 tries), and returns the greatest event id (null when there is none). For metastore.backfill. Error '
+    'codes: 55P03 not obtained.';
 
 REVOKE ALL ON FUNCTION metastore.lock_events_briefly() FROM PUBLIC;

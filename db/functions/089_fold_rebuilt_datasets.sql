@@ -14,14 +14,17 @@ DECLARE
 BEGIN
     WITH locked AS (
         SELECT d.id FROM metastore.datasets AS d
-         WHERE d.id = ANY (p_ids)
-           AND (d.generation < p_generation
-                OR EXISTS (SELECT FROM metastore.dataset_activity AS a WHERE a.dataset_id = d.id))
+         WHERE d.id = ANY (p_ids) AND d.generation <= p_generation
+           -- One of an older generation only once the new one has named it: until then it shows
+           -- its old values, activity included.
+           AND EXISTS (SELECT FROM metastore.dataset_activity AS a
+                        WHERE a.dataset_id = d.id AND (a.generation = p_generation OR d.generation = p_generation))
          ORDER BY d.namespace, d.name
            FOR NO KEY UPDATE SKIP LOCKED
     ), moved AS (
+        -- Activity of a newer generation (a rebuild started since p_generation was read) stays.
         DELETE FROM metastore.dataset_activity AS a USING locked AS l
-         WHERE a.dataset_id = l.id
+         WHERE a.dataset_id = l.id AND a.generation <= p_generation
         RETURNING a.*
     ), sums AS (
         SELECT m.dataset_id, min(m.first_seen) AS first_seen, max(m.last_seen) AS last_seen,
@@ -56,7 +59,7 @@ COMMENT ON FUNCTION metastore.fold_rebuilt_datasets(bigint[], integer) IS
     'For metastore.backfill when a rebuild ends: folds the dataset_activity of generation p_generation into '
     'the datasets p_ids (replacing the values of a dataset of an older generation, which then is of '
     'p_generation), drops their activity of older generations, and returns how many datasets it changed. A '
-    'dataset of an older generation without such activity stays as it was: no event of the new generation '
-    'mentions it.';
+    'dataset of an older generation without such activity stays as it was, activity included: no event of '
+    'the new generation has named it (yet). Rows another transaction holds are skipped.';
 
 REVOKE ALL ON FUNCTION metastore.fold_rebuilt_datasets(bigint[], integer) FROM PUBLIC;

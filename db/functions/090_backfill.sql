@@ -8,8 +8,17 @@
 -- the new one says and merges into a row of its own, whatever order the sets come in, so each
 -- event counts once, and a row is the old one until the rebuild first reaches it. Sessions take
 -- ranges with SKIP LOCKED and delete a range's row in the transaction that derived it: a rebuild
--- stopped at any point resumes where it was at the next call. The last session folds the datasets'
--- activity and removes what no event of the new generation reached.
+-- stopped at any point resumes where it was at the next call. Each session folds the datasets'
+-- activity once it runs out of ranges, and the last one removes what no event of the new
+-- generation reached.
+--
+-- Locks. Every transaction of a session first locks the derive_state row: FOR SHARE to derive or
+-- fold in the generation it finds there (none of its rows changes generation meanwhile), FOR
+-- UPDATE to start a generation or to end one, and only then metastore.events, for the cut and the
+-- end. (Its statements share their transaction's snapshot, taken by that first one: what must see
+-- the writers a lock waited for is read by a function it calls, which takes its own.) So a cut waits for the range transactions under way, without holding ingest, then holds
+-- ingest only while it records the cut; and a session of a generation that a newer one replaced
+-- notices it at its next transaction and works for the newer one or leaves.
 --
 -- A procedure, not a function, so that it can commit between sets. No SET clause and no SECURITY
 -- DEFINER: PostgreSQL forbids both with COMMIT inside. It runs with its caller's rights (the
@@ -68,39 +77,39 @@ BEGIN
        AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run');
 
     -- 1. Join the rebuild under way, or start one.
-    SELECT * INTO v_state FROM metastore.derive_state;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'metastore.derive_state has no row: the deploy makes it, see V0005';
-    END IF;
-    IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
-        -- The cut: the lock waits for the ingest transactions in flight, and holds new ones until
-        -- this transaction commits. The events lock first, then the row: an ingest transaction
-        -- outside READ COMMITTED locks the row after its events (metastore.derive_generation).
-        PERFORM metastore.lock_events_briefly();
-        v_locked := pg_catalog.clock_timestamp();
+    LOOP
         SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'metastore.derive_state has no row: the deploy makes it, see V0005';
+        END IF;
         IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
-            SELECT pg_catalog.max(e.id) INTO v_high FROM metastore.events AS e;
+            -- The cut: the lock waits for the ingest transactions in flight, and holds new ones
+            -- until this transaction commits, a few statements on.
+            v_high := metastore.lock_events_briefly();
+            v_locked := pg_catalog.clock_timestamp();
             UPDATE metastore.derive_state
-               SET generation = generation + 1, rebuild = 'deriving', rebuild_rules = v_rules,
-                   rebuild_high_id = v_high, rebuild_started_at = pg_catalog.clock_timestamp(),
-                   rebuild_finished_at = NULL
-            RETURNING * INTO v_state;
+               SET generation = generation + 1, rebuild = 'starting', rebuild_rules = v_rules,
+                   rebuild_high_id = coalesce(v_high, 0), rebuild_started_at = pg_catalog.clock_timestamp(),
+                   rebuild_finished_at = NULL;
+            v_held_ms := pg_catalog.round(extract(epoch FROM pg_catalog.clock_timestamp() - v_locked)::numeric * 1000, 1);
+            v_started := true;
+        ELSIF v_state.rebuild = 'starting' THEN
+            -- The ranges of the cut, out of its lock (there may be many: ids are never reused). Who
+            -- comes first after the cut writes them: its session, or one that finds it gone.
             DELETE FROM metastore.rebuild_ranges;
             INSERT INTO metastore.rebuild_ranges (low, high)
-            SELECT r.low, least(r.low + v_size, v_high)
-              FROM pg_catalog.generate_series(0::bigint, v_high - 1, v_size) AS r (low);
-            v_started := true;
+            SELECT r.low, least(r.low + v_size, v_state.rebuild_high_id)
+              FROM pg_catalog.generate_series(0::bigint, v_state.rebuild_high_id - 1, v_size) AS r (low);
+            UPDATE metastore.derive_state SET rebuild = 'deriving';
+        ELSE
+            v_gen := v_state.generation;
+            -- A rebuild found finishing is finished by this call too (its finisher may be gone).
+            v_finish := v_state.rebuild = 'finishing';
         END IF;
-    END IF;
-    v_gen := v_state.generation;
-    -- A rebuild found finishing is finished by this call too (its finisher may be gone).
-    v_finish := v_state.rebuild = 'finishing';
-    IF v_locked IS NOT NULL THEN
-        v_held_ms := pg_catalog.round(extract(epoch FROM pg_catalog.clock_timestamp() - v_locked)::numeric * 1000, 1);
-    END IF;
-    COMMIT;
-    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+        EXIT WHEN v_gen IS NOT NULL;
+    END LOOP;
     IF v_started THEN
         RAISE NOTICE 'backfill: generation % started, for the events up to id % (ingest held % ms)', v_gen,
                      coalesce(v_high, 0), v_held_ms;
@@ -110,12 +119,21 @@ BEGIN
 
     -- 2. Derive a range per transaction until none is left.
     WHILE NOT v_finish LOOP
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        EXIT WHEN v_state.rebuild <> 'deriving';
+        IF v_state.generation <> v_gen THEN
+            -- A newer rebuild started (a deploy of other rules): its ranges are the ones left.
+            v_gen := v_state.generation;
+            v_from := 0;
+        END IF;
         SELECT r.low, r.high INTO v_low, v_top
           FROM metastore.rebuild_ranges AS r
          WHERE r.low >= v_from
          ORDER BY r.low LIMIT 1
            FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
+            COMMIT;
+            PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
             -- Ranges below were taken by sessions that may have stopped since: look once more from
             -- the start, then leave.
             EXIT WHEN v_from = 0;
@@ -123,6 +141,11 @@ BEGIN
             CONTINUE;
         END IF;
         v_from := v_top;
+        -- The lock a writer of events takes: create_partitions (SHARE ROW EXCLUSIVE) cannot move
+        -- rows out of the default partition while the read below is planned. Without it, a plan
+        -- made before the move without the new partition, run with a snapshot after it, misses
+        -- the rows moved.
+        LOCK TABLE ONLY metastore.events IN ROW EXCLUSIVE MODE;
         SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.event_time ORDER BY e.id),
                pg_catalog.array_agg(e.payload ORDER BY e.id),
                pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
@@ -156,11 +179,17 @@ BEGIN
     -- 3. Datasets fold their activity, while the other sessions derive their last ranges; then the
     -- last session out folds what those added and removes what no event of the new generation
     -- reached. A range of dataset ids per transaction, each range's rows locked in (namespace,
-    -- name) order as every writer takes them: activity of the new generation replaces the values
-    -- of a dataset of an older one and is folded into one of its own; older activity goes.
+    -- name) order as every writer takes them.
     LOOP
         v_last := 0;
         LOOP
+            SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+            IF v_state.generation <> v_gen OR v_state.rebuild NOT IN ('deriving', 'finishing') THEN
+                COMMIT;
+                RAISE NOTICE 'backfill: % events derived by this session; generation % is over, or a newer one '
+                             'started: its sessions finish it', v_done, v_gen;
+                RETURN;
+            END IF;
             v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.id > v_last ORDER BY d.id LIMIT c_fold);
             EXIT WHEN pg_catalog.cardinality(v_ids) = 0;
             PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
@@ -168,16 +197,15 @@ BEGIN
             COMMIT;
             PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
         END LOOP;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
         EXIT WHEN v_finish;
-        IF EXISTS (SELECT FROM metastore.rebuild_ranges) THEN
-            RAISE NOTICE 'backfill: % events derived by this session; other sessions derive the rest, and the last '
-                         'of them finishes generation %', v_done, v_gen;
-            COMMIT;
-            RETURN;
-        END IF;
         SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
-        IF v_state.rebuild <> 'deriving' OR v_state.generation <> v_gen THEN
-            COMMIT;  -- another session finishes it, or has
+        IF v_state.generation <> v_gen OR v_state.rebuild <> 'deriving'
+           OR EXISTS (SELECT FROM metastore.rebuild_ranges) THEN
+            COMMIT;
+            RAISE NOTICE 'backfill: % events derived by this session; the last session of generation % finishes it',
+                         v_done, v_gen;
             RETURN;
         END IF;
         UPDATE metastore.derive_state SET rebuild = 'finishing';
@@ -187,49 +215,75 @@ BEGIN
     END LOOP;
 
     -- Rows of the other tables that no event of the new generation reached, a table per
-    -- transaction, locked in key order as ingest takes them.
+    -- transaction, locked in the key order ingest takes them in (jobs by namespace and name, runs by
+    -- job and run id, collation C), and only while the generation is the one this session finishes.
     IF v_jobs THEN
-        DELETE FROM metastore.runs AS t
-         WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
-                         ORDER BY s.job_id, s.run_id FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.runs AS t
+             WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
+                             ORDER BY s.job_id, s.run_id COLLATE "C" FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        DELETE FROM metastore.jobs AS t
-         WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
-                         ORDER BY s.name_key FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.jobs AS t
+             WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
+                             ORDER BY s.namespace COLLATE "C", s.name COLLATE "C" FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     END IF;
     IF v_layer THEN
-        DELETE FROM metastore.column_lineage AS t
-         WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
-                SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
-                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.column_lineage AS t
+             WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
+                    SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
+                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        DELETE FROM metastore.lineage_edges AS t
-         WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
-                SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
-                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.lineage_edges AS t
+             WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
+                    SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
+                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        DELETE FROM metastore.dataset_schema_versions AS t
-         WHERE (t.dataset_id, t.fields_sha256) IN (
-                SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
-                 WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.dataset_schema_versions AS t
+             WHERE (t.dataset_id, t.fields_sha256) IN (
+                    SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
+                     WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
+        END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
     END IF;
-    DELETE FROM metastore.dataset_symlinks AS t
-     WHERE (t.dataset_id, t.symlink_id, t.type) IN (
-            SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
-             WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+    SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+    IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+        DELETE FROM metastore.dataset_symlinks AS t
+         WHERE (t.dataset_id, t.symlink_id, t.type) IN (
+                SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
+                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+    END IF;
     COMMIT;
     PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
 
-    -- Last, the datasets no event of the new generation mentions, under the cut's lock again (a
-    -- few statements): no event can name one of them between the fold and the delete. Links point
-    -- only at datasets their events mention, so none point at these.
+    -- Last, the datasets of the old generation: folded if an event of the new one named them since,
+    -- removed otherwise, under the cut's locks again (a few statements): no event can name one of
+    -- them between the fold and the delete. Links point only at datasets their events mention, so
+    -- none point at those removed.
+    SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
+    IF v_state.generation <> v_gen OR v_state.rebuild <> 'finishing' THEN
+        COMMIT;
+        RAISE NOTICE 'backfill: generation % is over, or a newer one started: its sessions finish it', v_gen;
+        RETURN;
+    END IF;
     PERFORM metastore.lock_events_briefly();
     v_locked := pg_catalog.clock_timestamp();
     v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.generation < v_gen);

@@ -157,7 +157,7 @@ DECLARE
         'metastore.json_has_unique_keys(p_json text, p_parsed jsonb) -> boolean',
         'metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) -> text',
         'metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
-        'metastore.lock_events_briefly() -> void',
+        'metastore.lock_events_briefly() -> bigint',
         'metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
         'metastore.malformed_datasets(p_payload jsonb, p_item jsonb) -> jsonb',
         'metastore.partitions_ahead() -> integer',
