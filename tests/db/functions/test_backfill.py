@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -264,11 +265,14 @@ def runs_of(n: int, prefix: str) -> list[dict[str, Any]]:
     return events
 
 
-def reference(pg_server: Any, events: list[dict[str, Any]]) -> dict[str, Any]:
-    """The same events ingested live only, in a database of their own."""
+def reference(
+    pg_server: Any, events: list[Any], prepare: Callable[[str], None] = allow_two_weeks_ahead
+) -> dict[str, Any]:
+    """The same events ingested live only, in a database of their own that `prepare` (given the
+    owner's DSN) sets up first."""
     db = create_database(pg_server)
     try:
-        allow_two_weeks_ahead(db.owner_dsn)
+        prepare(db.owner_dsn)
         with psycopg.connect(db.service_dsn, autocommit=True) as conn:
             for event in events:
                 ingest(conn, event)

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from metastore import migrations
-from tests.conftest import Database, create_database, drop_database, ingest
+from tests.conftest import Database, ingest
 from tests.db.functions.test_backfill import allow_two_weeks_ahead, dangling, reference, runs_of, stop_midway, whole
 
 
@@ -282,19 +282,10 @@ def days_ahead(events: list[dict[str, Any]], days: int) -> list[dict[str, Any]]:
     ]
 
 
-def live_only(pg_server: Any, events: list[Any]) -> dict[str, Any]:
-    db = create_database(pg_server)
-    try:
-        with psycopg.connect(db.owner_dsn, autocommit=True) as conn:
-            conn.execute("UPDATE metastore.settings SET event_time_future = '30 days'")
-            conn.execute("SELECT metastore.create_partitions(current_date - 1, 22)")
-        with psycopg.connect(db.service_dsn, autocommit=True) as conn:
-            for event in events:
-                ingest(conn, event)
-        with psycopg.connect(db.owner_dsn, autocommit=True) as conn:
-            return whole(conn)
-    finally:
-        drop_database(db)
+def partitions_to_22_days_ahead(owner_dsn: str) -> None:
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE metastore.settings SET event_time_future = '30 days'")
+        conn.execute("SELECT metastore.create_partitions(current_date - 1, 22)")
 
 
 def test_a_range_read_while_create_partitions_moves_its_rows_misses_none(database: Database, pg_server: Any) -> None:
@@ -327,7 +318,7 @@ def test_a_range_read_while_create_partitions_moves_its_rows_misses_none(databas
         assert owner.execute("SELECT count(*) FROM metastore.events_default").fetchone() == (0,)
         payloads = [r[0] for r in owner.execute("SELECT payload FROM metastore.events ORDER BY id")]
         result = whole(owner)
-    assert result == live_only(pg_server, payloads)
+    assert result == reference(pg_server, payloads, partitions_to_22_days_ahead)
 
 
 @pytest.mark.parametrize("seed", [4, 5])
@@ -392,7 +383,7 @@ def test_sessions_writers_and_create_partitions_all_at_once(database: Database, 
         assert state(owner) == (2, "none")
         payloads = [r[0] for r in owner.execute("SELECT payload FROM metastore.events ORDER BY id")]
         result = whole(owner)
-    assert result == live_only(pg_server, payloads)
+    assert result == reference(pg_server, payloads, partitions_to_22_days_ahead)
 
 
 def test_a_revert_during_a_rebuild_is_refused_whole(database: Database) -> None:
