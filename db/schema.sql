@@ -2497,7 +2497,7 @@ CREATE FUNCTION metastore.lock_events_briefly() RETURNS bigint
 BEGIN
     FOR v_try IN 1..20 LOOP
         BEGIN
-            LOCK TABLE metastore.events IN SHARE MODE;
+            LOCK TABLE ONLY metastore.events IN SHARE MODE;
             RETURN (SELECT max(e.id) FROM metastore.events AS e);
         EXCEPTION WHEN lock_not_available THEN
             PERFORM pg_sleep(0.01);
@@ -2510,7 +2510,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.lock_events_briefly() IS 'Takes a SHARE lock on metastore.events for the rest of the transaction, waiting at most 100 ms at a time (20 tries), and returns the greatest event id (null when there is none). For metastore.backfill. Error codes: 55P03 not obtained.';
+COMMENT ON FUNCTION metastore.lock_events_briefly() IS 'Takes a SHARE lock on metastore.events (the partitioned table, not its partitions: a VACUUM of one does not hold it up) for the rest of the transaction, waiting at most 100 ms at a time (20 tries), and returns the greatest event id (null when there is none). For metastore.backfill. Error codes: 55P03 not obtained.';
 
 CREATE FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) RETURNS jsonb
     LANGUAGE plpgsql STABLE PARALLEL SAFE

@@ -1,0 +1,118 @@
+"""metastore.lock_events_briefly: the SHARE lock a rebuild's cut and end take on metastore.events.
+Ingest waits for it, and an ingest transaction in flight holds it off (55P03 after 20 tries of
+100 ms); a VACUUM of a partition, which holds SHARE UPDATE EXCLUSIVE on it for as long as it runs
+(autovacuum on the events of a restore or a bulk load does), does not."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import Database, ingest
+
+
+def event(i: int) -> dict[str, Any]:
+    return {
+        "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "eventType": "COMPLETE",
+        "run": {"runId": f"vacuumed-{i}"},
+        "job": {"namespace": "trino://h:8080", "name": f"q{i}"},
+        "inputs": [{"namespace": "trino://h:8080", "name": f"cat.s.t{i}", "facets": {"pad": {"x": "y" * 400}}}],
+    }
+
+
+def superuser_dsn(database: Database) -> str:
+    # Autovacuum runs as the bootstrap superuser; the VACUUM below stands for it.
+    return database.server.dsn_for("postgres", database.name)
+
+
+def test_a_vacuum_of_a_partition_does_not_hold_it_off(
+    database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    for i in range(300):
+        assert ingest(service, event(i))[0] == "stored"
+    row = owner.execute("SELECT tableoid::regclass::text, max(id) FROM metastore.events GROUP BY 1").fetchone()
+    assert row is not None
+    partition, newest = row
+    assert partition != "metastore.events"
+
+    # A real VACUUM of the events' partition, slowed to hundreds of ms per page (cost-based delay)
+    # so that it runs for many seconds.
+    vacuum_error: list[BaseException] = []
+    with psycopg.connect(superuser_dsn(database), autocommit=True) as vacuumer:
+        vacuum_pid = vacuumer.info.backend_pid
+
+        def run_vacuum() -> None:
+            try:
+                vacuumer.execute("SET vacuum_cost_delay = 100")
+                vacuumer.execute("SET vacuum_cost_limit = 1")
+                vacuumer.execute("SET vacuum_cost_page_hit = 10000")
+                vacuumer.execute("SET vacuum_cost_page_miss = 10000")
+                vacuumer.execute(f"VACUUM (ANALYZE) {partition}")
+            except psycopg.errors.QueryCanceled:
+                pass
+            except BaseException as exc:
+                vacuum_error.append(exc)
+
+        thread = threading.Thread(target=run_vacuum)
+        thread.start()
+        try:
+
+            def vacuum_holds_the_partition() -> bool:
+                found = owner.execute(
+                    "SELECT count(*) FROM pg_locks WHERE pid = %s AND granted AND mode = 'ShareUpdateExclusiveLock' "
+                    "AND relation = %s::regclass",
+                    (vacuum_pid, partition),
+                ).fetchone()
+                return bool(found and found[0])
+
+            deadline = time.monotonic() + 10
+            while not vacuum_holds_the_partition():
+                assert time.monotonic() < deadline, "the VACUUM never locked the partition"
+                time.sleep(0.05)
+
+            with psycopg.connect(database.owner_dsn) as cut:
+                started = time.monotonic()
+                got = cut.execute("SELECT metastore.lock_events_briefly()").fetchone()
+                waited = time.monotonic() - started
+                assert got == (newest,)
+                # The VACUUM still runs: what the lock did not wait for was there all along.
+                assert vacuum_holds_the_partition()
+                # Well under the 20 tries of 100 ms it would have taken to give up.
+                assert waited < 1.5, waited
+
+                # And ingest, which locks the partitioned table before its partition, waits for it.
+                service.execute("SET lock_timeout = '300ms'")
+                with pytest.raises(psycopg.Error) as caught:
+                    ingest(service, event(1000))
+                assert caught.value.sqlstate == "55P03"
+                service.execute("RESET lock_timeout")
+                cut.rollback()
+        finally:
+            with psycopg.connect(superuser_dsn(database), autocommit=True) as canceller:
+                canceller.execute("SELECT pg_cancel_backend(%s)", (vacuum_pid,))
+            thread.join(30)
+    assert not vacuum_error, vacuum_error
+    assert ingest(service, event(1001))[0] == "stored"
+
+
+def test_an_ingest_transaction_in_flight_holds_it_off_with_55p03(
+    database: Database, owner: psycopg.Connection[Any]
+) -> None:
+    with psycopg.connect(database.service_dsn) as writer:
+        assert ingest(writer, event(1))[0] == "stored"  # not committed: its lock is held
+        with psycopg.connect(database.owner_dsn) as cut:
+            started = time.monotonic()
+            with pytest.raises(psycopg.Error) as caught:
+                cut.execute("SELECT metastore.lock_events_briefly()")
+            assert caught.value.sqlstate == "55P03"
+            assert time.monotonic() - started >= 2.0  # 20 tries of 100 ms
+        writer.commit()
+    with psycopg.connect(database.owner_dsn) as cut:
+        got = cut.execute("SELECT metastore.lock_events_briefly()").fetchone()
+        assert got is not None and got[0] is not None
