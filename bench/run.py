@@ -633,6 +633,26 @@ def plots(results: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    reads = results.get("read_api", [])
+    if reads:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        labels = sorted({r["query"] for r in reads})
+        counts = sorted({r["datasets"] for r in reads})
+        for k, count in enumerate(counts):
+            ax.bar(
+                [i + k * 0.35 for i in range(len(labels))],
+                [next(r["p99_ms"] for r in reads if r["query"] == q and r["datasets"] == count) for q in labels],
+                0.35,
+                label=f"{count:,} datasets (p99)",
+            )
+        ax.set_xticks([i + 0.175 for i in range(len(labels))], labels)
+        ax.set_ylabel("ms")
+        ax.set_title("Read API latency by table size")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "read-api.png", dpi=110)
+        plt.close(fig)
+
     ingest = results.get("ingest", [])
     if not ingest:
         return
@@ -679,26 +699,6 @@ def plots(results: dict[str, Any], out: Path) -> None:
     fig.savefig(out / "ingest.png", dpi=110)
     plt.close(fig)
 
-    reads = results.get("read_api", [])
-    if reads:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        labels = sorted({r["query"] for r in reads})
-        counts = sorted({r["datasets"] for r in reads})
-        for k, count in enumerate(counts):
-            ax.bar(
-                [i + k * 0.35 for i in range(len(labels))],
-                [next(r["p99_ms"] for r in reads if r["query"] == q and r["datasets"] == count) for q in labels],
-                0.35,
-                label=f"{count:,} datasets (p99)",
-            )
-        ax.set_xticks([i + 0.175 for i in range(len(labels))], labels)
-        ax.set_ylabel("ms")
-        ax.set_title("Read API latency by table size")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "read-api.png", dpi=110)
-        plt.close(fig)
-
 
 PARTS = ("ingest", "memory", "backfill", "read")
 
@@ -714,8 +714,8 @@ def main() -> int:
         help="run these parts only, and replace just their results in the existing results.json",
     )
     # PostgreSQL's default of 128 MB is sized to start anywhere, not for a store. Backfill writes the
-    # derived tables' indexes in no particular order: at a million events their pages no longer fit
-    # in 128 MB, and each set evicts what the next one needs (docs/operations.md, "Backfill").
+    # derived tables' indexes in no particular order, about 1 GB of them at a million events, and
+    # ran 1.24 times slower with 128 MB (docs/operations.md, "Rebuilding the derived tables").
     parser.add_argument("--shared-buffers", default="1GB", help="the PostgreSQL server's shared_buffers")
     args = parser.parse_args()
     if not shutil.which("wrk"):
@@ -760,7 +760,13 @@ def main() -> int:
         pg.cleanup()
         shutil.rmtree(work, ignore_errors=True)
     if args.only and (args.out / "results.json").exists():
-        b.results = {**json.loads((args.out / "results.json").read_text()), **b.results}
+        # The parts run now replace theirs, each with the server setting it ran with; "machine"
+        # stays that of the run the other parts come from.
+        for key in ("backfill", "read_api"):
+            if key in b.results:
+                b.results[f"{key}_shared_buffers"] = args.shared_buffers
+        kept = json.loads((args.out / "results.json").read_text())
+        b.results = {**kept, **{k: v for k, v in b.results.items() if k != "machine" or "machine" not in kept}}
     (args.out / "results.json").write_text(json.dumps(b.results, indent=2) + "\n")
     plots(b.results, args.out)
     print(json.dumps(b.results, indent=2))

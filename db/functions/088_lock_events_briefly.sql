@@ -10,10 +10,11 @@
 -- The partitioned table only, not its partitions: every writer of events goes through it (an insert
 -- locks the parent before its partition; create_partitions and apply_retention lock it ONLY too),
 -- while a VACUUM or ANALYZE of a partition, autovacuum's included, holds SHARE UPDATE EXCLUSIVE on
--- that partition for as long as it runs and never locks the parent. Locked with its partitions, a
--- rebuild after a restore or a bulk load waits for autovacuum on the new events, 100 ms at a time
--- (too short for PostgreSQL to cancel autovacuum for it), and gives up: a backfill of a million
--- events (python -m bench.run --only backfill) did, with nothing else writing
+-- that partition for as long as it runs and never locks the parent (one of metastore.events itself,
+-- by hand, does, and holds this lock off like a writer). Locked with its partitions, a rebuild after
+-- a restore or a bulk load waits for autovacuum on the new events, 100 ms at a time (too short for
+-- PostgreSQL to cancel autovacuum for it), and gives up: a backfill of a million events
+-- (python -m bench.run --only backfill) did, with nothing else writing
 -- (tests/db/functions/test_lock_events_briefly.py).
 CREATE OR REPLACE FUNCTION metastore.lock_events_briefly() RETURNS bigint
 LANGUAGE plpgsql VOLATILE
