@@ -43,6 +43,8 @@ DECLARE
     v_rules     text;
     -- A record, not metastore.derive_state: a deploy to a change before V0005 applies db/functions too.
     v_state     record;
+    -- The state this call found as it began, before it waited for any lock.
+    v_found     record;
     v_started   boolean := false;
     v_finish    boolean := false;
     v_gen       integer;
@@ -77,10 +79,21 @@ BEGIN
        AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run');
 
     -- 1. Join the rebuild under way, or start one.
+    SELECT s.generation, s.rebuild INTO v_found FROM metastore.derive_state AS s;
     LOOP
         SELECT * INTO v_state FROM metastore.derive_state FOR UPDATE;
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'metastore.derive_state has no row: the deploy makes it, see V0005';
+        END IF;
+        IF v_state.rebuild = 'none' AND v_state.rebuild_rules IS NOT DISTINCT FROM v_rules
+           AND (v_state.generation > v_found.generation OR v_found.rebuild <> 'none') THEN
+            -- A rebuild with these rules ended since this call began: one under way then, whose last
+            -- session held this row while this call waited for it, or one started since (by this
+            -- call, overtaken by the others). Starting another would derive everything again: a
+            -- session of `metastore db backfill --sessions N` would, were it the last to arrive.
+            COMMIT;
+            RAISE NOTICE 'backfill: the rebuild of generation % ended as this call came to it', v_state.generation;
+            RETURN;
         END IF;
         IF v_state.rebuild = 'none' OR v_state.rebuild_rules IS DISTINCT FROM v_rules THEN
             -- The cut: the lock waits for the ingest transactions in flight, and holds new ones
@@ -312,8 +325,8 @@ COMMENT ON PROCEDURE metastore.backfill(integer) IS
     '(metastore.derive_datasets, derive_lineage, derive_job_run), while ingest goes on. Run it with CALL '
     'outside a transaction block, in one session or in several at once (they share the work). A call '
     'starts a rebuild (a new generation, at a cut taken under a brief SHARE lock on metastore.events) or '
-    'joins the one under way, derives the events up to the cut p_batch_size (at most 1000) per '
-    'transaction, and the last session out removes what no event reached; a rebuild stopped at any point '
+    'joins the one under way (or leaves, when one with the same rules ended since it began), derives '
+    'the events up to the cut p_batch_size (at most 1000) per transaction, and the last session out removes what no event reached; a rebuild stopped at any point '
     'resumes at the next call, and one whose rules a deploy changed starts again. Ids of datasets, jobs '
     'and runs are kept. Error codes: 22023 p_batch_size not positive; 55P03 the cut''s lock not obtained '
     'within about 2 s (retry).';

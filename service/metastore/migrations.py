@@ -329,14 +329,21 @@ def backfill(dsn: str, sessions: int = 1, batch_size: int = 1000, limits: Limits
     Without a statement deadline, and without the client's: a rebuild takes as long as it takes."""
     limits = limits or Limits()
     errors: list[BaseException] = []
+    # Every session connects before any calls: a session that came late, after the others had
+    # finished, would find no rebuild under way and start another.
+    connected = threading.Barrier(sessions)
 
     def one(number: int) -> None:
         try:
             with connect(dsn, limits, autocommit=True) as conn:
                 conn.add_notice_handler(lambda d: log.info("session %d: %s", number, d.message_primary))
                 conn.execute(sql.query("no_statement_timeout", "admin"))
+                connected.wait()
                 conn.execute(sql.query("backfill", "admin"), {"batch_size": batch_size})
+        except threading.BrokenBarrierError:
+            pass  # another session could not connect: its error is the one raised
         except BaseException as exc:  # re-raised below, in the caller's thread
+            connected.abort()
             errors.append(exc)
 
     threads = [threading.Thread(target=one, args=(i + 1,), name=f"backfill-{i + 1}") for i in range(sessions)]

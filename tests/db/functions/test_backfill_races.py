@@ -270,6 +270,44 @@ def test_sessions_resuming_the_end_of_a_rebuild_do_not_deadlock(database: Databa
             assert owner.execute("SELECT count(*) FROM metastore.datasets WHERE namespace = 'ghost'").fetchone() == (0,)
 
 
+def test_a_call_that_waited_for_a_rebuild_to_end_does_not_start_another(database: Database) -> None:
+    """A session comes to a rebuild as its last session ends it: it waits for the derive_state row
+    that session holds and finds 'none'. It leaves, rather than derive everything again in a third
+    generation (the last of `metastore db backfill --sessions N` to arrive did)."""
+    with psycopg.connect(database.service_dsn, autocommit=True) as service:
+        for event in runs_of(20, "w"):
+            ingest(service, event)
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        # An edge no event makes: the end deletes it, and waits while another transaction locks it.
+        owner.execute(
+            "INSERT INTO metastore.lineage_edges (upstream_id, downstream_id, job_sha256, job_namespace, job_name,"
+            " first_seen, last_seen, generation) VALUES (-1, -2, '\\x00', 'x', 'y', now(), now(), 1)"
+        )
+        with psycopg.connect(database.owner_dsn) as holder:
+            holder.execute("SELECT FROM metastore.lineage_edges WHERE upstream_id = -1 FOR UPDATE")
+            last = Session(database, 1000)
+            wait_for(owner, "SELECT rebuild FROM metastore.derive_state", lambda r: r == ("finishing",))
+            waits = "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s"
+            wait_for(owner, waits, lambda r: r == ("Lock",), (last.pid,))
+            # An ingest in flight, which the end's lock on metastore.events waits for.
+            with psycopg.connect(database.service_dsn) as writer:
+                assert ingest(writer, runs_of(1, "late")[0])[0] == "stored"
+                holder.rollback()
+                on_events = (
+                    "SELECT count(*) FROM pg_locks WHERE pid = %s AND NOT granted"
+                    " AND relation = 'metastore.events'::regclass"
+                )
+                wait_for(owner, on_events, lambda r: r == (1,), (last.pid,))
+                comer = Session(database, 1000)
+                wait_for(owner, waits, lambda r: r == ("Lock",), (comer.pid,))
+                writer.commit()
+            last.join()
+            comer.join()
+        assert last.error is None and comer.error is None, (last.error, comer.error)
+        assert state(owner) == (2, "none")
+        assert dangling(owner) == (0, 0, 0, 0)
+
+
 def days_ahead(events: list[dict[str, Any]], days: int) -> list[dict[str, Any]]:
     """One event in five `days` to `days` + 5 ahead: the default partition, until create_partitions
     reaches their day."""
