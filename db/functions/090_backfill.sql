@@ -326,8 +326,8 @@ COMMENT ON PROCEDURE metastore.backfill(integer) IS
     'outside a transaction block, in one session or in several at once (they share the work). A call '
     'starts a rebuild (a new generation, at a cut taken under a brief SHARE lock on metastore.events) or '
     'joins the one under way (or leaves, when one with the same rules ended since it began), derives '
-    'the events up to the cut p_batch_size (at most 1000) per transaction, and the last session out removes what no event reached; a rebuild stopped at any point '
-    'resumes at the next call, and one whose rules a deploy changed starts again. Ids of datasets, jobs '
+    'the events up to the cut p_batch_size (at most 1000) per transaction, and the last session out '
+    'removes what no event reached; a rebuild stopped at any point resumes at the next call, and one whose rules a deploy changed starts again. Ids of datasets, jobs '
     'and runs are kept. Error codes: 22023 p_batch_size not positive; 55P03 the cut''s lock not obtained '
     'within about 2 s (retry).';
 
