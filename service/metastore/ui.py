@@ -15,9 +15,13 @@ from metastore.errors import ApiError
 _FILES = (
     ("index.html", "text/html; charset=utf-8"),
     ("app.js", "text/javascript; charset=utf-8"),
+    ("router.js", "text/javascript; charset=utf-8"),
+    ("dom.js", "text/javascript; charset=utf-8"),
+    ("datasets.js", "text/javascript; charset=utf-8"),
     ("jobs.js", "text/javascript; charset=utf-8"),
     ("lineage.js", "text/javascript; charset=utf-8"),
     ("style.css", "text/css; charset=utf-8"),
+    ("favicon.svg", "image/svg+xml"),
 )
 
 
