@@ -25,6 +25,13 @@ _FILES = (
 )
 
 
+def _to_the_view() -> HTTPResponse:
+    # Relative, so a proxy that serves the store under a path prefix keeps it (`/` and `/ui` both
+    # resolve `ui/` to the view), and not marked as HTML: Cockpit's proxy rewrites the Location
+    # of non-HTML responses only (into its own prefix, which comes to the same URL).
+    return redirect("ui/", content_type="text/plain; charset=utf-8")
+
+
 def routes(app: Sanic[Any, Any], config: Config) -> None:
     headers = {
         "Content-Security-Policy": httpguard.ui_csp(config),  # with frame-ancestors for Cockpit
@@ -37,11 +44,11 @@ def routes(app: Sanic[Any, Any], config: Config) -> None:
 
     @app.get("/")
     async def root(request: Request) -> HTTPResponse:
-        return redirect("/ui/")
+        return _to_the_view()
 
     @app.get("/ui", strict_slashes=True)
     async def ui_root(request: Request) -> HTTPResponse:
-        return redirect("/ui/")
+        return _to_the_view()
 
     @app.get("/ui/", strict_slashes=True)
     async def ui_index(request: Request) -> HTTPResponse:
