@@ -92,9 +92,10 @@ def _frame(payload: bytes, seq: int) -> bytes:
     return head + b"%08x" % zlib.crc32(head) + payload
 
 
-def _parse(data: bytes, pos: int) -> _Parsed | None:
-    """The whole record starting at pos, if it checks; else None."""
-    if data.startswith(_V1_MAGIC, pos):
+def _parse(data: bytes, pos: int, earlier_release: bool = True) -> _Parsed | None:
+    """The whole record starting at pos, if it checks; else None. earlier_release: a record of
+    the previous format may stand there (never in a segment of this one)."""
+    if earlier_release and data.startswith(_V1_MAGIC, pos):
         return _parse_v1(data, pos)
     head = data[pos : pos + _HEADER_SIZE]
     if len(head) < _HEADER_SIZE or not head.startswith(_MAGIC):
@@ -208,7 +209,7 @@ class Spool:
         damaged: tuple[int, int | None] | None = None  # (offset, sequence number before it)
         earlier_release = data.startswith(_V1_MAGIC)
         while pos < len(data):
-            parsed = _parse(data, pos)
+            parsed = _parse(data, pos, earlier_release)
             if parsed is None:
                 if damaged is None:
                     damaged = (pos, last_seq)

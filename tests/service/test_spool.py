@@ -188,3 +188,34 @@ def test_a_spool_written_by_the_earlier_release_is_replayed(
     finally:
         assert server.stop() == 0, server.log.read_text()
     assert not list(spool.glob("*.spool"))
+
+
+def test_a_small_spool_keeps_taking_events_once_they_are_stored(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """Segments are a sixteenth of METASTORE_SPOOL_MAX_BYTES: 1.5 MB of events through a 1 MiB
+    spool are all accepted (the segment being written counts whole until it is closed)."""
+    spool = tmp_path / "spool"
+    server = spooled(
+        database,
+        tls_files,
+        tmp_path / "server.log",
+        spool,
+        "async",
+        METASTORE_SPOOL_MAX_BYTES=str(1 << 20),
+        METASTORE_ASYNC_QUEUE_FULL="reject",
+    )
+    tag = uuid.uuid4().hex[:8]
+    run_ids = [f"{tag}-{i}" for i in range(600)]
+    try:
+        with server.client() as http:
+            for run_id in run_ids:
+                body = event(run_id)
+                body["run"]["facets"] = {
+                    "pad": {"_producer": "t", "_schemaURL": "https://example.com/s", "p": "x" * 2400}
+                }
+                answer = http.post("/api/v1/lineage", json=body)
+                assert answer.status_code == 202, (run_id, answer.text)
+        assert wait_stored(database, tag, set(run_ids)) == set(run_ids)
+    finally:
+        assert server.stop() == 0, server.log.read_text()
