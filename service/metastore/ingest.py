@@ -353,8 +353,8 @@ class Ingest:
         if self.spool:
             if len(self.queue) >= self.queue.max_items:
                 return "the ingest queue is full"
-            append = asyncio.ensure_future(self.spool.append(body, request_id, source[0], source[1]))
             try:
+                append = self.spool.submit(body, request_id, source[0], source[1])
                 # Shielded: a record written for a client that left is still queued, not left behind.
                 item.ticket = await asyncio.shield(append)
             except SpoolFull as exc:

@@ -36,7 +36,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from metastore import metrics
 
@@ -75,63 +75,69 @@ class Record:
     source_principal: str | None
 
 
-@dataclass(frozen=True)
-class _Parsed:
+class _Span(NamedTuple):
+    """Where a record that checks lies in its segment."""
+
     end: int
     seq: int | None  # None in a segment of an earlier release
-    meta: dict[str, Any]
-    body: bytes
+    meta: tuple[int, int]
+    body: int  # start; the body runs to the record's end
+    escaped: bool
 
 
 def _escape(body: bytes) -> bytes:
     return body.replace(b"\xff", b"\xff\x00")  # returns body itself when it has no 0xFF
 
 
-def _frame(payload: bytes, seq: int) -> bytes:
+def _header(payload: bytes, seq: int) -> bytes:
     head = b"%b%016x%08x%08x" % (_MAGIC, seq, len(payload), zlib.crc32(payload))
-    return head + b"%08x" % zlib.crc32(head) + payload
+    return head + b"%08x" % zlib.crc32(head)
 
 
-def _parse(data: bytes, pos: int, earlier_release: bool = True) -> _Parsed | None:
+def _check(data: bytes, pos: int, earlier_release: bool = True) -> _Span | None:
     """The whole record starting at pos, if it checks; else None. earlier_release: a record of
     the previous format may stand there (never in a segment of this one)."""
     if earlier_release and data.startswith(_V1_MAGIC, pos):
-        return _parse_v1(data, pos)
+        return _check_v1(data, pos)
     head = data[pos : pos + _HEADER_SIZE]
     if len(head) < _HEADER_SIZE or not head.startswith(_MAGIC):
         return None
     try:
-        seq, length, crc, head_crc = (int(head[a:b], 16) for a, b in ((4, 20), (20, 28), (28, 36), (36, 44)))
+        fields = int(head[4:], 16)  # sequence number, length, crc32 of the payload, of the header
     except ValueError:
         return None
-    end = pos + _HEADER_SIZE + length
-    payload = data[pos + _HEADER_SIZE : end]
-    if zlib.crc32(head[:_HEAD]) != head_crc or len(payload) != length or zlib.crc32(payload) != crc:
+    length, crc = (fields >> 64) & 0xFFFFFFFF, (fields >> 32) & 0xFFFFFFFF
+    start, end = pos + _HEADER_SIZE, pos + _HEADER_SIZE + length
+    if zlib.crc32(head[:_HEAD]) != fields & 0xFFFFFFFF or end > len(data):
         return None
-    meta, newline, body = payload.partition(b"\n")
-    try:
-        decoded = json.loads(meta)
-    except ValueError:
+    if zlib.crc32(memoryview(data)[start:end]) != crc:
         return None
-    if not newline or not isinstance(decoded, dict):
-        return None
-    return _Parsed(end, seq, decoded, body.replace(b"\xff\x00", b"\xff"))
+    newline = data.find(b"\n", start, end)
+    return None if newline < 0 else _Span(end, fields >> 96, (start, newline), newline + 1, True)
 
 
-def _parse_v1(data: bytes, pos: int) -> _Parsed | None:
-    if pos + _V1_HEADER.size > len(data):
+def _check_v1(data: bytes, pos: int) -> _Span | None:
+    if pos + _V1_HEADER.size + _V1_META.size > len(data):
         return None
     _, length, crc = _V1_HEADER.unpack_from(data, pos)
-    end = pos + _V1_HEADER.size + length
-    payload = data[pos + _V1_HEADER.size : end]
-    if len(payload) != length or zlib.crc32(payload) != crc or length < _V1_META.size:
+    start, end = pos + _V1_HEADER.size, pos + _V1_HEADER.size + length
+    if end > len(data) or length < _V1_META.size or zlib.crc32(memoryview(data)[start:end]) != crc:
         return None
-    size = _V1_META.unpack_from(payload)[0]
+    meta_end = start + _V1_META.size + _V1_META.unpack_from(data, start)[0]
+    return None if meta_end > end else _Span(end, None, (start + _V1_META.size, meta_end), meta_end, False)
+
+
+def _meta(data: bytes, span: _Span) -> dict[str, Any] | None:
     try:
-        meta = json.loads(payload[_V1_META.size : _V1_META.size + size])
+        meta = json.loads(data[span.meta[0] : span.meta[1]])
     except ValueError:
         return None
-    return _Parsed(end, None, meta, payload[_V1_META.size + size :]) if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def _body(data: bytes, span: _Span) -> bytes:
+    body = data[span.body : span.end]
+    return body.replace(b"\xff\x00", b"\xff") if span.escaped and b"\xff" in body else body
 
 
 def _cut_short(tail: bytes) -> bool:
@@ -209,8 +215,9 @@ class Spool:
         damaged: tuple[int, int | None] | None = None  # (offset, sequence number before it)
         earlier_release = data.startswith(_V1_MAGIC)
         while pos < len(data):
-            parsed = _parse(data, pos, earlier_release)
-            if parsed is None:
+            parsed = _check(data, pos, earlier_release)
+            meta = _meta(data, parsed) if parsed else None
+            if parsed is None or meta is None:
                 if damaged is None:
                     damaged = (pos, last_seq)
                 # An earlier release's records cannot be told from their bodies: the rest is lost.
@@ -220,7 +227,6 @@ class Spool:
             if damaged is not None:
                 self._set_aside(segment, data, damaged[0], pos, damaged[1], parsed.seq, torn=False)
                 damaged = None
-            meta = parsed.meta
             ticket = Ticket(segment, pos, parsed.end - pos)
             records.append(Record(ticket, str(meta.get("r")), str(meta.get("k")), meta.get("p")))
             found += 1
@@ -305,6 +311,13 @@ class Spool:
 
     async def append(self, body: bytes, request_id: str, source_kind: str, source_principal: str | None) -> Ticket:
         """Returns once the record is on disk (fsynced); raises OSError if it could not be written."""
+        return await self.submit(body, request_id, source_kind, source_principal)
+
+    def submit(
+        self, body: bytes, request_id: str, source_kind: str, source_principal: str | None
+    ) -> asyncio.Future[Ticket]:
+        """A future of the record's ticket, set once it is on disk (fsynced), or OSError; raises
+        SpoolFull at once. Cancelling the future does not stop the write."""
         meta = json.dumps({"r": request_id, "k": source_kind, "p": source_principal}).encode()
         payload = meta + b"\n" + _escape(body)
         size = _HEADER_SIZE + len(payload)
@@ -315,7 +328,7 @@ class Spool:
         self._pending_bytes += size
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush())
-        return await future
+        return future
 
     async def _flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -353,25 +366,26 @@ class Spool:
                         self._rotate()
                     assert self._current is not None
                     segment, offset, first_seq = self._current, self._sizes[self._current], self._seq
-                    frames: list[bytes] = []
+                    pieces: list[bytes] = []  # header, payload, header, payload, ...
                     size = offset
                     for payload in payloads[i:]:
                         if not self._fits(size, payload):
                             break
-                        frames.append(_frame(payload, first_seq + len(frames)))
-                        size += len(frames[-1])
-                    self._append_durably(b"".join(frames), offset)
+                        pieces += (_header(payload, first_seq + len(pieces) // 2), payload)
+                        size += _HEADER_SIZE + len(payload)
+                    self._append_durably(b"".join(pieces), offset)
                 except OSError as exc:
                     results.extend([exc] * (len(payloads) - i))
                     break
-                for frame in frames:
-                    results.append(Ticket(segment, offset, len(frame)))
-                    offset += len(frame)
-                self._seq = first_seq + len(frames)
+                count = len(pieces) // 2
+                for payload in pieces[1::2]:
+                    results.append(Ticket(segment, offset, _HEADER_SIZE + len(payload)))
+                    offset += _HEADER_SIZE + len(payload)
+                self._seq = first_seq + count
                 self._disk_bytes += offset - self._sizes[segment]
                 self._sizes[segment] = offset
-                self._outstanding[segment] = self._outstanding.get(segment, 0) + len(frames)
-                i += len(frames)
+                self._outstanding[segment] = self._outstanding.get(segment, 0) + count
+                i += count
         return results
 
     def _fits(self, size: int, payload: bytes) -> bool:
@@ -518,10 +532,10 @@ class Spool:
                 data = f.read(ticket.length)
         except FileNotFoundError as exc:
             raise SpoolDamaged(f"segment {ticket.segment} is gone") from exc
-        parsed = _parse(data, 0)
-        if parsed is None or parsed.end != ticket.length:
+        span = _check(data, 0)
+        if span is None or span.end != ticket.length:
             raise SpoolDamaged(f"the record at offset {ticket.offset} of segment {ticket.segment} does not check")
-        return parsed.body
+        return _body(data, span)
 
     def set_aside(self, ticket: Ticket, request_id: str, why: str) -> None:
         """A record that did not check when read back: its bytes into quarantine, then released
