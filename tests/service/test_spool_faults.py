@@ -28,7 +28,7 @@ import pytest
 
 from tests.conftest import Database
 from tests.server_fixtures import Server, TLSFiles, free_port, wait_until_serving
-from tests.support.disks import fillable_disk, piped_log
+from tests.support.disks import FillableDisk, fillable_disk, piped_log
 from tests.support.events import run_event
 from tests.support.servers import ROOT, service_env
 
@@ -130,6 +130,17 @@ def level(server: Server, text: str) -> list[str]:
     return [json.loads(x)["levelname"] for x in server.log_lines() if text in x]
 
 
+@pytest.fixture(params=["tmpfs", "file size limit"])
+def disk(request: pytest.FixtureRequest) -> Iterator[FillableDisk]:
+    """A small tmpfs where this machine lets us mount one (else a file-size limit), or a
+    file-size limit: both always run, whatever happens in the test."""
+    fillable = fillable_disk(prefer=request.param)
+    try:
+        yield fillable
+    finally:
+        fillable.close()
+
+
 @pytest.fixture
 def locked_events(database: Database) -> Iterator[psycopg.Connection[Any]]:
     """The owner holding metastore.events: nothing is stored (events stay in the spool) until rollback()."""
@@ -169,11 +180,9 @@ def assert_exactly_once(got: collections.Counter[str], acknowledged: set[str]) -
     assert not twice, f"stored more than once: {twice}"
 
 
-@pytest.mark.parametrize("prefer", ["tmpfs", "file size limit"])
 def test_a_full_disk_refuses_what_it_cannot_write_and_a_restart_stores_all_it_acknowledged(
-    database: Database, tls_files: TLSFiles, tmp_path: Path, locked_events: psycopg.Connection[Any], prefer: str
+    database: Database, tls_files: TLSFiles, tmp_path: Path, locked_events: psycopg.Connection[Any], disk: FillableDisk
 ) -> None:
-    disk = fillable_disk(prefer=prefer)
     spool = disk.path / "spool"
     tag = uuid.uuid4().hex[:8]
     server = launch(
@@ -229,16 +238,13 @@ def test_a_full_disk_refuses_what_it_cannot_write_and_a_restart_stores_all_it_ac
         assert metric(again, "metastore_spool_quarantined_total") == 0
     finally:
         assert again.stop() == 0, again.log.read_text()
-        disk.close()
 
 
-@pytest.mark.parametrize("prefer", ["tmpfs", "file size limit"])
 def test_a_full_disk_with_the_database_up_stores_at_once_and_the_writers_keep_storing(
-    database: Database, tls_files: TLSFiles, tmp_path: Path, prefer: str
+    database: Database, tls_files: TLSFiles, tmp_path: Path, disk: FillableDisk
 ) -> None:
     """No restart: the writers read back exactly what was acknowledged, before and after the
     failed writes; while the spool cannot write, the queue-full policy (`sync`) stores at once."""
-    disk = fillable_disk(prefer=prefer)
     spool = disk.path / "spool"
     tag = uuid.uuid4().hex[:8]
     server = launch(database, tls_files, tmp_path / "server.log", spool, METASTORE_SPOOL_MAX_BYTES=str(1 << 20))
@@ -265,7 +271,6 @@ def test_a_full_disk_with_the_database_up_stores_at_once_and_the_writers_keep_st
         assert not any("damaged" in line for line in server.log_lines())
     finally:
         assert server.stop() == 0, server.log.read_text()
-        disk.close()
     assert not any(p.stat().st_size for p in spool.glob("*.spool"))  # all released once stored
 
 
