@@ -30,7 +30,7 @@ from metastore import metrics
 from metastore.config import Config
 from metastore.db import Database, Pool
 from metastore.errors import ApiError
-from metastore.spool import Record, Spool, SpoolFull, Ticket
+from metastore.spool import Record, Spool, SpoolDamaged, SpoolFull, Ticket
 
 log = logging.getLogger("metastore.ingest")
 
@@ -327,6 +327,7 @@ class Ingest:
         self._give_up_at: float | None = None
         self._last_progress = time.monotonic()
         self._commits = 0  # successful writer calls: evidence that the database is writable
+        self._adopted: set[asyncio.Future[bool]] = set()
 
     async def start(self) -> None:
         if self.spool:
@@ -344,38 +345,55 @@ class Ingest:
 
     async def enqueue(self, body: bytes, request_id: str, source: Source, wait_s: float = 0) -> bool:
         """Accept the event for the writers (durably first, with a spool). False: no room."""
+        return await self._offer(body, request_id, source, wait_s) is None
+
+    async def _offer(self, body: bytes, request_id: str, source: Source, wait_s: float) -> str | None:
+        """Queues the event (None), or says why not."""
         item = Item(request_id, source, len(body), body=body)
         if self.spool:
             if len(self.queue) >= self.queue.max_items:
-                return False
+                return "the ingest queue is full"
             try:
-                item.ticket = await self.spool.append(body, request_id, source[0], source[1])
-            except SpoolFull:
+                append = self.spool.submit(body, request_id, source[0], source[1])
+                # Shielded: a record written for a client that left is still queued, not left behind.
+                item.ticket = await asyncio.shield(append)
+            except SpoolFull as exc:
                 metrics.REFUSED.labels("spool_full").inc()
-                return False
-            except OSError as exc:  # disk full, volume gone: refuse, as when full
-                log.error("the spool cannot take the event: %s", exc)
-                metrics.REFUSED.labels("spool_full").inc()
-                return False
+                return str(exc)
+            except OSError as exc:  # disk full, volume gone: nothing was acknowledged
+                metrics.REFUSED.labels("spool_unwritable").inc()
+                return f"the spool cannot write ({exc.strerror or exc})"
+            except asyncio.CancelledError:
+                append.add_done_callback(lambda done: self._adopt(item, done))
+                raise
             item.body = None  # it waits on disk
             await self.queue.put(item, force=True)
             metrics.ACCEPTED.labels("spool").inc()
-            return True
+            return None
         if await self.queue.put(item, wait_s):
             metrics.ACCEPTED.labels("memory").inc()
-            return True
-        return False
+            return None
+        return "the ingest queue is full"
+
+    def _adopt(self, item: Item, append: asyncio.Future[Ticket]) -> None:
+        if append.cancelled() or append.exception() is not None:
+            return
+        item.ticket, item.body = append.result(), None
+        task = asyncio.ensure_future(self.queue.put(item, force=True))
+        self._adopted.add(task)
+        task.add_done_callback(self._adopted.discard)
 
     async def submit(self, body: bytes, request_id: str, source: Source) -> Stored | None:
         """Async mode: queue the event (None), or store it at once when the queue is full and configured so."""
         wait_s = self.config.queue_wait_ms / 1000 if self.config.queue_full == "wait" else 0
-        if await self.enqueue(body, request_id, source, wait_s):
+        refused = await self._offer(body, request_id, source, wait_s)
+        if refused is None:
             return None
         if self.config.queue_full == "sync":
             metrics.QUEUE_FULL.labels("sync").inc()
             return await store_now(self.db.ingest, body, source)
         metrics.QUEUE_FULL.labels("rejected").inc()
-        raise ApiError(503, "the ingest queue is full; retry later")
+        raise ApiError(503, f"{refused}; retry later")
 
     async def _writer(self) -> None:
         while True:
@@ -384,15 +402,36 @@ class Ingest:
                 return
             try:
                 await self._store(batch)
+            except Exception:  # a bug: a writer that died silently would leave its events unstored
+                log.exception("writer failed; its %d events are queued again", len(batch))
+                await asyncio.sleep(1.0)
+                for item in batch:
+                    if not item.stored:
+                        await self.queue.put(_requeue(item), force=True)
             finally:
                 await self.queue.done(batch)
 
-    async def _bodies(self, items: list[Item]) -> list[bytes]:
+    async def _bodies(self, items: list[Item]) -> tuple[list[Item], list[bytes]]:
+        """The items whose bodies could be read, and those bodies. An item whose spool record is
+        damaged cannot be stored: its bytes go to quarantine and it is released."""
         if self.spool is None:
-            return [i.body or b"" for i in items]
+            return items, [i.body or b"" for i in items]
         spool = self.spool
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, lambda: [_body(spool, i) for i in items])
+
+        def read() -> tuple[list[Item], list[bytes]]:
+            kept, bodies = [], []
+            for item in items:
+                try:
+                    bodies.append(_body(spool, item))
+                except SpoolDamaged as exc:
+                    assert item.ticket is not None
+                    item.stored = True  # nothing left to store
+                    spool.set_aside(item.ticket, item.request_id, str(exc))
+                    continue
+                kept.append(item)
+            return kept, bodies
+
+        return await asyncio.get_running_loop().run_in_executor(None, read)
 
     async def _store(self, batch: list[Item]) -> None:
         """Store the batch, whatever it takes: split, set aside what cannot be stored, or retry."""
@@ -427,7 +466,9 @@ class Ingest:
             await self._store_group(source, group)
 
     async def _store_group(self, source: Source, items: list[Item]) -> None:
-        bodies = await self._bodies(items)
+        items, bodies = await self._bodies(items)
+        if not items:
+            return
         params: dict[str, Any] = {"bodies": bodies, "source_kind": source[0], "source_principal": source[1]}
         try:
             rows = await self.writer_pool.call("ingest_events", params, fetch_all=True, row=class_row(Stored))
@@ -484,7 +525,10 @@ class Ingest:
             await asyncio.sleep(min(1.0 * item.strikes, 5.0))
             await self.queue.put(_requeue(item), force=True)
             return
-        body = (await self._bodies([item]))[0]
+        kept, bodies = await self._bodies([item])
+        if not kept:
+            return
+        body = bodies[0]
         reason = (
             f"accepted, then not storable after {item.strikes} attempts: {error.code or ''} {error.message}".strip()
         )

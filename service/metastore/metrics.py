@@ -70,6 +70,24 @@ SPOOL_SYNC = Histogram(
     "Time to write and fsync a group of spooled events.",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
 )
+SPOOL_WRITABLE = Gauge(
+    "metastore_spool_writable",
+    "1 while the spool's last write (or probe write) succeeded; 0 after a failed one, until a write succeeds.",
+)
+SPOOL_WRITE_FAILURES = Counter(
+    "metastore_spool_write_failures_total",
+    "Group writes to the spool that failed (disk full, I/O error): undone, and their events refused.",
+)
+SPOOL_QUARANTINED = Counter(
+    "metastore_spool_quarantined_total",
+    "Damaged stretches of spool segments skipped and copied into the quarantine directory, by damage: torn "
+    "(a record cut short at the end of the newest segment by a crash, never acknowledged) or corrupt (bytes "
+    "that changed on disk; the records in them are lost).",
+    ["damage"],
+)
+SPOOL_QUARANTINE_BYTES = Gauge(
+    "metastore_spool_quarantine_bytes", "Bytes in the spool's quarantine directory (kept for inspection)."
+)
 POOL = Gauge(
     "metastore_db_pool_connections", "Open database connections by pool and state (idle, busy).", ["pool", "state"]
 )
@@ -78,7 +96,7 @@ CONNECTIONS = Gauge("metastore_http_connections", "Client connections open.")
 REFUSED = Counter(
     "metastore_http_refused_total",
     "Requests or connections refused, by reason: to stay within bounds (connections, inflight_bytes, "
-    "request_deadline, spool_full, database_failing) or before reaching a route (bad_header_name, "
+    "request_deadline, spool_full, spool_unwritable, database_failing) or before reaching a route (bad_header_name, "
     "bad_header_value, bad_content_length, te_and_cl, media_type, nul_in_query).",
     ["reason"],
 )
