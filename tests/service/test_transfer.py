@@ -260,6 +260,8 @@ def test_replay_stops_at_answers_that_say_nothing_resumes_there_and_skips_only_w
             assert stopped.returncode == 1, stopped.stderr
             [line] = errors(stopped)
             assert line.startswith(f"metastore replay: {receiver.url}/api/v1/lineage answered {answer}"), line
+            # Log records (the retries) go to stderr: stdout is for the summary, and there is none.
+            assert stopped.stdout == "" and (answer == "302 (redirect to" or "trying again" in stopped.stderr)
             saved = json.loads(checkpoint.read_text())
             assert saved["sent"] + saved["refused"] == stopped_at
         assert receiver.requests("GET") == []

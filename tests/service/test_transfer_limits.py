@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from metastore import transfer
 from tests.conftest import Database, create_database, drop_database
 from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.service.receivers import Got, Receiver, Reply, endless, trickle
@@ -152,6 +153,17 @@ def test_answers_that_are_not_the_feed_end_export_with_one_line(reply: Reply, ex
     assert done.code == 1 and expected in done.one_error(), done.stderr
 
 
+def test_import_posts_to_the_batch_route_whichever_url_of_the_store_it_is_given() -> None:
+    for given in (
+        "https://s:8443",
+        "https://s:8443/",
+        "https://s:8443/api/v1/lineage",
+        "https://s:8443/api/v1/lineage/batch",
+    ):
+        assert transfer.batch_url(given) == "https://s:8443/api/v1/lineage/batch"
+    assert transfer.batch_url("https://u:p@s/x/?t=1") == "https://u:p@s/x/api/v1/lineage/batch?t=1"
+
+
 def test_an_output_that_cannot_be_written_is_bad_usage(tmp_path: Path) -> None:
     done = metastore("export", "--from", "http://127.0.0.1:9", "-o", tmp_path / "no-such-dir" / "out.ndjson")
     assert done.code == 2 and "cannot write" in done.one_error()
@@ -251,8 +263,9 @@ def test_an_event_the_target_refuses_alone_spoils_no_batch(
     lines = [feed_line(1, json.dumps(run_event("one"))), feed_line(2, twice), feed_line(3, json.dumps(run_event("3")))]
     path = tmp_path / "events.ndjson"
     path.write_bytes(b"".join(lines))
-    done = metastore("import", "--to", target.url, "--ca", tls_files.ca, path)
+    done = metastore("import", "--to", target.url + "/api/v1/lineage", "--ca", tls_files.ca, path)
     assert done.code == 0, done.stderr
+    assert f"metastore import: posting to {target.url}/api/v1/lineage/batch" in done.stderr
     summary = json.loads(done.stdout.splitlines()[-1])
     assert (summary["read"], summary["stored"], summary["failed"]) == (3, 2, 1)
     assert summary["failed_events"][0]["line"] == f"{path}:2" and summary["failed_events"][0]["status"] == 400
