@@ -103,8 +103,8 @@ def check_object(payload: bytes) -> None:
     """Raises ValueError unless payload is one JSON object whose strings are closed and whose
     brackets match: strings are blanked out by a regular expression, then the brackets left are
     matched with a stack (no recursion, however deep the object nests)."""
-    if not payload.startswith(b"{"):
-        raise ValueError("the event is not a JSON object")
+    if not payload.startswith(b"{") or not payload.endswith(b"}"):
+        raise ValueError("the event is not a JSON object, or something follows it")
     blanked = _STRING.sub(b'""', payload)
     if blanked.count(b'"') % 2:
         raise ValueError("a string of the event is not closed")

@@ -153,6 +153,28 @@ def test_answers_that_are_not_the_feed_end_export_with_one_line(reply: Reply, ex
     assert done.code == 1 and expected in done.one_error(), done.stderr
 
 
+@pytest.mark.parametrize(
+    ("event", "fault"),
+    [
+        (b'{"a": "x}", "b": [{"c": "]"}]}', None),
+        (b"{" * 20_000 + b"}" * 20_000, None),  # no recursion, however deep
+        (b'{"a": 1}, 5', "something follows it"),  # would add an element to the batch's array
+        (b'{"a": 1}, {"b": 2}', "the event ends before its cursor"),
+        (b'{"a": "x}', "a string of the event is not closed"),
+        (b'{"a": [1}', "a bracket of the event does not match"),
+        (b'[{"a": 1}]', "not a JSON object"),
+    ],
+)
+def test_an_event_goes_into_a_batch_only_as_one_whole_object(event: bytes, fault: str | None) -> None:
+    line = feed_line(1, event.decode()).rstrip()
+    if fault is None:
+        assert transfer.split_line(line, check=True).payload == event
+    else:
+        with pytest.raises(ValueError, match=fault):
+            transfer.split_line(line, check=True)
+        assert transfer.split_line(line).payload == event  # export and replay pass it on as it is
+
+
 def test_import_posts_to_the_batch_route_whichever_url_of_the_store_it_is_given() -> None:
     for given in (
         "https://s:8443",
