@@ -529,6 +529,122 @@ async def slowloris(target: Target, n: int = 200, every_s: float = 2, max_s: flo
     return await flooding(target, "slowloris", {"n": n, "byte_every_s": every_s}, body)
 
 
+def stored_event(run_id: str, size: int) -> bytes:
+    """A valid event of `size` bytes that is stored as sent (a long string: jsonb keeps it whole),
+    unlike a whitespace bomb, whose whitespace PostgreSQL drops: the most a body can cost."""
+    return padded_event(run_id, size)
+
+
+def batch_body(tag: str, size: int, events: int = 8) -> bytes:
+    """A JSON array of `events` padded events, about `size` bytes in all."""
+    each = max(2048, size // events - 64)
+    return b"[" + b",".join(padded_event(f"{tag}-{i}", each) for i in range(events)) + b"]"
+
+
+async def mixed(
+    target: Target,
+    seconds: float = 20,
+    body_limit: int = 16_000_000,
+    bombs: int = 12,
+    plain: int = 3,
+    batches: int = 2,
+    slow: int = 4,
+    slow_rate: int = 65536,
+) -> dict[str, Any]:
+    """Every kind of body at once, for `seconds`: gzip and deflate bodies that inflate to the body
+    limit (stored events, not whitespace), plain bodies of the limit, batches (gzip and plain) of
+    the limit, and slow uploads of the limit; each client posts again as soon as it is answered.
+    Refusals (413, 503) are expected: what is measured is that memory stays bounded meanwhile."""
+    tag = f"mixed-{time.time_ns()}"
+    ctx = target.ssl_context()
+    stop_at = time.monotonic() + seconds
+    # Just under the limit after inflation: admitted, held whole, then stored.
+    size = body_limit - 4096
+
+    async def poster(seen: Seen, kind: str, make: Callable[[int], tuple[bytes, dict[str, str]]], path: str) -> None:
+        i = 0
+        async with target.client(timeout=60) as http:
+            while time.monotonic() < stop_at:
+                i += 1
+                data, headers = await asyncio.to_thread(make, i)
+                started = time.perf_counter()
+                try:
+                    r = await http.post(path, content=data, headers={**JSON, **headers})
+                    seen.add(f"{kind} {r.status_code}", time.perf_counter() - started)
+                except httpx.HTTPError as exc:
+                    seen.add(f"{kind} {type(exc).__name__}", time.perf_counter() - started)
+
+    def bomb(n: int, k: int, encoding: str) -> tuple[bytes, dict[str, str]]:
+        raw = stored_event(f"{tag}-b{k}-{n}", size)
+        if encoding == "gzip":
+            return gzip.compress(raw, 6), {"Content-Encoding": "gzip"}
+        import zlib
+
+        return zlib.compress(raw, 6), {"Content-Encoding": "deflate"}
+
+    def plain_body(n: int, k: int) -> tuple[bytes, dict[str, str]]:
+        return stored_event(f"{tag}-p{k}-{n}", size), {}
+
+    def batch(n: int, k: int) -> tuple[bytes, dict[str, str]]:
+        data = batch_body(f"{tag}-a{k}-{n}", size)
+        return (gzip.compress(data, 6), {"Content-Encoding": "gzip"}) if n % 2 else (data, {})
+
+    async def slow_upload(seen: Seen) -> None:
+        while time.monotonic() < stop_at:
+            started = time.perf_counter()
+            try:
+                reader, writer = await target.connect(ctx)
+            except (OSError, ssl.SSLError) as exc:
+                seen.add(f"slow {type(exc).__name__}", time.perf_counter() - started)
+                await asyncio.sleep(0.5)
+                continue
+            data = stored_event(f"{tag}-s-{time.time_ns()}", size)
+            head = (
+                f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n"
+            ).encode()
+
+            async def trickle(data: bytes = data, head: bytes = head, writer: asyncio.StreamWriter = writer) -> None:
+                writer.write(head)
+                for at in range(0, len(data), slow_rate):
+                    writer.write(data[at : at + slow_rate])
+                    await writer.drain()
+                    await asyncio.sleep(1)
+
+            sender = asyncio.create_task(trickle())
+            try:
+                code, _ = await asyncio.wait_for(read_status(reader), max(1.0, stop_at - time.monotonic() + 15))
+            except TimeoutError:
+                code = "no answer"
+            seen.add(f"slow {code}", time.perf_counter() - started)
+            sender.cancel()
+            _close(writer)
+
+    async def body(seen: Seen) -> dict[str, Any]:
+        tasks = [
+            *(
+                poster(seen, "bomb", lambda n, k=k: bomb(n, k, "deflate" if k % 4 == 3 else "gzip"), "/api/v1/lineage")
+                for k in range(bombs)
+            ),
+            *(poster(seen, "plain", lambda n, k=k: plain_body(n, k), "/api/v1/lineage") for k in range(plain)),
+            *(poster(seen, "batch", lambda n, k=k: batch(n, k), "/api/v1/lineage/batch") for k in range(batches)),
+            *(slow_upload(seen) for _ in range(slow)),
+        ]
+        await asyncio.gather(*tasks)
+        return {}
+
+    params = {
+        "seconds": seconds,
+        "body_bytes": size,
+        "bombs": bombs,
+        "plain": plain,
+        "batches": batches,
+        "slow": slow,
+        "slow_bytes_per_s": slow_rate,
+    }
+    return await flooding(target, "mixed", params, body)
+
+
 # ---------------------------------------------------------------- measuring the bound
 
 
