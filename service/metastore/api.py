@@ -155,7 +155,7 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     @app.post("/api/v1/lineage", stream=True)
     async def post_lineage(request: Request) -> HTTPResponse:
         # Authorization, if sent, is ignored: the store has no authentication.
-        reservation = Reservation(svc.budget)
+        reservation = Reservation(svc.budget, config.large_event_bytes)
         try:
             body = await body_of(request, reservation)
             result = await accept(request, body, source_of(request), reservation)
@@ -173,7 +173,7 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
 
     @app.post("/api/v1/lineage/batch", stream=True)
     async def post_lineage_batch(request: Request) -> HTTPResponse:
-        reservation = Reservation(svc.budget)
+        reservation = Reservation(svc.budget, config.large_event_bytes)
         try:
             body = await body_of(request, reservation)
             kind, principal = source_of(request)
