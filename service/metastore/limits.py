@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto as sslproto
+import concurrent.futures
 import ctypes
 import ctypes.util
 import logging
@@ -39,6 +40,8 @@ from metastore.errors import ApiError
 log = logging.getLogger("metastore")
 
 _INFLATE_STEP = 1 << 20  # inflate at most this much at a time, reserving as it grows
+# Inflation threads: two, as many as the cores a pod is sized for; more would only queue in zlib.
+_INFLATERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="metastore-inflate")
 _FEED_STEP = 1 << 16  # compressed input handed to zlib at a time (its unconsumed tail is a copy)
 _TLS_READ_BYTES = 16 << 10  # ciphertext read at a time per connection (TLS records are 16 KiB at most)
 
@@ -246,7 +249,12 @@ async def inflate(body: bytes, encoding: str, limit: int, reservation: Reservati
     if encoding not in ("gzip", "x-gzip", "deflate"):
         raise ApiError(415, f"Content-Encoding {encoding!r} is not supported; send gzip or none")
     loop = asyncio.get_running_loop()
-    inflated: bytes = await loop.run_in_executor(None, _inflate, body, encoding, limit, reservation)
+    # Pinned until the thread has ended, not until this coroutine has: a client that leaves
+    # mid-inflation cancels the wait, not the thread, which keeps taking from the budget.
+    reservation.pin()
+    job = _INFLATERS.submit(_inflate, body, encoding, limit, reservation)
+    job.add_done_callback(lambda _: loop.call_soon_threadsafe(reservation.unpin))
+    inflated: bytes = await asyncio.wrap_future(job)
     reservation.give(len(body))
     return inflated
 
