@@ -51,6 +51,14 @@ def _int_param(args: RequestParameters, name: str, default: int) -> int:
         raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
 
 
+def _answered(error: ApiError) -> ApiError:
+    """The refusal without its traceback and context: they hold the frames it came through, and
+    with them the body, for as long as the error lives, which after a reference cycle is until
+    the collector runs. The body is counted as given back when the request ends; so it must be."""
+    error.__context__ = None
+    return error.with_traceback(None)
+
+
 class Intake:
     """POST /api/v1/lineage and /batch: bodies received within the budget and the deadline, then
     stored (group commit, or the large events' lane) through the breaker, spooled, or queued."""
@@ -172,10 +180,14 @@ class Intake:
     async def post_lineage(self, request: Request) -> HTTPResponse:
         # Authorization, if sent, is ignored: the store has no authentication.
         reservation = self.reservation()
+        body = b""
         try:
             body = await self.body_of(request, reservation)
             result = await self.accept(request, body, source_of(request), reservation)
+        except ApiError as exc:
+            raise _answered(exc) from None
         finally:
+            body = b""
             reservation.release()
         if result is None:
             return json({"status": "accepted"}, status=202)
@@ -189,6 +201,7 @@ class Intake:
 
     async def post_lineage_batch(self, request: Request) -> HTTPResponse:
         reservation = self.reservation()
+        body = b""
         try:
             body = await self.body_of(request, reservation)
             kind, principal = source_of(request)
@@ -200,7 +213,10 @@ class Intake:
                 batch = await self.large_lane.call("ingest_batch", params, self.db.large.deadline_s, reservation)
             else:
                 batch = await self.db.ingest.one("ingest_batch", params, on_done=pinned([reservation]))
+        except ApiError as exc:
+            raise _answered(exc) from None
         finally:
+            body = params = b""  # type: ignore[assignment]
             reservation.release()
         return json_text(batch.result, status=400 if batch.status == "failure" else 200)
 

@@ -400,6 +400,7 @@ class LargeLane:
         if self._rest_until - loop.time() <= deadline_s:
             return
         await asyncio.sleep(deadline_s)
+        metrics.DEADLINE_MISSED.labels("large").inc()
         raise ApiError(503, self._resting(deadline_s), "57014", close=True)
 
     def _resting(self, deadline_s: float) -> str:

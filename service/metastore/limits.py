@@ -196,15 +196,27 @@ async def receive_body(request: Request, reservation: Reservation, max_bytes: in
 
     try:
         await asyncio.wait_for(read_all(), deadline_s)
+        return join(chunks, reservation) if chunks else b""
     except TimeoutError:
         metrics.REFUSED.labels("request_deadline").inc()
         raise ApiError(408, f"the request body did not arrive within {deadline_s:g} s", close=True) from None
-    return join(chunks, reservation) if chunks else b""
+    finally:
+        # Also when refused: the exception's traceback holds this frame, and with it whatever the
+        # frame holds, for as long as the exception lives (a cycle: until the collector runs).
+        chunks.clear()
 
 
 def _inflate(body: bytes, encoding: str, limit: int, reservation: Reservation) -> bytes:
-    inflater = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)  # 47: gzip or zlib header
     out: list[bytes] = []
+    try:
+        _inflate_into(out, body, encoding, limit, reservation)
+        return join(out, reservation) if out else b""
+    finally:
+        out.clear()  # also when refused: see receive_body
+
+
+def _inflate_into(out: list[bytes], body: bytes, encoding: str, limit: int, reservation: Reservation) -> None:
+    inflater = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)  # 47: gzip or zlib header
     total = 0
     view = memoryview(body)
     try:
@@ -233,11 +245,11 @@ def _inflate(body: bytes, encoding: str, limit: int, reservation: Reservation) -
     except zlib.error as exc:
         raise ApiError(400, f"the body is not valid {encoding}: {exc}", "22P03") from None
     finally:
+        chunk = b""
         view.release()
     if inflater.unused_data or start + _FEED_STEP < len(body):
         # A second gzip member or trailing bytes: what would be stored is not what was sent.
         raise ApiError(400, f"the {encoding} body has data after its end (several members, or trailing bytes)", "22P03")
-    return join(out, reservation) if out else b""
 
 
 async def inflate(body: bytes, encoding: str, limit: int, reservation: Reservation) -> bytes:

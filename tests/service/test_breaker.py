@@ -11,12 +11,14 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from bench import floods
 from bench.heavy_senders import heavy_body
 from metastore.errors import ApiError
 from metastore.ingest import Breaker, _environmental
 from tests.conftest import Database
 from tests.server_fixtures import TLSFiles, start_server
 from tests.service.test_group_commit import metric
+from tests.service.test_operations import stored_run_ids
 from tests.support.events import run_event
 
 DEADLINE = ApiError(503, "the database did not answer within 1.5 s; retry later", "57014")
@@ -146,3 +148,58 @@ def test_two_senders_of_events_that_cannot_be_stored_in_time_take_nobody_down(
     assert missed >= 1
     logged = [line for line in server.log_lines() if "a large event (" in line]
     assert logged and all("cat.sch" not in line for line in logged)
+
+
+def test_with_a_spool_a_large_event_is_spooled_for_the_stores_trouble_not_its_own(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """With a spool, a large event that missed its deadline while the database answered others is
+    answered 503, not spooled: the writers would spend the same time on it again, for a sender that
+    can post such events faster than anything stores them. When the database answers nobody (a
+    lock), a large event is spooled like any other, and stored once the lock is gone."""
+    server = start_server(
+        database.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
+        METASTORE_INGEST_TIMEOUT_MS="500",
+        # Not the subject here: without it the lane would rest after the heavy events.
+        METASTORE_LARGE_EVENT_SHARE_PERCENT="100",
+    )
+    tag = uuid.uuid4().hex[:8]
+    heavy = heavy_body("fanout", 1_500_000)
+    stop = threading.Event()
+
+    def normal_client() -> None:
+        with server.client() as http:
+            i = 0
+            while not stop.is_set():
+                i += 1
+                http.post("/api/v1/lineage", json=run_event(f"normal-{tag}-{i}"))
+
+    try:
+        normal = threading.Thread(target=normal_client)
+        normal.start()
+        with server.client(timeout=30) as http:
+            answers = [
+                http.post("/api/v1/lineage", content=heavy.replace(b"@RUNID@", f"{tag}-h{i}".encode(), 1))
+                for i in range(3)
+            ]
+        stop.set()
+        normal.join(30)
+        assert [(a.status_code, a.json()["error"]["code"]) for a in answers] == [(503, "57014")] * 3
+        # The database answers nobody: a large event (storable, 400 KB) is spooled and stored later.
+        large = floods.padded_event(f"{tag}-large", 400_000)
+        with server.client(timeout=30) as http, psycopg.connect(database.owner_dsn) as blocker:
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            assert http.post("/api/v1/lineage", content=large).status_code == 202
+            blocker.rollback()
+        deadline = time.monotonic() + 30
+        while f"{tag}-large" not in stored_run_ids(database, tag):
+            assert time.monotonic() < deadline, "the spooled large event was not stored"
+            time.sleep(0.2)
+        # None of the heavy events was spooled, so none was stored by the writers either.
+        assert not {f"{tag}-h{i}" for i in range(3)} & stored_run_ids(database, tag)
+    finally:
+        stop.set()
+        assert server.stop() == 0
