@@ -613,7 +613,8 @@ async def mixed(
                 started = time.perf_counter()
                 try:
                     r = await http.post(path, content=data, headers={**JSON, **headers})
-                    seen.add(f"{kind} {r.status_code}", time.perf_counter() - started)
+                    code = r.json().get("error", {}).get("code", "") if r.status_code >= 400 else ""
+                    seen.add(f"{kind} {r.status_code} {code}".strip(), time.perf_counter() - started)
                 except httpx.HTTPError as exc:
                     seen.add(f"{kind} {type(exc).__name__}", time.perf_counter() - started)
 
