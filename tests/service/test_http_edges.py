@@ -1,7 +1,7 @@
 """HTTP edges, over a raw TLS socket against the real service: a client that sends
 `Expect: 100-continue` is refused before it is invited to send its body (a too-large
-Content-Length, a wrong media type, a full in-flight budget), and an HTTP/1.1 request needs
-exactly one Host header (RFC 9112, 3.2)."""
+Content-Length, a wrong media type, a full in-flight budget, a failing database), and an HTTP/1.1
+request needs exactly one Host header (RFC 9112, 3.2)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 import pytest
 
 from tests.conftest import Database
@@ -151,3 +152,30 @@ def test_http_1_1_needs_exactly_one_host(edge_server: Server, request_head: byte
     assert received.startswith(b"HTTP/1.1 %d " % status), received[:200]
     if status == 400:
         assert b"Host" in received.split(b"\r\n\r\n", 1)[1]
+
+
+def test_a_failing_database_is_said_before_100_continue(
+    module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    server = start_server(
+        module_db.service_dsn,
+        tls_files,
+        tmp_path_factory.mktemp("edges-breaker") / "server.log",
+        METASTORE_INGEST_TIMEOUT_MS="300",
+    )
+    try:
+        with server.client() as http, psycopg.connect(module_db.owner_dsn) as blocker:
+            blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+            # Three requests in a row that the database answers nobody's: the breaker opens.
+            for _ in range(3):
+                assert http.post("/api/v1/lineage", json=run_event(f"edges-{uuid.uuid4()}")).status_code == 503
+            with tls_socket(server) as tls:
+                tls.sendall(head(2000))
+                received, closed = read_until_closed_or_quiet(tls)
+            blocker.rollback()
+    finally:
+        assert server.stop() == 0
+    assert received.startswith(b"HTTP/1.1 503 "), received[:200]
+    assert b"100 Continue" not in received
+    assert b"database keeps failing" in received
+    assert closed
