@@ -48,6 +48,20 @@ GROUP_SPLITS = Counter(
     "metastore_ingest_group_splits_total",
     "Sync mode: groups split in two after failing as a whole, so that one event's failure stays its own.",
 )
+DEADLINE_MISSED = Counter(
+    "metastore_ingest_deadline_missed_total",
+    "Sync mode: events not stored within the ingest budget (answered 503, or spooled), by lane: group "
+    "(events up to METASTORE_LARGE_EVENT_BYTES) or large.",
+    ["lane"],
+)
+LARGE_WAITING = Gauge(
+    "metastore_ingest_large_waiting", "Sync mode: large events received and waiting for their turn to be stored."
+)
+BREAKER_OPEN = Gauge(
+    "metastore_ingest_breaker_open",
+    "1 while the ingest circuit breaker is open (the database failed three requests in a row and answered no "
+    "other meanwhile), else 0.",
+)
 QUEUE_DEPTH = Gauge("metastore_async_queue_events", "Events accepted and not yet stored.")
 QUEUE_BYTES = Gauge("metastore_async_queue_bytes", "Bytes of accepted events held in memory, not yet stored.")
 QUEUE_AGE = Gauge(
@@ -97,10 +111,13 @@ REFUSED = Counter(
     "metastore_http_refused_total",
     "Requests or connections refused, by reason: to stay within bounds (connections, inflight_bytes, "
     "request_deadline, spool_full, spool_unwritable, database_failing) or before reaching a route (bad_header_name, "
-    "bad_header_value, bad_content_length, te_and_cl, media_type, nul_in_query).",
+    "bad_header_value, bad_content_length, te_and_cl, bad_host, media_type, nul_in_query).",
     ["reason"],
 )
-INFLIGHT = Gauge("metastore_http_inflight_bytes", "Request bytes being received or inflated now.")
+INFLIGHT = Gauge(
+    "metastore_http_inflight_bytes",
+    "Request bytes held now: as received, as inflated, and until the database call that carries them ends.",
+)
 PARTITIONS_AHEAD = Gauge(
     "metastore_partitions_ahead_days",
     "Whole days after today with their daily partition (14 after the hourly maintenance; -1: not even today).",
