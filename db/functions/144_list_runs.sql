@@ -1,0 +1,253 @@
+-- Runs as a timeline: which queries ran, by whom, what they read and wrote, which failed.
+CREATE OR REPLACE FUNCTION metastore.list_runs(
+    p_limit         integer DEFAULT 50,
+    p_cursor        text DEFAULT NULL,
+    p_state         text DEFAULT NULL,
+    p_user          text DEFAULT NULL,
+    p_source        text DEFAULT NULL,
+    p_job_namespace text DEFAULT NULL,
+    p_dataset_id    bigint DEFAULT NULL,
+    p_from          text DEFAULT NULL,
+    p_to            text DEFAULT NULL
+) RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET "TimeZone" = 'UTC'          -- a time without a zone is UTC, as eventTime is at ingest
+SET "DateStyle" = 'ISO, YMD'
+AS $fn$
+DECLARE
+    -- Runs looked at per page, at most: a combination of filters no single index serves (a rare
+    -- state of one user) gives a page with fewer runs, or none, and a cursor to go on from.
+    c_scan    constant integer := 10000;
+    -- A namespace of at most this many jobs is read job by job (runs_job_latest_idx); a larger one
+    -- by walking the timeline.
+    c_jobs    constant integer := 500;
+    c_states  constant text[] := ARRAY['START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER'];
+    v_hide    record;
+    v_states  text[];
+    v_from    timestamptz := '-infinity';
+    v_to      timestamptz := 'infinity';
+    v_after   jsonb;
+    v_t       timestamptz := 'infinity';
+    v_i       bigint := 9223372036854775807;
+    v_aliases bigint[];
+    v_jobs    bigint[];
+    v_driver  text;
+    v_chunk   integer;
+    v_scanned integer := 0;
+    v_ids     bigint[];
+    v_times   timestamptz[];
+    v_page    jsonb := '[]';
+    v_more    jsonb;
+    v_next    text;
+    v_last    jsonb;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    IF p_state IS NOT NULL THEN
+        v_states := ARRAY(SELECT DISTINCT upper(btrim(s)) FROM unnest(string_to_array(p_state, ',')) AS s);
+        IF cardinality(v_states) = 0 OR NOT v_states <@ c_states THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('state must be one or more of %s, separated by commas, not %s',
+                                 array_to_string(c_states, ', '), p_state);
+        END IF;
+    END IF;
+    -- Bad times raise 22007/22008 (400) naming the value.
+    v_from := coalesce(p_from::timestamptz, v_from);
+    v_to := coalesce(p_to::timestamptz, v_to);
+    IF v_from > v_to THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('from (%s) is after to (%s)', p_from, p_to);
+    END IF;
+    IF p_cursor IS NOT NULL THEN
+        BEGIN
+            v_after := convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
+            v_t := (v_after ->> 0)::timestamptz;
+            v_i := (v_after ->> 1)::bigint;
+        EXCEPTION WHEN data_exception THEN
+            v_after := NULL;
+        END;
+        IF jsonb_typeof(v_after) IS DISTINCT FROM 'array' OR jsonb_array_length(v_after) <> 2
+           OR jsonb_typeof(v_after -> 0) IS DISTINCT FROM 'string'
+           OR jsonb_typeof(v_after -> 1) IS DISTINCT FROM 'number' OR v_t IS NULL OR v_i IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023', MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
+        END IF;
+    END IF;
+    v_hide := metastore.hidden_names();
+    IF p_dataset_id IS NOT NULL THEN
+        IF NOT EXISTS (SELECT FROM metastore.datasets AS d
+                        WHERE d.id = p_dataset_id AND d.id <> ALL (v_hide.dataset_ids)
+                          AND d.namespace <> ALL (v_hide.namespaces)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_dataset_id);
+        END IF;
+        -- Its symlink aliases name the same data (as the lineage graph crosses them).
+        v_aliases := metastore.dataset_aliases(ARRAY[p_dataset_id], 100);
+    END IF;
+
+    -- Which index walks the timeline: the most selective filter's, the others are checked on each run.
+    IF p_dataset_id IS NOT NULL THEN
+        v_driver := 'dataset';
+    ELSIF p_user IS NOT NULL THEN
+        v_driver := 'user';
+    ELSIF p_source IS NOT NULL THEN
+        v_driver := 'source';
+    ELSIF p_job_namespace IS NOT NULL THEN
+        v_jobs := ARRAY(SELECT j.id FROM metastore.jobs AS j
+                         WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                               >= substr(metastore.dataset_key(p_job_namespace, ''), 1, 1024)
+                           AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                               <= substr(substr(metastore.dataset_key(p_job_namespace, ''), 1,
+                                                length(metastore.dataset_key(p_job_namespace, '')) - 1)
+                                         || '\x01'::bytea, 1, 1024)
+                           AND j.namespace = p_job_namespace
+                         LIMIT c_jobs + 1);
+        v_driver := CASE WHEN cardinality(v_jobs) <= c_jobs THEN 'jobs'
+                         WHEN v_states IS NOT NULL THEN 'state' ELSE 'time' END;
+    ELSIF v_states IS NOT NULL THEN
+        v_driver := 'state';
+    ELSE
+        v_driver := 'time';
+    END IF;
+
+    v_chunk := p_limit + 1;
+    LOOP
+        -- The next candidates after (v_t, v_i) in timeline order, from the driver's index.
+        IF v_driver = 'dataset' THEN
+            SELECT coalesce(array_agg(c.run_id ORDER BY c.run_time DESC, c.run_id DESC), '{}'),
+                   coalesce(array_agg(c.run_time ORDER BY c.run_time DESC, c.run_id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT DISTINCT s.run_id, s.run_time
+                      FROM unnest(v_aliases) AS a (id)
+                     CROSS JOIN LATERAL (
+                            SELECT rd.run_id, rd.run_time FROM metastore.run_datasets AS rd
+                             WHERE rd.dataset_id = a.id AND (rd.run_time, rd.run_id) < (v_t, v_i)
+                               AND rd.run_time >= v_from AND rd.run_time < v_to
+                             ORDER BY rd.run_time DESC, rd.run_id DESC
+                             -- A run reads and writes a dataset at most once each.
+                             LIMIT 2 * v_chunk) AS s
+                     ORDER BY s.run_time DESC, s.run_id DESC
+                     LIMIT v_chunk) AS c;
+        ELSIF v_driver = 'user' THEN
+            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
+                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                     WHERE left(r.trino_user, 200) = left(p_user, 200) AND r.trino_user IS NOT NULL
+                       AND (r.first_event_time, r.id) < (v_t, v_i)
+                       AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                     ORDER BY left(r.trino_user, 200), r.first_event_time DESC, r.id DESC
+                     LIMIT v_chunk) AS c;
+        ELSIF v_driver = 'source' THEN
+            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
+                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                     WHERE left(r.trino_source, 200) = left(p_source, 200) AND r.trino_source IS NOT NULL
+                       AND (r.first_event_time, r.id) < (v_t, v_i)
+                       AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                     ORDER BY left(r.trino_source, 200), r.first_event_time DESC, r.id DESC
+                     LIMIT v_chunk) AS c;
+        ELSIF v_driver IN ('jobs', 'state') THEN
+            -- Several ordered walks (one per job, or per state) merged.
+            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
+                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT s.id, s.first_event_time
+                      FROM unnest(CASE WHEN v_driver = 'jobs' THEN v_jobs END) AS k (job_id)
+                     CROSS JOIN LATERAL (
+                            SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                             WHERE r.job_id = k.job_id AND (r.first_event_time, r.id) < (v_t, v_i)
+                               AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                             ORDER BY r.first_event_time DESC, r.id DESC
+                             LIMIT v_chunk) AS s
+                    UNION ALL
+                    SELECT s.id, s.first_event_time
+                      FROM unnest(CASE WHEN v_driver = 'state' THEN v_states END) AS k (state)
+                     CROSS JOIN LATERAL (
+                            SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                             WHERE r.state = k.state AND (r.first_event_time, r.id) < (v_t, v_i)
+                               AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                             ORDER BY r.first_event_time DESC, r.id DESC
+                             LIMIT v_chunk) AS s
+                     ORDER BY 2 DESC, 1 DESC
+                     LIMIT v_chunk) AS c;
+        ELSE
+            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
+                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                     WHERE (r.first_event_time, r.id) < (v_t, v_i)
+                       AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                     ORDER BY r.first_event_time DESC, r.id DESC
+                     LIMIT v_chunk) AS c;
+        END IF;
+        EXIT WHEN cardinality(v_ids) = 0;
+        v_scanned := v_scanned + cardinality(v_ids);
+        v_t := v_times[cardinality(v_times)];
+        v_i := v_ids[cardinality(v_ids)];
+
+        -- Every filter on each candidate, in the candidates' order; then what the page shows.
+        SELECT coalesce(jsonb_agg(x.run ORDER BY x.o), '[]')
+          INTO v_more
+          FROM (SELECT c.o, jsonb_build_object(
+                           'id', r.id, 'run_id', r.run_id, 'state', r.state,
+                           'started_at', r.started_at, 'ended_at', r.ended_at,
+                           'duration_s', extract(epoch FROM r.duration),
+                           'trino_user', r.trino_user, 'trino_source', r.trino_source,
+                           'error_message', r.error_message,
+                           'first_event_time', r.first_event_time, 'last_event_time', r.last_event_time,
+                           'event_count', r.event_count,
+                           'job', jsonb_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name))
+                       || metastore.run_datasets_of(r.id, v_hide.dataset_ids, v_hide.namespaces) AS run
+                  FROM unnest(v_ids) WITH ORDINALITY AS c (id, o)
+                  JOIN metastore.runs AS r ON r.id = c.id
+                  JOIN metastore.jobs AS j ON j.id = r.job_id
+                 WHERE (v_states IS NULL OR r.state = ANY (v_states))
+                   AND (p_user IS NULL OR r.trino_user = p_user)
+                   AND (p_source IS NULL OR r.trino_source = p_source)
+                   AND (p_job_namespace IS NULL OR j.namespace = p_job_namespace)
+                   AND (v_aliases IS NULL
+                        OR EXISTS (SELECT FROM metastore.run_datasets AS rd
+                                    WHERE rd.run_id = r.id AND rd.dataset_id = ANY (v_aliases)))
+                   AND r.job_id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)) AS x;
+        v_page := v_page || v_more;
+        EXIT WHEN jsonb_array_length(v_page) > p_limit OR cardinality(v_ids) < v_chunk OR v_scanned >= c_scan;
+        v_chunk := least(v_chunk * 4, c_scan - v_scanned);
+    END LOOP;
+
+    IF jsonb_array_length(v_page) > p_limit THEN
+        v_page := (SELECT jsonb_agg(e.value ORDER BY e.o) FROM jsonb_array_elements(v_page) WITH ORDINALITY AS e (value, o)
+                    WHERE e.o <= p_limit);
+        v_last := v_page -> (p_limit - 1);
+        v_next := translate(encode(convert_to(jsonb_build_array(
+                      (v_last ->> 'first_event_time')::timestamptz::text, (v_last ->> 'id')::bigint)::text, 'UTF8'),
+                      'base64'), E'+/\n', '-_');
+    ELSIF v_scanned >= c_scan THEN
+        -- Not at the end: the page looked at as many runs as one page may. Go on from the last.
+        v_next := translate(encode(convert_to(jsonb_build_array(v_t::text, v_i)::text, 'UTF8'), 'base64'),
+                            E'+/\n', '-_');
+    END IF;
+    RETURN jsonb_build_object('runs', v_page, 'next_cursor', v_next);
+END
+$fn$;
+
+COMMENT ON FUNCTION metastore.list_runs(integer, text, text, text, text, text, bigint, text, text) IS
+    'One page of runs, newest first by their first eventTime (then id), keyset-paginated: {"runs": [...], '
+    '"next_cursor": text or null}. Each run with its state, times, Trino user and source, error, job, and the '
+    'datasets it read (inputs) and wrote (outputs), at most 100 each. Filters (combined with AND): state (one '
+    'or several, comma-separated), the Trino user, the Trino source, the job namespace, a dataset (runs that '
+    'read or wrote it or one of its symlink aliases), first eventTime in [from, to). A page looks at most '
+    '10000 runs: a rare combination of filters may give fewer than p_limit runs, or none, with a next_cursor '
+    '(null only at the end). Hidden datasets and jobs (metastore.hide) are left out. Error codes: 22023 '
+    'limit outside 1..1000, an unknown state, from after to, or a cursor not returned by this function; '
+    '22007/22008 a time that is not one; P0002 no such dataset.';
+
+REVOKE ALL ON FUNCTION metastore.list_runs(integer, text, text, text, text, text, bigint, text, text) FROM PUBLIC;
+DO $grant$
+BEGIN
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION metastore.list_runs(integer, text, text, text, text, text, bigint, text, text) '
+        'TO %I, %I', metastore.group_role('app'), metastore.group_role('reader'));
+END
+$grant$;
