@@ -137,6 +137,13 @@ BEGIN
                                    AND e.job_namespace <> ALL (v_hide.namespaces)
                                  ORDER BY 1 LIMIT v_cap);
             END IF;
+            -- A hidden dataset leads nowhere, not even to its symlinks' names.
+            IF v_hiding THEN
+                v_next := ARRAY(SELECT a.x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
+                                  JOIN metastore.datasets AS d ON d.id = a.x
+                                 WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                                 ORDER BY a.o);
+            END IF;
             EXIT WHEN cardinality(v_next) = 0;
             v_next := ARRAY(SELECT x FROM unnest(metastore.dataset_aliases(v_next, v_cap)) WITH ORDINALITY AS a (x, o)
                              WHERE x <> ALL (v_seen) ORDER BY o);
