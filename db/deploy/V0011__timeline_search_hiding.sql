@@ -2,17 +2,18 @@
 -- search over dataset, job and field names, and a hide list the owner keeps.
 
 -- Runs as a timeline, newest first: metastore.list_runs pages by (first_event_time, id), through
--- one of these for each filter it takes. first_event_time moves only when an earlier event of the
--- run arrives, so updates of a run stay HOT unless its state, user or source changes (a run's
--- START, then its end: one index update each).
-CREATE INDEX runs_time_idx ON metastore.runs (first_event_time DESC, id DESC);
-CREATE INDEX runs_state_idx ON metastore.runs (state, first_event_time DESC, id DESC);
--- User and source are text of any length (a btree entry holds at most about 2700 bytes): the
--- first 200 characters, the whole value compared after.
-CREATE INDEX runs_user_idx ON metastore.runs (pg_catalog.left(trino_user, 200), first_event_time DESC, id DESC)
+-- one of these for a filter that can be rare: a user's runs, the runs that did not complete (failed,
+-- aborted, still running). A filter on the source, or on COMPLETE (most runs), walks the timeline.
+-- first_event_time moves only when an earlier event of the run arrives; a run's START and then its
+-- end change its state, an update that is not HOT (the state index's predicate reads it).
+-- Ascending, walked backwards: new runs come last, where a btree fills its pages (in descending
+-- order each new run would split a page in the middle: half-empty pages).
+CREATE INDEX runs_time_idx ON metastore.runs (first_event_time, id);
+CREATE INDEX runs_state_idx ON metastore.runs (state, first_event_time, id) WHERE state <> 'COMPLETE';
+-- A user is text of any length (a btree entry holds at most about 2700 bytes): the first 200
+-- characters, the whole value compared after.
+CREATE INDEX runs_user_idx ON metastore.runs (pg_catalog.left(trino_user, 200), first_event_time, id)
     WHERE trino_user IS NOT NULL;
-CREATE INDEX runs_source_idx ON metastore.runs (pg_catalog.left(trino_source, 200), first_event_time DESC, id DESC)
-    WHERE trino_source IS NOT NULL;
 COMMENT ON INDEX metastore.runs_time_idx IS 'The runs timeline (metastore.list_runs), newest first.';
 
 -- The datasets a run read and wrote, once per (run, dataset, direction): its events' inputs and
@@ -27,7 +28,7 @@ CREATE TABLE metastore.run_datasets (
     generation integer     NOT NULL DEFAULT 1,
     CONSTRAINT run_datasets_pkey PRIMARY KEY (run_id, dataset_id, direction)
 );
-CREATE INDEX run_datasets_dataset_idx ON metastore.run_datasets (dataset_id, run_time DESC, run_id DESC);
+CREATE INDEX run_datasets_dataset_idx ON metastore.run_datasets (dataset_id, run_time, run_id);
 COMMENT ON TABLE metastore.run_datasets IS
     'run_id (metastore.runs.id) read (input) or wrote (output) dataset_id in one of its events. Derived by '
     'metastore.derive_run_datasets; rebuilt by metastore.backfill. No foreign keys (db/CONVENTIONS.md).';
@@ -119,8 +120,10 @@ SELECT DISTINCT f.value ->> 'name'
  CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(v.fields) = 'array' THEN v.fields ELSE '[]' END) AS f
  WHERE jsonb_typeof(f.value) = 'object' AND jsonb_typeof(f.value -> 'name') = 'string';
 
--- Substrings: trigram indexes of lower(name), where pg_trgm exists (change 2 made the datasets'
--- one). Without it, search looks through a bounded number of names and says so.
+-- Substrings of field names: a trigram index of lower(name), where pg_trgm exists (change 2 made
+-- the datasets' one). Job names have none: Trino names a job per query, and an index of their
+-- trigrams cost about 600 bytes per job, more than the job's row; search looks through the newest
+-- jobs' names instead, a bounded number, and says so.
 DO $trgm$
 DECLARE
     v_schema name;
@@ -129,17 +132,13 @@ BEGIN
       FROM pg_catalog.pg_extension AS x JOIN pg_catalog.pg_namespace AS n ON n.oid = x.extnamespace
      WHERE x.extname = 'pg_trgm';
     IF v_schema IS NULL THEN
-        RAISE NOTICE 'pg_trgm is not available: search finds substrings of job and field names by looking '
-                     'through a bounded number of them';
+        RAISE NOTICE 'pg_trgm is not available: search finds substrings of field names by looking through a '
+                     'bounded number of them';
         RETURN;
     END IF;
     EXECUTE pg_catalog.format(
-        'CREATE INDEX jobs_name_trgm_idx ON metastore.jobs USING gin (pg_catalog.lower(name) %I.gin_trgm_ops)',
-        v_schema);
-    EXECUTE pg_catalog.format(
         'CREATE INDEX field_names_name_trgm_idx ON metastore.field_names USING gin (pg_catalog.lower(name) %I.gin_trgm_ops)',
         v_schema);
-    COMMENT ON INDEX metastore.jobs_name_trgm_idx IS 'Trigram index of lower(name): substring search (metastore.search).';
     COMMENT ON INDEX metastore.field_names_name_trgm_idx IS
         'Trigram index of lower(name): substring search (metastore.search).';
 END

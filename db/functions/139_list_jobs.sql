@@ -36,6 +36,7 @@ DECLARE
     v_keys   bytea[];
     v_times  timestamptz[];
     v_runs   bigint[];
+    v_complete boolean;
     v_page   jsonb := '[]';
     v_more   jsonb;
     v_last   jsonb;
@@ -91,6 +92,8 @@ BEGIN
         v_like := '%' || replace(replace(replace(lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
     END IF;
     v_hide := metastore.hidden_names();
+    -- runs_state_idx holds the runs that did not complete: with COMPLETE, walk all runs.
+    v_complete := coalesce('COMPLETE' = ANY (v_states), false);
 
     IF v_sort = 'latest_run' THEN
         -- Few jobs (in the namespace): each one's latest run, sorted. Many: walk the runs newest
@@ -151,16 +154,17 @@ BEGIN
                              LIMIT v_chunk) AS w
                     UNION ALL
                     SELECT s.job_id, s.first_event_time, s.id
-                      FROM unnest(CASE WHEN v_few IS NULL AND p_user IS NULL THEN v_states END) AS k (state)
+                      FROM unnest(CASE WHEN v_few IS NULL AND p_user IS NULL AND NOT v_complete THEN v_states END)
+                           AS k (state)
                      CROSS JOIN LATERAL (
                             SELECT r.job_id, r.first_event_time, r.id FROM metastore.runs AS r
-                             WHERE r.state = k.state AND (r.first_event_time, r.id) < (v_t, v_i)
+                             WHERE r.state = k.state AND r.state <> 'COMPLETE' AND (r.first_event_time, r.id) < (v_t, v_i)
                              ORDER BY r.first_event_time DESC, r.id DESC
                              LIMIT v_chunk) AS s
                     UNION ALL
                     SELECT w.job_id, w.first_event_time, w.id
                       FROM (SELECT r.job_id, r.first_event_time, r.id FROM metastore.runs AS r
-                             WHERE v_few IS NULL AND p_user IS NULL AND v_states IS NULL
+                             WHERE v_few IS NULL AND p_user IS NULL AND (v_states IS NULL OR v_complete)
                                AND (r.first_event_time, r.id) < (v_t, v_i)
                              ORDER BY r.first_event_time DESC, r.id DESC
                              LIMIT v_chunk) AS w

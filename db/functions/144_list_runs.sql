@@ -85,13 +85,12 @@ BEGIN
         v_aliases := metastore.dataset_aliases(ARRAY[p_dataset_id], 100);
     END IF;
 
-    -- Which index walks the timeline: the most selective filter's, the others are checked on each run.
+    -- Which index walks the timeline: the most selective filter's (a source or COMPLETE has none),
+    -- the others are checked on each run.
     IF p_dataset_id IS NOT NULL THEN
         v_driver := 'dataset';
     ELSIF p_user IS NOT NULL THEN
         v_driver := 'user';
-    ELSIF p_source IS NOT NULL THEN
-        v_driver := 'source';
     ELSIF p_job_namespace IS NOT NULL THEN
         v_jobs := ARRAY(SELECT j.id FROM metastore.jobs AS j
                          WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
@@ -103,8 +102,9 @@ BEGIN
                            AND j.namespace = p_job_namespace
                          LIMIT c_jobs + 1);
         v_driver := CASE WHEN cardinality(v_jobs) <= c_jobs THEN 'jobs'
-                         WHEN v_states IS NOT NULL THEN 'state' ELSE 'time' END;
-    ELSIF v_states IS NOT NULL THEN
+                         WHEN NOT 'COMPLETE' = ANY (v_states) THEN 'state' ELSE 'time' END;
+    -- runs_state_idx holds the runs that did not complete: COMPLETE, most runs, walks the timeline.
+    ELSIF NOT 'COMPLETE' = ANY (v_states) THEN
         v_driver := 'state';
     ELSE
         v_driver := 'time';
@@ -138,16 +138,6 @@ BEGIN
                        AND r.first_event_time >= v_from AND r.first_event_time < v_to
                      ORDER BY left(r.trino_user, 200), r.first_event_time DESC, r.id DESC
                      LIMIT v_chunk) AS c;
-        ELSIF v_driver = 'source' THEN
-            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
-                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
-              INTO v_ids, v_times
-              FROM (SELECT r.id, r.first_event_time FROM metastore.runs AS r
-                     WHERE left(r.trino_source, 200) = left(p_source, 200) AND r.trino_source IS NOT NULL
-                       AND (r.first_event_time, r.id) < (v_t, v_i)
-                       AND r.first_event_time >= v_from AND r.first_event_time < v_to
-                     ORDER BY left(r.trino_source, 200), r.first_event_time DESC, r.id DESC
-                     LIMIT v_chunk) AS c;
         ELSIF v_driver IN ('jobs', 'state') THEN
             -- Several ordered walks (one per job, or per state) merged.
             SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
@@ -166,7 +156,7 @@ BEGIN
                       FROM unnest(CASE WHEN v_driver = 'state' THEN v_states END) AS k (state)
                      CROSS JOIN LATERAL (
                             SELECT r.id, r.first_event_time FROM metastore.runs AS r
-                             WHERE r.state = k.state AND (r.first_event_time, r.id) < (v_t, v_i)
+                             WHERE r.state = k.state AND r.state <> 'COMPLETE' AND (r.first_event_time, r.id) < (v_t, v_i)
                                AND r.first_event_time >= v_from AND r.first_event_time < v_to
                              ORDER BY r.first_event_time DESC, r.id DESC
                              LIMIT v_chunk) AS s

@@ -16,7 +16,8 @@ DECLARE
     -- With a trigram index (pg_trgm) and q long enough to have a trigram, the first p_sample matches
     -- in no particular order, through the index or a walk that stops at them, whichever the plan
     -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). Otherwise the first
-    -- p_scan names of the table, in storage order: a bounded look, which metastore.search reports.
+    -- p_scan names of the table, in storage order (jobs: the newest), a bounded look, which
+    -- metastore.search reports.
     c_indexed constant text := $q$
         SELECT * FROM (
             SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
@@ -48,7 +49,7 @@ DECLARE
         UNION ALL
         SELECT * FROM (
             SELECT 'job'::text, j.id, j.namespace, j.name, NULL::text, lower(j.name)
-              FROM (SELECT * FROM metastore.jobs LIMIT $10) AS j
+              FROM (SELECT * FROM metastore.jobs ORDER BY id DESC LIMIT $10) AS j
              WHERE NOT $8 AND lower(j.name) LIKE $2 AND lower(j.name) NOT LIKE $3
                AND lower(metastore.name_tail(j.name)) NOT LIKE $3 AND j.id <> ALL ($6) AND j.namespace <> ALL ($7)
              LIMIT $4) AS x
@@ -61,7 +62,8 @@ DECLARE
     $q$;
     v_long     boolean := length(p_lq) >= 3;
     v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
-    v_jobs     boolean := v_long AND to_regclass('metastore.jobs_name_trgm_idx') IS NOT NULL;
+    -- Job names have no trigram index (V0011): always the bounded look, newest jobs first.
+    v_jobs     boolean := false;
     v_fields   boolean := v_long AND to_regclass('metastore.field_names_name_trgm_idx') IS NOT NULL;
 BEGIN
     IF v_datasets OR v_jobs OR v_fields THEN
@@ -80,7 +82,7 @@ $fn$;
 COMMENT ON FUNCTION metastore.search_substrings(text, text, integer, integer, bigint[], bigint[], text[]) IS
     'For metastore.search: up to p_sample dataset names, job names and field names each whose lower case '
     'holds p_lq (p_like: it as a LIKE pattern) but does not start with it, without the hidden ones given: '
-    'through the trigram indexes where pg_trgm made them and p_lq has 3 characters or more, else among the '
-    'first p_scan rows of the table.';
+    'through the trigram indexes of dataset and field names where pg_trgm made them and p_lq has 3 characters '
+    'or more, else among the first p_scan rows of the table (of jobs: the newest p_scan).';
 
 REVOKE ALL ON FUNCTION metastore.search_substrings(text, text, integer, integer, bigint[], bigint[], text[]) FROM PUBLIC;

@@ -148,8 +148,7 @@ BEGIN
     IF jsonb_array_length(v_results) < p_limit THEN
         v_partial := (to_regclass('metastore.datasets_name_trgm_idx') IS NULL
                       AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.datasets'::regclass) > c_scan)
-                  OR (to_regclass('metastore.jobs_name_trgm_idx') IS NULL
-                      AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.jobs'::regclass) > c_scan)
+                  OR (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.jobs'::regclass) > c_scan
                   OR (to_regclass('metastore.field_names_name_trgm_idx') IS NULL
                       AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.field_names'::regclass) > c_scan);
     END IF;
@@ -163,8 +162,9 @@ COMMENT ON FUNCTION metastore.search(text, integer) IS
     'is q), then prefix (it starts with q; the closer first), then substring (a word starting with it first, '
     'then where it starts, then shorter names): {"q", "results": [...], "partial"}, at most p_limit. A dataset or job '
     'result has its id, namespace and name; a field result the field and up to 5 datasets whose current '
-    'fields have it (more_datasets: there are more). partial: no trigram index (pg_trgm) serves a substring '
-    'search of some kind, and the names looked through were not all of them. Hidden datasets, jobs and '
+    'fields have it (more_datasets: there are more). partial: a substring search looked through part of the '
+    'names of some kind: job names (the newest 100000; they have no trigram index), or dataset or field names '
+    'where pg_trgm is missing. Hidden datasets, jobs and '
     'namespaces (metastore.hide) are left out. Error codes: 22023 q empty or over 1000 bytes, limit outside '
     '1..100.';
 

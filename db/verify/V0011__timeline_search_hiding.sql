@@ -11,10 +11,10 @@ DECLARE
 BEGIN
     ASSERT (SELECT pg_catalog.count(*) FROM pg_catalog.pg_indexes
              WHERE schemaname = 'metastore'
-               AND indexname IN ('runs_time_idx', 'runs_state_idx', 'runs_user_idx', 'runs_source_idx',
+               AND indexname IN ('runs_time_idx', 'runs_state_idx', 'runs_user_idx',
                                  'run_datasets_pkey', 'run_datasets_dataset_idx', 'datasets_search_idx',
                                  'datasets_search_tail_idx', 'jobs_search_idx', 'jobs_search_tail_idx',
-                                 'field_names_key_idx', 'field_names_search_idx', 'hidden_active_key')) = 13,
+                                 'field_names_key_idx', 'field_names_search_idx', 'hidden_active_key')) = 12,
         'an index of change 11 is missing';
     ASSERT EXISTS (SELECT FROM pg_catalog.pg_trigger
                     WHERE tgrelid = 'metastore.dataset_schema_versions'::regclass
