@@ -8,6 +8,9 @@ CREATE OR REPLACE FUNCTION metastore.hidden_names(
 )
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+-- Planned once per session (plans do not depend on the values: key lookups and ranges); a
+-- custom plan of each statement cost more to make than to run.
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 BEGIN
     dataset_ids := '{}';

@@ -10,6 +10,9 @@ CREATE OR REPLACE FUNCTION metastore.lineage_graph(
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
+-- Planned once per session (plans do not depend on the values: key lookups and ranges); a
+-- custom plan of each statement cost more to make than to run.
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 DECLARE
     v_hide      record;

@@ -11,6 +11,9 @@ CREATE OR REPLACE FUNCTION metastore.field_lineage(
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
+-- Planned once per session (plans do not depend on the values: key lookups and ranges); a
+-- custom plan of each statement cost more to make than to run.
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 DECLARE
     v_hide      record;
@@ -208,7 +211,9 @@ BEGIN
               FROM (SELECT DISTINCT ON (k.key) k.key, r.dds, r.df, r.o
                       FROM unnest(v_dds, v_df) WITH ORDINALITY AS r (dds, df, o)
                      CROSS JOIN LATERAL (SELECT jsonb_build_array(r.dds, r.df)::text AS key) AS k
-                     WHERE k.key = ANY (v_keys) AND k.key <> ALL (v_seen)
+                     -- Set operations by hash, not = ANY (a comparison with each element).
+                     WHERE EXISTS (SELECT FROM unnest(v_keys) AS n (key) WHERE n.key = k.key)
+                       AND NOT EXISTS (SELECT FROM unnest(v_seen) AS n (key) WHERE n.key = k.key)
                      ORDER BY k.key, r.o) AS x;
         END LOOP;
     END LOOP;

@@ -14,6 +14,9 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'          -- a time without a zone is UTC, as eventTime is at ingest
 SET "DateStyle" = 'ISO, YMD'
+-- Planned once per session (plans do not depend on the values: key lookups and ranges); a
+-- custom plan of each statement cost more to make than to run.
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 DECLARE
     -- Runs looked at per page, at most: a combination of filters no single index serves (a rare
@@ -37,10 +40,10 @@ DECLARE
     v_scanned integer := 0;
     v_ids     bigint[];
     v_times   timestamptz[];
-    v_page    jsonb := '[]';
-    v_more    jsonb;
+    v_page    bigint[] := '{}';
+    v_kept    bigint[];
+    v_runs    jsonb;
     v_next    text;
-    v_last    jsonb;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
@@ -177,19 +180,10 @@ BEGIN
         v_t := v_times[cardinality(v_times)];
         v_i := v_ids[cardinality(v_ids)];
 
-        -- Every filter on each candidate, in the candidates' order; then what the page shows.
-        SELECT coalesce(jsonb_agg(x.run ORDER BY x.o), '[]')
-          INTO v_more
-          FROM (SELECT c.o, jsonb_build_object(
-                           'id', r.id, 'run_id', r.run_id, 'state', r.state,
-                           'started_at', r.started_at, 'ended_at', r.ended_at,
-                           'duration_s', extract(epoch FROM r.duration),
-                           'trino_user', r.trino_user, 'trino_source', r.trino_source,
-                           'error_message', r.error_message,
-                           'first_event_time', r.first_event_time, 'last_event_time', r.last_event_time,
-                           'event_count', r.event_count,
-                           'job', jsonb_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name))
-                       || metastore.run_datasets_of(r.id, v_hide.dataset_ids, v_hide.namespaces) AS run
+        -- Every filter on each candidate, in the candidates' order; the first p_limit + 1 kept.
+        SELECT coalesce(array_agg(x.id ORDER BY x.o), '{}')
+          INTO v_kept
+          FROM (SELECT c.o, r.id
                   FROM unnest(v_ids) WITH ORDINALITY AS c (id, o)
                   JOIN metastore.runs AS r ON r.id = c.id
                   JOIN metastore.jobs AS j ON j.id = r.job_id
@@ -200,25 +194,78 @@ BEGIN
                    AND (v_aliases IS NULL
                         OR EXISTS (SELECT FROM metastore.run_datasets AS rd
                                     WHERE rd.run_id = r.id AND rd.dataset_id = ANY (v_aliases)))
-                   AND r.job_id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)) AS x;
-        v_page := v_page || v_more;
-        EXIT WHEN jsonb_array_length(v_page) > p_limit OR cardinality(v_ids) < v_chunk OR v_scanned >= c_scan;
+                   AND r.job_id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)
+                 ORDER BY c.o
+                 LIMIT p_limit + 1 - cardinality(v_page)) AS x;
+        v_page := v_page || v_kept;
+        EXIT WHEN cardinality(v_page) > p_limit OR cardinality(v_ids) < v_chunk OR v_scanned >= c_scan;
         v_chunk := least(v_chunk * 4, c_scan - v_scanned);
     END LOOP;
 
-    IF jsonb_array_length(v_page) > p_limit THEN
-        v_page := (SELECT jsonb_agg(e.value ORDER BY e.o) FROM jsonb_array_elements(v_page) WITH ORDINALITY AS e (value, o)
-                    WHERE e.o <= p_limit);
-        v_last := v_page -> (p_limit - 1);
-        v_next := translate(encode(convert_to(jsonb_build_array(
-                      (v_last ->> 'first_event_time')::timestamptz::text, (v_last ->> 'id')::bigint)::text, 'UTF8'),
-                      'base64'), E'+/\n', '-_');
+    IF cardinality(v_page) > p_limit THEN
+        v_page := v_page[1:p_limit];
+        SELECT jsonb_build_array(r.first_event_time::text, r.id)::text INTO v_next
+          FROM metastore.runs AS r WHERE r.id = v_page[p_limit];
     ELSIF v_scanned >= c_scan THEN
         -- Not at the end: the page looked at as many runs as one page may. Go on from the last.
-        v_next := translate(encode(convert_to(jsonb_build_array(v_t::text, v_i)::text, 'UTF8'), 'base64'),
-                            E'+/\n', '-_');
+        v_next := jsonb_build_array(v_t::text, v_i)::text;
     END IF;
-    RETURN jsonb_build_object('runs', v_page, 'next_cursor', v_next);
+
+    -- What the page shows, the datasets of all its runs in one statement: at most 100 of each side
+    -- per run, along run_datasets' key (the smallest ids), and whether there are more.
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'id', r.id, 'run_id', r.run_id, 'state', r.state,
+               'started_at', r.started_at, 'ended_at', r.ended_at,
+               'duration_s', extract(epoch FROM r.duration),
+               'trino_user', r.trino_user, 'trino_source', r.trino_source,
+               'error_message', r.error_message,
+               'first_event_time', r.first_event_time, 'last_event_time', r.last_event_time,
+               'event_count', r.event_count,
+               'job', jsonb_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name),
+               'inputs', io.inputs, 'outputs', io.outputs,
+               'datasets_truncated', (io.inputs_full OR io.outputs_full) AND EXISTS (
+                   SELECT FROM metastore.run_datasets AS rd
+                     JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                    WHERE rd.run_id = r.id
+                      AND ((io.inputs_full AND rd.direction = 'input' AND rd.dataset_id > io.last_input)
+                           OR (io.outputs_full AND rd.direction = 'output' AND rd.dataset_id > io.last_output))
+                      AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)))
+               ORDER BY p.o), '[]')
+      INTO v_runs
+      FROM unnest(v_page) WITH ORDINALITY AS p (id, o)
+      JOIN metastore.runs AS r ON r.id = p.id
+      JOIN metastore.jobs AS j ON j.id = r.job_id
+     CROSS JOIN LATERAL (
+            SELECT coalesce(jsonb_agg(jsonb_build_object('id', s.id, 'namespace', s.namespace, 'name', s.name)
+                                      ORDER BY s.namespace COLLATE "C", s.name COLLATE "C", s.id)
+                                FILTER (WHERE s.direction = 'input'), '[]') AS inputs,
+                   coalesce(jsonb_agg(jsonb_build_object('id', s.id, 'namespace', s.namespace, 'name', s.name)
+                                      ORDER BY s.namespace COLLATE "C", s.name COLLATE "C", s.id)
+                                FILTER (WHERE s.direction = 'output'), '[]') AS outputs,
+                   -- A side of 100: is there a 101st (past the greatest id listed)? Asked above.
+                   count(*) FILTER (WHERE s.direction = 'input') = 100 AS inputs_full,
+                   count(*) FILTER (WHERE s.direction = 'output') = 100 AS outputs_full,
+                   max(s.id) FILTER (WHERE s.direction = 'input') AS last_input,
+                   max(s.id) FILTER (WHERE s.direction = 'output') AS last_output
+              FROM (SELECT * FROM (
+                        SELECT rd.direction, d.id, d.namespace, d.name
+                          FROM metastore.run_datasets AS rd
+                          JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                         WHERE rd.run_id = r.id AND rd.direction = 'input'
+                           AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                         ORDER BY rd.dataset_id LIMIT 100) AS i
+                    UNION ALL
+                    SELECT * FROM (
+                        SELECT rd.direction, d.id, d.namespace, d.name
+                          FROM metastore.run_datasets AS rd
+                          JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                         WHERE rd.run_id = r.id AND rd.direction = 'output'
+                           AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                         ORDER BY rd.dataset_id LIMIT 100) AS o) AS s) AS io;
+    IF v_next IS NOT NULL THEN
+        v_next := translate(encode(convert_to(v_next, 'UTF8'), 'base64'), E'+/\n', '-_');
+    END IF;
+    RETURN jsonb_build_object('runs', v_runs, 'next_cursor', v_next);
 END
 $fn$;
 

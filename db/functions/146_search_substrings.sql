@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION metastore.search_substrings(
     p_like              text,
     p_sample            integer,
     p_scan              integer,
+    p_scan_jobs         integer,
     p_hidden_datasets   bigint[],
     p_hidden_jobs       bigint[],
     p_hidden_namespaces text[]
@@ -16,8 +17,8 @@ DECLARE
     -- With a trigram index (pg_trgm) and q long enough to have a trigram, the first p_sample matches
     -- in no particular order, through the index or a walk that stops at them, whichever the plan
     -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). Otherwise the first
-    -- p_scan names of the table, in storage order (jobs: the newest), a bounded look, which
-    -- metastore.search reports.
+    -- p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded look,
+    -- which metastore.search reports.
     c_indexed constant text := $q$
         SELECT * FROM (
             SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
@@ -49,7 +50,7 @@ DECLARE
         UNION ALL
         SELECT * FROM (
             SELECT 'job'::text, j.id, j.namespace, j.name, NULL::text, lower(j.name)
-              FROM (SELECT * FROM metastore.jobs ORDER BY id DESC LIMIT $10) AS j
+              FROM (SELECT * FROM metastore.jobs ORDER BY id DESC LIMIT $11) AS j
              WHERE NOT $8 AND lower(j.name) LIKE $2 AND lower(j.name) NOT LIKE $3
                AND lower(metastore.name_tail(j.name)) NOT LIKE $3 AND j.id <> ALL ($6) AND j.namespace <> ALL ($7)
              LIMIT $4) AS x
@@ -74,15 +75,16 @@ BEGIN
     IF NOT (v_datasets AND v_jobs AND v_fields) THEN
         RETURN QUERY EXECUTE c_scanned
             USING v_datasets, '%' || p_like || '%', p_like || '%', p_sample, p_hidden_datasets, p_hidden_jobs,
-                  p_hidden_namespaces, v_jobs, v_fields, p_scan;
+                  p_hidden_namespaces, v_jobs, v_fields, p_scan, p_scan_jobs;
     END IF;
 END
 $fn$;
 
-COMMENT ON FUNCTION metastore.search_substrings(text, text, integer, integer, bigint[], bigint[], text[]) IS
+COMMENT ON FUNCTION metastore.search_substrings(text, text, integer, integer, integer, bigint[], bigint[], text[]) IS
     'For metastore.search: up to p_sample dataset names, job names and field names each whose lower case '
     'holds p_lq (p_like: it as a LIKE pattern) but does not start with it, without the hidden ones given: '
     'through the trigram indexes of dataset and field names where pg_trgm made them and p_lq has 3 characters '
-    'or more, else among the first p_scan rows of the table (of jobs: the newest p_scan).';
+    'or more, else among the first p_scan rows of the table (of jobs, the p_scan_jobs newest).';
 
-REVOKE ALL ON FUNCTION metastore.search_substrings(text, text, integer, integer, bigint[], bigint[], text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.search_substrings(text, text, integer, integer, integer, bigint[], bigint[], text[])
+    FROM PUBLIC;

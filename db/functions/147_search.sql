@@ -2,12 +2,17 @@
 CREATE OR REPLACE FUNCTION metastore.search(p_q text, p_limit integer DEFAULT 20) RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Planned once per session (plans do not depend on the values: key lookups and ranges); a
+-- custom plan of each statement cost more to make than to run.
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 DECLARE
     -- Substring candidates ranked per kind: enough that the best of a common substring are among them.
     c_sample  constant integer := 200;
-    -- Without a trigram index, names looked through per kind for a substring (the answer says partial).
-    c_scan    constant integer := 100000;
+    -- Without a trigram index, names looked through per kind for a substring (the answer says
+    -- partial): of datasets and fields (where pg_trgm is missing), of jobs the newest (they have none).
+    c_scan    constant integer := 50000;
+    c_scan_jobs constant integer := 10000;
     -- Schema versions looked through for the datasets that have a field now.
     c_versions constant integer := 500;
     v_hide    record;
@@ -99,8 +104,8 @@ BEGIN
                    -- A word of the name that starts with q before one that only holds it.
                    CASE WHEN substr(s.lname, strpos(s.lname, v_lq) - 1, 1) ~ '[[:alnum:]]' THEN 1 ELSE 0 END,
                    strpos(s.lname, v_lq)
-              FROM metastore.search_substrings(v_lq, v_like, c_sample, c_scan, v_hide.dataset_ids, v_hide.job_ids,
-                                               v_hide.namespaces) AS s
+              FROM metastore.search_substrings(v_lq, v_like, c_sample, c_scan, c_scan_jobs, v_hide.dataset_ids,
+                                               v_hide.job_ids, v_hide.namespaces) AS s
              WHERE (SELECT count(*) FROM matched AS m WHERE m.lname LIKE v_like || '%' OR m.ltail LIKE v_like || '%')
                    < p_limit
         )
@@ -118,19 +123,21 @@ BEGIN
                                 FILTER (WHERE x.n <= 5), '[]'),
                    count(*) > 5
               INTO v_field, v_more
-              FROM (SELECT d.id, d.namespace, d.name, row_number() OVER (ORDER BY d.id) AS n
-                      FROM (SELECT DISTINCT v.dataset_id
+              FROM (SELECT f.*, row_number() OVER (ORDER BY f.id) AS n
+                      FROM (SELECT d.id, d.namespace, d.name
                               FROM (SELECT v.* FROM metastore.dataset_schema_versions AS v
                                      WHERE jsonb_path_query_array(v.fields, '$[*].name')
                                            @> jsonb_build_array(v_cand.name)
                                      LIMIT c_versions) AS v
+                              -- A dataset has one current version: no dataset twice. Taken as
+                              -- they come, the walk stops at the sixth.
+                              JOIN metastore.datasets AS d ON d.id = v.dataset_id
                              WHERE NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS n
                                                 WHERE n.dataset_id = v.dataset_id
                                                   AND (n.last_seen, n.first_seen, v.fields_sha256)
-                                                      > (v.last_seen, v.first_seen, n.fields_sha256))) AS v
-                      JOIN metastore.datasets AS d ON d.id = v.dataset_id
-                     WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
-                     LIMIT 6) AS x;
+                                                      > (v.last_seen, v.first_seen, n.fields_sha256))
+                               AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                             LIMIT 6) AS f) AS x;
             CONTINUE WHEN v_field = '[]';
             v_results := v_results || jsonb_build_array(jsonb_build_object(
                 'type', 'field', 'match', (ARRAY['exact', 'prefix', 'substring'])[v_cand.tier + 1],
@@ -148,7 +155,7 @@ BEGIN
     IF jsonb_array_length(v_results) < p_limit THEN
         v_partial := (to_regclass('metastore.datasets_name_trgm_idx') IS NULL
                       AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.datasets'::regclass) > c_scan)
-                  OR (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.jobs'::regclass) > c_scan
+                  OR (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.jobs'::regclass) > c_scan_jobs
                   OR (to_regclass('metastore.field_names_name_trgm_idx') IS NULL
                       AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.field_names'::regclass) > c_scan);
     END IF;
@@ -163,8 +170,8 @@ COMMENT ON FUNCTION metastore.search(text, integer) IS
     'then where it starts, then shorter names): {"q", "results": [...], "partial"}, at most p_limit. A dataset or job '
     'result has its id, namespace and name; a field result the field and up to 5 datasets whose current '
     'fields have it (more_datasets: there are more). partial: a substring search looked through part of the '
-    'names of some kind: job names (the newest 100000; they have no trigram index), or dataset or field names '
-    'where pg_trgm is missing. Hidden datasets, jobs and '
+    'names of some kind: job names (the newest 10000; they have no trigram index), or dataset or field names '
+    '(the first 50000) where pg_trgm is missing. Hidden datasets, jobs and '
     'namespaces (metastore.hide) are left out. Error codes: 22023 q empty or over 1000 bytes, limit outside '
     '1..100.';
 

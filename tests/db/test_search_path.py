@@ -199,10 +199,6 @@ CALLS: dict[str, str] = {
         "SELECT metastore.list_runs(5, NULL, 'COMPLETE,FAIL', NULL, NULL, 'n',"
         " (SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), '2020-01-01', NULL)"
     ),
-    "metastore.run_datasets_of(bigint,bigint[],text[])": (
-        "SELECT metastore.run_datasets_of((SELECT pg_catalog.min(v.id) FROM metastore.runs_view AS v),"
-        " '{}'::bigint[], '{}'::text[])"
-    ),
     "metastore.lineage_graph(bigint,text,integer,integer,text)": (
         "SELECT metastore.lineage_graph((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v),"
         " 'both', 3, 50, 'jobs')"
@@ -212,8 +208,8 @@ CALLS: dict[str, str] = {
         " 'id', 'both', 3, 50)"
     ),
     "metastore.search(text,integer)": "SELECT metastore.search('Owner_', 10)",
-    "metastore.search_substrings(text,text,integer,integer,bigint[],bigint[],text[])": (
-        "SELECT * FROM metastore.search_substrings('wner', 'wner', 10, 100, '{}', '{}', '{}')"
+    "metastore.search_substrings(text,text,integer,integer,integer,bigint[],bigint[],text[])": (
+        "SELECT * FROM metastore.search_substrings('wner', 'wner', 10, 100, 100, '{}', '{}', '{}')"
     ),
     "metastore.list_namespaces(integer)": "SELECT metastore.list_namespaces(10)",
     # Inlined SQL functions (every name qualified), as the search indexes and metastore.search call them.
