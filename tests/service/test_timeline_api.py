@@ -206,6 +206,8 @@ def test_field_lineage_with_the_field_percent_encoded(client: httpx.Client, fiel
         (2, 3, None),
     ]
     assert get(client, path, direction="upstream")["nodes"][0]["field"] == field
+    cut = get(client, path, direction="both", depth=1, limit=1)
+    assert len(cut["nodes"]) == 1 and cut["truncated"] is True and cut["depth"] == 1
 
 
 def test_search_and_namespaces(client: httpx.Client) -> None:
@@ -221,7 +223,9 @@ def test_search_and_namespaces(client: httpx.Client) -> None:
     (job,) = get(client, "/api/v1/search", q=f"{tag}_q0001")["results"]
     assert (job["type"], job["namespace"]) == ("job", ns)
     mine = {n["namespace"]: n for n in get(client, "/api/v1/namespaces")["namespaces"]}
-    assert (mine[ns]["datasets"], mine[ns]["jobs"]) == (2, 1)
+    assert (mine[ns]["datasets"], mine[ns]["jobs"], mine[ns]["more_datasets"]) == (2, 1, False)
+    one = get(client, "/api/v1/namespaces", limit=1)
+    assert len(one["namespaces"]) == 1 and one["truncated"] is True
 
 
 @pytest.mark.parametrize(
@@ -300,6 +304,8 @@ def test_hidden_by_the_cli_it_is_gone_from_every_read_route_and_stays_so_after_a
         ),
     )
     a, secret = dataset_id(client, ns, "a"), dataset_id(client, ns, "secret")
+    job1 = get(client, "/api/v1/jobs", namespace=ns, q="q0001")["jobs"][0]
+    run1 = get(client, f"/api/v1/jobs/{job1['id']}")["runs"][0]["id"]
     job2 = get(client, "/api/v1/jobs", namespace=ns, q="q0002")["jobs"][0]
     run2 = get(client, f"/api/v1/jobs/{job2['id']}")["runs"][0]["id"]
 
@@ -317,6 +323,9 @@ def test_hidden_by_the_cli_it_is_gone_from_every_read_route_and_stays_so_after_a
             "search": {r.get("name") for r in get(client, "/api/v1/search", q=tag, limit=100)["results"]},
             "runs": {(r["job"]["name"], tuple(d["name"] for d in r["inputs"] + r["outputs"])) for r in runs},
             "jobs": {j["name"] for j in get(client, "/api/v1/jobs", namespace=ns, sort="latest_run")["jobs"]},
+            "job1 outputs": {d["name"] for d in get(client, f"/api/v1/jobs/{job1['id']}")["outputs"]},
+            "run1 outputs": {d["name"] for d in get(client, f"/api/v1/runs/{run1}")["outputs"]},
+            "a runs": {r["job"]["name"] for r in get(client, f"/api/v1/datasets/{a}/runs")["runs"]},
             "secret": client.get(f"/api/v1/datasets/{secret}").status_code,
             "secret runs": client.get(f"/api/v1/datasets/{secret}/runs").status_code,
             "job2": client.get(f"/api/v1/jobs/{job2['id']}").status_code,
@@ -341,6 +350,9 @@ def test_hidden_by_the_cli_it_is_gone_from_every_read_route_and_stays_so_after_a
         "search": before["search"] - {"secret", f"{tag}_q0002"},
         "runs": {(f"{tag}_q0001", ("a",))},
         "jobs": {f"{tag}_q0001"},
+        "job1 outputs": set(),
+        "run1 outputs": set(),
+        "a runs": {f"{tag}_q0001"},
         "secret": 404,
         "secret runs": 404,
         "job2": 404,

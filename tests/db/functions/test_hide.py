@@ -260,3 +260,34 @@ def test_the_service_cannot_hide_unhide_or_read_the_list(service: psycopg.Connec
     ):
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             service.execute(sql)  # type: ignore[arg-type]
+
+
+def test_the_datasets_list_jumps_over_a_hidden_namespace(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """A hidden namespace is a range of the list's index, skipped as a whole: pages before, inside
+    and after it are the visible datasets in order, whatever the cursor."""
+    for namespace, count in (("a-visible", 4), ("b-hidden", 300), ("c-visible", 4), ("d-hidden", 5), ("e", 2)):
+        datasets = [{"namespace": namespace, "name": f"t{i:03d}"} for i in range(count)]
+        ingest(service, {**derive(1, f"j-{namespace}", datasets, ds("out"), {}), "outputs": []})
+    hide(owner, "namespace", "b-hidden")
+    hide(owner, "namespace", "d-hidden")
+    visible = [("a-visible", f"t{i:03d}") for i in range(4)] + [("c-visible", f"t{i:03d}") for i in range(4)]
+    visible += [("e", "t000"), ("e", "t001")]
+    visible.sort(key=lambda d: (d[0].encode(), d[1].encode()))
+    for limit in (1, 3, 4, 100):
+        seen, cursor = [], None
+        while True:
+            page = call(service, "SELECT metastore.list_datasets(%s::int, %s)", limit, cursor)
+            seen += [(d["namespace"], d["name"]) for d in page["datasets"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert seen == visible, limit
+    assert call(service, "SELECT metastore.list_datasets(10, NULL, 'b-hidden')")["datasets"] == []
+    # A cursor inside the hidden namespace (made by hand) goes on after it.
+    inside = call(
+        owner, "SELECT translate(encode(convert_to('[\"b-hidden\", \"t100\"]', 'UTF8'), 'base64'), '+/', '-_')"
+    )
+    page = call(service, "SELECT metastore.list_datasets(2, %s)", inside)
+    assert [(d["namespace"], d["name"]) for d in page["datasets"]] == visible[4:6]
