@@ -55,8 +55,8 @@ def build(conn: psycopg.Connection[Any], n: int) -> dict[str, float]:
         if params:
             # A literal % is %% where parameters are passed: every modulo below.
             statement = statement.replace("%", "%%")
-            for name in params:
-                statement = statement.replace(f"%%({name})s", f"%({name})s")
+            for param in params:
+                statement = statement.replace(f"%%({param})s", f"%({param})s")
         started = time.perf_counter()
         conn.execute(statement, params)  # type: ignore[arg-type]
         steps[name] = round(time.perf_counter() - started, 1)

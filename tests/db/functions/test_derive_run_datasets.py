@@ -98,3 +98,31 @@ def test_backfill_rebuilds_them_and_removes_what_no_event_says(
     assert rows(owner) != live
     owner.execute("CALL metastore.backfill(9)")
     assert rows(owner) == live
+
+
+def test_ingest_goes_on_after_reverting_the_change_and_a_deploy_rebuilds_them(empty_db: Database) -> None:
+    """The revert drops run_datasets and derive_run_datasets; store_events (the newer one until the
+    older release deploys its functions) skips them and stores the event; deployed again, a backfill
+    derives them."""
+    from metastore import migrations
+
+    dsn = empty_db.owner_dsn
+    migrations.deploy(dsn)
+    newest = migrations.latest_version()
+    assert migrations.revert(dsn, 7) == sorted((c.version for c in migrations.changes() if c.version > 7), reverse=True)
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        event = generated_events(1, "rv")[0] | {"eventTime": "2026-07-20T10:00:00Z"}
+        assert ingest(owner, event)[0] == "stored"
+        gone = owner.execute(
+            "SELECT to_regclass('metastore.run_datasets'), to_regclass('metastore.hidden'),"
+            " to_regprocedure('metastore.derive_run_datasets(metastore.valid_event[], jsonb)')"
+        ).fetchone()
+        assert gone == (None, None, None)
+    migrations.deploy(dsn)
+    assert migrations.latest_version() == newest and migrations.verify(dsn) == []
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        owner.execute("CALL metastore.backfill()")
+        assert [r[1:6] for r in rows(owner)] == [
+            ("q0", "rv-0", "trino://h:8080", "s.out0", "output"),
+            ("q0", "rv-0", "trino://h:8080", "s.t0", "input"),
+        ]
