@@ -109,7 +109,7 @@ def build(conn: psycopg.Connection[Any], n: int) -> dict[str, float]:
         "        (ARRAY['trino-cli', 'superset', 'airflow', 'dbt', 'jupyter', 'tableau', 'metabase', 'jdbc', 'odbc',"
         "               'trino-python-client'])[g % 10 + 1],"
         "        t, t + interval '3 seconds', 2"
-        "   FROM generate_series(1, %(n)s) AS g"
+        "   FROM generate_series(1::bigint, %(n)s) AS g"
         "  CROSS JOIN LATERAL (SELECT timestamptz '2026-06-01' + g * (interval '30 days' / %(n)s)) AS x (t)",
         {"n": n},
     )
