@@ -254,7 +254,7 @@ def measure(conn: psycopg.Connection[Any], n: int, samples: int) -> dict[str, An
         ("last part of a name", some_name),
         ("prefix of a last part", lambda: f"{rng.choice(WORDS)}_{rng.choice(WORDS)[:3]}"),
         ("common word", lambda: rng.choice(WORDS)),
-        ("rare substring", lambda: f"_{rng.randint(10_000, n)}"),
+        ("rare substring", lambda: f"_{rng.randint(n // 10, n)}"),
         ("field name", lambda: f"{rng.choice(WORDS)}_id"),
         ("job (query id) prefix", lambda: f"202606{rng.randint(1, 28):02d}_1"),
         ("no match", lambda: f"zz{rng.randint(0, 10**6)}qq"),

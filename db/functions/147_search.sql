@@ -3,8 +3,10 @@ CREATE OR REPLACE FUNCTION metastore.search(p_q text, p_limit integer DEFAULT 20
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Planned once per session (plans do not depend on the values: key lookups and ranges); a
--- custom plan of each statement cost more to make than to run.
+-- custom plan of each statement cost more to make than to run. Every read here goes through an
+-- index: on a small table the generic plan read the schema versions whole, a jsonpath per row.
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $fn$
 DECLARE
     -- Substring candidates ranked per kind: enough that the best of a common substring are among them.
