@@ -107,6 +107,8 @@ BEGIN
                               >= substr(CASE WHEN p_namespace IS NULL THEN '\x'::bytea ELSE v_from END, 1, 1024)
                           AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_to
                           AND (p_namespace IS NULL OR j.namespace = p_namespace)
+                        -- In order, so that the scan stops at c_scan + 1 (a bitmap reads the range whole).
+                        ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
                         LIMIT c_scan + 1);
         IF cardinality(v_few) > c_scan THEN
             v_few := NULL;

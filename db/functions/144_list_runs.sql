@@ -103,6 +103,8 @@ BEGIN
                                                 length(metastore.dataset_key(p_job_namespace, '')) - 1)
                                          || '\x01'::bytea, 1, 1024)
                            AND j.namespace = p_job_namespace
+                         -- In order, so that the scan stops at c_jobs + 1 (a bitmap reads the range whole).
+                         ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
                          LIMIT c_jobs + 1);
         v_driver := CASE WHEN cardinality(v_jobs) <= c_jobs THEN 'jobs'
                          WHEN NOT 'COMPLETE' = ANY (v_states) THEN 'state' ELSE 'time' END;
