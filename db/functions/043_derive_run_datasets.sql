@@ -16,8 +16,7 @@ SET enable_hashjoin = off
 SET enable_mergejoin = off
 AS $fn$
 DECLARE
-    v_generation integer := metastore.derive_generation();
-    v_moved      jsonb;
+    v_moved jsonb;
 BEGIN
     -- One statement (a call per set; its fixed cost is most of what a set of one event costs):
     -- the set's runs, a probe of jobs and one of runs per distinct run (callers call this only
@@ -25,14 +24,15 @@ BEGIN
     -- identifier is the same data under another name: readers cross metastore.dataset_symlinks),
     -- inserted in key order as every writer takes them, a row of an older generation taken over
     -- (metastore.backfill rebuilds); and the runs whose first eventTime is one of the set's while
-    -- they had events before: it moved, and their other rows follow below.
+    -- they had events before: it moved, and their other rows follow below. The generation is the
+    -- runs' own: derive_job_run has just written them with the current one.
     WITH k AS (
         SELECT u.job_namespace, u.job_name, u.run_id, min(u.event_time) AS first_time, count(*) AS events
           FROM unnest(p_events) AS u
          WHERE u.run_id IS NOT NULL AND u.job_name IS NOT NULL AND u.job_namespace IS NOT NULL
          GROUP BY u.job_namespace, u.job_name, u.run_id
     ), r AS (
-        SELECT k.job_namespace, k.job_name, k.run_id, x.id, x.first_event_time,
+        SELECT k.job_namespace, k.job_name, k.run_id, x.id, x.first_event_time, x.generation,
                x.first_event_time = k.first_time AND x.event_count > k.events AS moved
           FROM k
           JOIN metastore.jobs AS j ON j.name_key = sha256(metastore.dataset_key(k.job_namespace, k.job_name))
@@ -40,7 +40,7 @@ BEGIN
     ), ins AS (
         INSERT INTO metastore.run_datasets AS t (run_id, dataset_id, direction, run_time, generation)
         SELECT DISTINCT r.id, (p_dataset_ids ->> jsonb_build_array(m.namespace, m.name)::text)::bigint, m.direction,
-               r.first_event_time, v_generation
+               r.first_event_time, r.generation
           FROM unnest(p_events) AS u
          CROSS JOIN LATERAL unnest(u.mentions) AS m
           JOIN r ON r.job_namespace = u.job_namespace AND r.job_name = u.job_name AND r.run_id = u.run_id
