@@ -623,6 +623,7 @@ COMMENT ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead intege
 CREATE FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) RETURNS bigint[]
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     v_all bigint[] := ARRAY(SELECT DISTINCT x FROM unnest(p_ids) AS x WHERE x IS NOT NULL ORDER BY x);
@@ -1498,51 +1499,58 @@ CREATE FUNCTION metastore.derive_run_datasets(p_events metastore.valid_event[], 
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 DECLARE
-    v_generation integer := metastore.derive_generation();
-    v_runs       jsonb;
+    v_moved jsonb;
 BEGIN
-    -- The set's runs, by the JSON text of [job namespace, job name, run id]: a probe of jobs and one
-    -- of runs per distinct run (callers call this only where change 11 is deployed, after change 7).
-    SELECT jsonb_object_agg(jsonb_build_array(k.job_namespace, k.job_name, k.run_id)::text,
-                            jsonb_build_array(r.id, r.first_event_time))
-      INTO v_runs
-      FROM (SELECT DISTINCT u.job_namespace, u.job_name, u.run_id
-              FROM unnest(p_events) AS u
-             WHERE u.run_id IS NOT NULL AND u.job_name IS NOT NULL AND u.job_namespace IS NOT NULL) AS k
-      JOIN metastore.jobs AS j ON j.name_key = sha256(metastore.dataset_key(k.job_namespace, k.job_name))
-      JOIN metastore.runs AS r ON r.job_id = j.id AND r.run_id = k.run_id;
-    IF v_runs IS NULL THEN
-        RETURN;
-    END IF;
-
-    -- Each event's inputs and outputs (a symlink identifier is the same data under another name:
-    -- readers cross metastore.dataset_symlinks), in key order as every writer takes them. A row of
-    -- an older generation is taken over (metastore.backfill rebuilds).
-    IF p_dataset_ids IS NOT NULL AND p_dataset_ids <> '{}' THEN
+    -- One statement (a call per set; its fixed cost is most of what a set of one event costs):
+    -- the set's runs, a probe of jobs and one of runs per distinct run (callers call this only
+    -- where change 11 is deployed, after change 7); each event's inputs and outputs (a symlink
+    -- identifier is the same data under another name: readers cross metastore.dataset_symlinks),
+    -- inserted in key order as every writer takes them, a row of an older generation taken over
+    -- (metastore.backfill rebuilds); and the runs whose first eventTime is one of the set's while
+    -- they had events before: it moved, and their other rows follow below. The generation is the
+    -- runs' own: derive_job_run has just written them with the current one.
+    WITH k AS (
+        SELECT u.job_namespace, u.job_name, u.run_id, min(u.event_time) AS first_time, count(*) AS events
+          FROM unnest(p_events) AS u
+         WHERE u.run_id IS NOT NULL AND u.job_name IS NOT NULL AND u.job_namespace IS NOT NULL
+         GROUP BY u.job_namespace, u.job_name, u.run_id
+    ), r AS (
+        SELECT k.job_namespace, k.job_name, k.run_id, x.id, x.first_event_time, x.generation,
+               x.first_event_time = k.first_time AND x.event_count > k.events AS moved
+          FROM k
+          JOIN metastore.jobs AS j ON j.name_key = sha256(metastore.dataset_key(k.job_namespace, k.job_name))
+          JOIN metastore.runs AS x ON x.job_id = j.id AND x.run_id = k.run_id
+    ), ins AS (
         INSERT INTO metastore.run_datasets AS t (run_id, dataset_id, direction, run_time, generation)
-        SELECT DISTINCT (x.run ->> 0)::bigint, x.dataset_id, x.direction, (x.run ->> 1)::timestamptz, v_generation
-          FROM (SELECT v_runs -> jsonb_build_array(u.job_namespace, u.job_name, u.run_id)::text AS run,
-                       (p_dataset_ids ->> jsonb_build_array(m.namespace, m.name)::text)::bigint AS dataset_id,
-                       m.direction
-                  FROM unnest(p_events) AS u
-                 CROSS JOIN LATERAL unnest(u.mentions) AS m
-                 WHERE u.run_id IS NOT NULL AND m.symlink_of_namespace IS NULL
-                   AND m.direction IN ('input', 'output')) AS x
-         WHERE x.run IS NOT NULL AND x.dataset_id IS NOT NULL
+        SELECT DISTINCT r.id, (p_dataset_ids ->> jsonb_build_array(m.namespace, m.name)::text)::bigint, m.direction,
+               r.first_event_time, r.generation
+          FROM unnest(p_events) AS u
+         CROSS JOIN LATERAL unnest(u.mentions) AS m
+          JOIN r ON r.job_namespace = u.job_namespace AND r.job_name = u.job_name AND r.run_id = u.run_id
+         WHERE m.symlink_of_namespace IS NULL AND m.direction IN ('input', 'output')
+           AND p_dataset_ids ? jsonb_build_array(m.namespace, m.name)::text
          ORDER BY 1, 2, 3
         ON CONFLICT (run_id, dataset_id, direction) DO UPDATE
            SET run_time = excluded.run_time, generation = excluded.generation
-         WHERE t.generation <> excluded.generation OR t.run_time <> excluded.run_time;
-    END IF;
+         WHERE t.generation <> excluded.generation OR t.run_time <> excluded.run_time
+        RETURNING 1
+    )
+    SELECT jsonb_object_agg(r.id::text, r.first_event_time) FILTER (WHERE r.moved)
+      INTO v_moved
+      FROM r;
 
-    -- An event earlier than a run's first (a START after its COMPLETE) moves its first_event_time:
+    -- An event earlier than a run's first (a START after its COMPLETE) moved its first_event_time:
     -- its rows follow, so that the timeline of a dataset keeps the order of the runs timeline.
-    UPDATE metastore.run_datasets AS t
-       SET run_time = (r.value ->> 1)::timestamptz
-      FROM jsonb_each(v_runs) AS r
-     WHERE t.run_id = (r.value ->> 0)::bigint AND t.run_time <> (r.value ->> 1)::timestamptz;
+    IF v_moved IS NOT NULL THEN
+        UPDATE metastore.run_datasets AS t
+           SET run_time = (m.value #>> '{}')::timestamptz
+          FROM jsonb_each(v_moved) AS m
+         WHERE t.run_id = m.key::bigint AND t.run_time <> (m.value #>> '{}')::timestamptz;
+    END IF;
 END
 $$;
 
@@ -1659,6 +1667,7 @@ CREATE FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction t
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     v_hide      record;
@@ -1856,7 +1865,9 @@ BEGIN
               FROM (SELECT DISTINCT ON (k.key) k.key, r.dds, r.df, r.o
                       FROM unnest(v_dds, v_df) WITH ORDINALITY AS r (dds, df, o)
                      CROSS JOIN LATERAL (SELECT jsonb_build_array(r.dds, r.df)::text AS key) AS k
-                     WHERE k.key = ANY (v_keys) AND k.key <> ALL (v_seen)
+                     -- Set operations by hash, not = ANY (a comparison with each element).
+                     WHERE EXISTS (SELECT FROM unnest(v_keys) AS n (key) WHERE n.key = k.key)
+                       AND NOT EXISTS (SELECT FROM unnest(v_seen) AS n (key) WHERE n.key = k.key)
                      ORDER BY k.key, r.o) AS x;
         END LOOP;
     END LOOP;
@@ -2346,6 +2357,7 @@ COMMENT ON FUNCTION metastore.hidden_list(p_all boolean) IS 'The entries of meta
 CREATE FUNCTION metastore.hidden_names(OUT dataset_ids bigint[], OUT job_ids bigint[], OUT job_edge_keys bytea[], OUT namespaces text[]) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 BEGIN
     dataset_ids := '{}';
@@ -2382,7 +2394,8 @@ CREATE FUNCTION metastore.hide(p_kind text, p_namespace text, p_name text DEFAUL
     SET "TimeZone" TO 'UTC'
     AS $$
 DECLARE
-    v_entry   metastore.hidden;
+    -- A record, not metastore.hidden: db/functions is applied before change 11 too.
+    v_entry   record;
     v_already boolean := false;
 BEGIN
     IF p_kind IS NULL OR p_kind NOT IN ('dataset', 'job', 'namespace') THEN
@@ -2404,7 +2417,7 @@ BEGIN
     VALUES (p_kind, p_namespace, p_name, p_reason, session_user, clock_timestamp())
     ON CONFLICT (kind, name_key) WHERE unhidden_at IS NULL DO NOTHING
     RETURNING h.* INTO v_entry;
-    IF v_entry.id IS NULL THEN
+    IF NOT FOUND THEN
         -- Hidden already: said so, the entry as it was recorded.
         v_already := true;
         SELECT h.* INTO STRICT v_entry FROM metastore.hidden AS h
@@ -2686,6 +2699,7 @@ CREATE FUNCTION metastore.lineage_graph(p_id bigint, p_direction text, p_depth i
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     v_hide      record;
@@ -2812,6 +2826,13 @@ BEGIN
                                    AND e.job_sha256 <> ALL (v_hide.job_edge_keys)
                                    AND e.job_namespace <> ALL (v_hide.namespaces)
                                  ORDER BY 1 LIMIT v_cap);
+            END IF;
+            -- A hidden dataset leads nowhere, not even to its symlinks' names.
+            IF v_hiding THEN
+                v_next := ARRAY(SELECT a.x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
+                                  JOIN metastore.datasets AS d ON d.id = a.x
+                                 WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                                 ORDER BY a.o);
             END IF;
             EXIT WHEN cardinality(v_next) = 0;
             v_next := ARRAY(SELECT x FROM unnest(metastore.dataset_aliases(v_next, v_cap)) WITH ORDINALITY AS a (x, o)
@@ -2947,6 +2968,8 @@ DECLARE
                  LIMIT $6) AS p
     $q$;
     v_hide   record;
+    v_skip_lo bytea;
+    v_skip_hi bytea;
     v_after  jsonb;
     v_from   bytea;
     v_to     bytea;
@@ -2990,27 +3013,48 @@ BEGIN
     v_hide := metastore.hidden_names();
 
     IF p_q IS NULL THEN
-        -- Without q, one plan fits every call: datasets_order_idx, walked in order.
-        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
-          INTO v_rows
-          FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
-                       v.input_events, v.output_events,
-                       (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
-                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
-                       metastore.dataset_key(v.namespace, v.name) AS sort_key
-                  FROM metastore.datasets_view AS v
-                 WHERE pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
-                       >= pg_catalog.substr(coalesce(v_from, '\x'), 1, 1024)
-                   AND metastore.dataset_key(v.namespace, v.name) > coalesce(v_from, '\x')
-                   AND (v_to IS NULL OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= v_to)
-                   AND (p_namespace IS NULL OR v.namespace = p_namespace)
-                   AND (p_scheme IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left(pg_catalog.lower(p_scheme), 200)
-                                             AND v.scheme = pg_catalog.lower(p_scheme)))
-                   AND (p_kind IS NULL OR v.kind = p_kind)
-                   AND v.id <> ALL (v_hide.dataset_ids) AND v.namespace <> ALL (v_hide.namespaces)
-                 ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
-                          metastore.dataset_key(v.namespace, v.name)
-                 LIMIT p_limit + 1) AS p;
+        -- Without q, one plan fits every call: datasets_order_idx, walked in order. A hidden
+        -- namespace is a range of that index (its bytes followed by 0, up to them followed by 1): the
+        -- walk stops before it and goes on past it, instead of reading its rows one by one (a hidden
+        -- namespace of a million datasets would hold up a page for seconds). One of more than 1022
+        -- bytes shares the index's 1024-byte prefix with others: left to the row filter.
+        v_rows := '[]';
+        LOOP
+            SELECT k.lo, k.hi INTO v_skip_lo, v_skip_hi
+              FROM (SELECT metastore.dataset_key(n.ns, '') AS lo,
+                           substr(metastore.dataset_key(n.ns, ''), 1, octet_length(metastore.dataset_key(n.ns, '')) - 1)
+                           || '\x01'::bytea AS hi
+                      FROM unnest(v_hide.namespaces) AS n (ns)
+                     WHERE octet_length(n.ns) <= 1022) AS k
+             WHERE k.hi > coalesce(v_from, '\x'::bytea)
+             ORDER BY k.lo
+             LIMIT 1;
+            SELECT v_rows || coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
+              INTO v_rows
+              FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
+                           v.input_events, v.output_events,
+                           (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
+                             WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
+                           metastore.dataset_key(v.namespace, v.name) AS sort_key
+                      FROM metastore.datasets_view AS v
+                     WHERE pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
+                           >= pg_catalog.substr(coalesce(v_from, '\x'), 1, 1024)
+                       AND metastore.dataset_key(v.namespace, v.name) > coalesce(v_from, '\x')
+                       AND (v_to IS NULL OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= v_to)
+                       AND (v_skip_lo IS NULL
+                            OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) < v_skip_lo)
+                       AND (p_namespace IS NULL OR v.namespace = p_namespace)
+                       AND (p_scheme IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left(pg_catalog.lower(p_scheme), 200)
+                                                 AND v.scheme = pg_catalog.lower(p_scheme)))
+                       AND (p_kind IS NULL OR v.kind = p_kind)
+                       AND v.id <> ALL (v_hide.dataset_ids) AND v.namespace <> ALL (v_hide.namespaces)
+                     ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
+                              metastore.dataset_key(v.namespace, v.name)
+                     LIMIT p_limit + 1 - pg_catalog.jsonb_array_length(v_rows)) AS p;
+            EXIT WHEN pg_catalog.jsonb_array_length(v_rows) > p_limit OR v_skip_lo IS NULL
+                      OR (v_to IS NOT NULL AND pg_catalog.substr(v_skip_lo, 1, 1024) > v_to);
+            v_from := v_skip_hi;
+        END LOOP;
     ELSE
         -- q is a case-insensitive substring of the name, as a LIKE pattern (\, % and _ taken
         -- literally) on lower(name), which the trigram index (V0002, where pg_trgm exists) serves.
@@ -3052,6 +3096,7 @@ CREATE FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace 
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     -- Jobs (sort=name) or runs (sort=latest_run) looked at per page, at most: a rare state or user
@@ -3076,6 +3121,7 @@ DECLARE
     v_keys   bytea[];
     v_times  timestamptz[];
     v_runs   bigint[];
+    v_complete boolean;
     v_page   jsonb := '[]';
     v_more   jsonb;
     v_last   jsonb;
@@ -3131,6 +3177,8 @@ BEGIN
         v_like := '%' || replace(replace(replace(lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
     END IF;
     v_hide := metastore.hidden_names();
+    -- runs_state_idx holds the runs that did not complete: with COMPLETE, walk all runs.
+    v_complete := coalesce('COMPLETE' = ANY (v_states), false);
 
     IF v_sort = 'latest_run' THEN
         -- Few jobs (in the namespace): each one's latest run, sorted. Many: walk the runs newest
@@ -3141,6 +3189,8 @@ BEGIN
                               >= substr(CASE WHEN p_namespace IS NULL THEN '\x'::bytea ELSE v_from END, 1, 1024)
                           AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_to
                           AND (p_namespace IS NULL OR j.namespace = p_namespace)
+                        -- In order, so that the scan stops at c_scan + 1 (a bitmap reads the range whole).
+                        ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
                         LIMIT c_scan + 1);
         IF cardinality(v_few) > c_scan THEN
             v_few := NULL;
@@ -3191,16 +3241,17 @@ BEGIN
                              LIMIT v_chunk) AS w
                     UNION ALL
                     SELECT s.job_id, s.first_event_time, s.id
-                      FROM unnest(CASE WHEN v_few IS NULL AND p_user IS NULL THEN v_states END) AS k (state)
+                      FROM unnest(CASE WHEN v_few IS NULL AND p_user IS NULL AND NOT v_complete THEN v_states END)
+                           AS k (state)
                      CROSS JOIN LATERAL (
                             SELECT r.job_id, r.first_event_time, r.id FROM metastore.runs AS r
-                             WHERE r.state = k.state AND (r.first_event_time, r.id) < (v_t, v_i)
+                             WHERE r.state = k.state AND r.state <> 'COMPLETE' AND (r.first_event_time, r.id) < (v_t, v_i)
                              ORDER BY r.first_event_time DESC, r.id DESC
                              LIMIT v_chunk) AS s
                     UNION ALL
                     SELECT w.job_id, w.first_event_time, w.id
                       FROM (SELECT r.job_id, r.first_event_time, r.id FROM metastore.runs AS r
-                             WHERE v_few IS NULL AND p_user IS NULL AND v_states IS NULL
+                             WHERE v_few IS NULL AND p_user IS NULL AND (v_states IS NULL OR v_complete)
                                AND (r.first_event_time, r.id) < (v_t, v_i)
                              ORDER BY r.first_event_time DESC, r.id DESC
                              LIMIT v_chunk) AS w
@@ -3268,6 +3319,7 @@ COMMENT ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namesp
 CREATE FUNCTION metastore.list_namespaces(p_limit integer DEFAULT 1000) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     v_hide  record;
@@ -3277,9 +3329,18 @@ DECLARE
     v_kind  text;
     v_seen  integer;
     v_rows  jsonb;
+    -- Counted up to this many of each kind (more_datasets, more_jobs: there are more): the count of
+    -- a namespace of a million datasets would read a million rows (the order index holds the key, not
+    -- the columns: each entry is checked on its row).
+    c_count constant integer := 1000;
+    v_ns       text;
+    v_lo       bytea;
+    v_hi       bytea;
+    v_datasets bigint;
+    v_jobs     bigint;
 BEGIN
-    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 10000, not %s', p_limit);
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
     END IF;
     v_hide := metastore.hidden_names();
     -- The distinct namespaces of each table, one index probe each: datasets_order_idx and
@@ -3318,48 +3379,74 @@ BEGIN
         END LOOP;
     END LOOP;
 
-    -- The first p_limit in code point order, each counted on the index (an index-only range count;
-    -- a namespace of more than 1022 bytes shares the index's 1024-byte prefix with others: checked).
-    SELECT coalesce(jsonb_agg(jsonb_build_object('namespace', n.ns, 'datasets', c.datasets, 'jobs', c.jobs)
-                              ORDER BY n.k), '[]')
-      INTO v_rows
-      FROM (SELECT x.ns, metastore.dataset_key(x.ns, '') AS k FROM unnest(v_names) AS x (ns)
-             ORDER BY 2 LIMIT p_limit) AS n
-     CROSS JOIN LATERAL (
-            SELECT substr(n.k, 1, 1024) AS lo,
-                   substr(substr(n.k, 1, length(n.k) - 1) || '\x01'::bytea, 1, 1024) AS hi,
-                   octet_length(n.ns) > 1022 AS long) AS b
-     CROSS JOIN LATERAL (
-            SELECT (SELECT count(*) FROM metastore.datasets AS d
-                     WHERE substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) >= b.lo
-                       AND substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) <= b.hi
-                       AND (NOT b.long OR d.namespace = n.ns))
-                   - (SELECT count(*) FROM metastore.datasets AS d
-                       WHERE d.id = ANY (v_hide.dataset_ids) AND d.namespace = n.ns) AS datasets,
-                   (SELECT count(*) FROM metastore.jobs AS j
-                     WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= b.lo
-                       AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= b.hi
-                       AND (NOT b.long OR j.namespace = n.ns))
-                   - (SELECT count(*) FROM metastore.jobs AS j
-                       WHERE j.id = ANY (v_hide.job_ids) AND j.namespace = n.ns) AS jobs) AS c
-     -- A namespace whose every dataset and job is hidden one by one is gone too.
-     WHERE c.datasets + c.jobs > 0;
+    -- The first p_limit in code point order, each counted along the order index up to c_count + 1
+    -- entries (ordered, so that the scan stops there: a bitmap would read the whole range): a
+    -- namespace's keys lie between its bytes followed by 0 and by 1; one of more than 1022 bytes shares
+    -- the index's 1024-byte prefix with others: checked on the row.
+    v_rows := '[]';
+    FOR v_ns, v_lo, v_hi IN
+        SELECT x.ns, substr(k.k, 1, 1024), substr(substr(k.k, 1, length(k.k) - 1) || '\x01'::bytea, 1, 1024)
+          FROM unnest(v_names) AS x (ns) CROSS JOIN LATERAL (SELECT metastore.dataset_key(x.ns, '') AS k) AS k
+         ORDER BY k.k
+         LIMIT p_limit
+    LOOP
+        IF octet_length(v_ns) <= 1022 THEN
+            SELECT count(*) INTO v_datasets FROM (
+                SELECT FROM metastore.datasets AS d
+                 WHERE substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) >= v_lo
+                   AND substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) <= v_hi
+                 ORDER BY substr(metastore.dataset_key(d.namespace, d.name), 1, 1024)
+                 LIMIT c_count + 1) AS c;
+            SELECT count(*) INTO v_jobs FROM (
+                SELECT FROM metastore.jobs AS j
+                 WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= v_lo
+                   AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_hi
+                 ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                 LIMIT c_count + 1) AS c;
+        ELSE
+            SELECT count(*) INTO v_datasets FROM (
+                SELECT FROM metastore.datasets AS d
+                 WHERE substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) >= v_lo
+                   AND substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) <= v_hi AND d.namespace = v_ns
+                 ORDER BY substr(metastore.dataset_key(d.namespace, d.name), 1, 1024)
+                 LIMIT c_count + 1) AS c;
+            SELECT count(*) INTO v_jobs FROM (
+                SELECT FROM metastore.jobs AS j
+                 WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= v_lo
+                   AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_hi AND j.namespace = v_ns
+                 ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                 LIMIT c_count + 1) AS c;
+        END IF;
+        -- Hidden ones are not counted (a handful: their ids).
+        IF cardinality(v_hide.dataset_ids) > 0 OR cardinality(v_hide.job_ids) > 0 THEN
+            v_datasets := v_datasets - (SELECT count(*) FROM metastore.datasets AS d
+                                         WHERE d.id = ANY (v_hide.dataset_ids) AND d.namespace = v_ns);
+            v_jobs := v_jobs - (SELECT count(*) FROM metastore.jobs AS j
+                                 WHERE j.id = ANY (v_hide.job_ids) AND j.namespace = v_ns);
+        END IF;
+        -- A namespace whose every dataset and job is hidden one by one is gone too.
+        CONTINUE WHEN v_datasets + v_jobs = 0;
+        v_rows := v_rows || jsonb_build_array(jsonb_build_object(
+            'namespace', v_ns, 'datasets', least(v_datasets, c_count), 'jobs', least(v_jobs, c_count),
+            'more_datasets', v_datasets > c_count, 'more_jobs', v_jobs > c_count));
+    END LOOP;
     RETURN jsonb_build_object('namespaces', v_rows, 'truncated', cardinality(v_names) > p_limit);
 END
 $$;
 
-COMMENT ON FUNCTION metastore.list_namespaces(p_limit integer) IS 'The namespaces of datasets and jobs, in code point order, each with how many datasets and jobs it has: {"namespaces": [{"namespace", "datasets", "jobs"}], "truncated"}, the first p_limit (truncated: there are more). Hidden namespaces are left out, hidden datasets and jobs not counted (metastore.hide). Error codes: 22023 limit outside 1..10000.';
+COMMENT ON FUNCTION metastore.list_namespaces(p_limit integer) IS 'The namespaces of datasets and jobs, in code point order, each with how many datasets and jobs it has, counted up to 1000 each: {"namespaces": [{"namespace", "datasets", "jobs", "more_datasets", "more_jobs"}], "truncated"}, the first p_limit (truncated: there are more; more_*: more than 1000). Hidden namespaces are left out, hidden datasets and jobs not counted (metastore.hide). Error codes: 22023 limit outside 1..1000.';
 
 CREATE FUNCTION metastore.list_runs(p_limit integer DEFAULT 50, p_cursor text DEFAULT NULL::text, p_state text DEFAULT NULL::text, p_user text DEFAULT NULL::text, p_source text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_dataset_id bigint DEFAULT NULL::bigint, p_from text DEFAULT NULL::text, p_to text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
     SET "DateStyle" TO 'ISO, YMD'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     -- Runs looked at per page, at most: a combination of filters no single index serves (a rare
     -- state of one user) gives a page with fewer runs, or none, and a cursor to go on from.
-    c_scan    constant integer := 10000;
+    c_scan    constant integer := 5000;
     -- A namespace of at most this many jobs is read job by job (runs_job_latest_idx); a larger one
     -- by walking the timeline.
     c_jobs    constant integer := 500;
@@ -3378,10 +3465,10 @@ DECLARE
     v_scanned integer := 0;
     v_ids     bigint[];
     v_times   timestamptz[];
-    v_page    jsonb := '[]';
-    v_more    jsonb;
+    v_page    bigint[] := '{}';
+    v_kept    bigint[];
+    v_runs    jsonb;
     v_next    text;
-    v_last    jsonb;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
@@ -3426,13 +3513,28 @@ BEGIN
         v_aliases := metastore.dataset_aliases(ARRAY[p_dataset_id], 100);
     END IF;
 
-    -- Which index walks the timeline: the most selective filter's, the others are checked on each run.
+    -- Which index walks the timeline: the most selective filter's (a source or COMPLETE has none),
+    -- the others are checked on each run.
     IF p_dataset_id IS NOT NULL THEN
         v_driver := 'dataset';
     ELSIF p_user IS NOT NULL THEN
         v_driver := 'user';
-    ELSIF p_source IS NOT NULL THEN
-        v_driver := 'source';
+        -- With states that have an index too (not COMPLETE): walk the one with fewer runs, each
+        -- counted on its index up to 1000 (a user of many runs and failures are rarer, or the
+        -- other way round).
+        IF NOT 'COMPLETE' = ANY (v_states)
+           AND (SELECT count(*) FROM (
+                    SELECT FROM unnest(v_states) AS k (state)
+                     CROSS JOIN LATERAL (SELECT FROM metastore.runs AS r
+                                          WHERE r.state = k.state AND r.state <> 'COMPLETE'
+                                          ORDER BY r.state, r.first_event_time LIMIT 1000) AS x
+                     LIMIT 1000) AS c)
+               < (SELECT count(*) FROM (
+                      SELECT FROM metastore.runs AS r
+                       WHERE left(r.trino_user, 200) = left(p_user, 200) AND r.trino_user IS NOT NULL
+                       ORDER BY left(r.trino_user, 200), r.first_event_time LIMIT 1000) AS c) THEN
+            v_driver := 'state';
+        END IF;
     ELSIF p_job_namespace IS NOT NULL THEN
         v_jobs := ARRAY(SELECT j.id FROM metastore.jobs AS j
                          WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
@@ -3442,10 +3544,13 @@ BEGIN
                                                 length(metastore.dataset_key(p_job_namespace, '')) - 1)
                                          || '\x01'::bytea, 1, 1024)
                            AND j.namespace = p_job_namespace
+                         -- In order, so that the scan stops at c_jobs + 1 (a bitmap reads the range whole).
+                         ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
                          LIMIT c_jobs + 1);
         v_driver := CASE WHEN cardinality(v_jobs) <= c_jobs THEN 'jobs'
-                         WHEN v_states IS NOT NULL THEN 'state' ELSE 'time' END;
-    ELSIF v_states IS NOT NULL THEN
+                         WHEN NOT 'COMPLETE' = ANY (v_states) THEN 'state' ELSE 'time' END;
+    -- runs_state_idx holds the runs that did not complete: COMPLETE, most runs, walks the timeline.
+    ELSIF NOT 'COMPLETE' = ANY (v_states) THEN
         v_driver := 'state';
     ELSE
         v_driver := 'time';
@@ -3479,16 +3584,6 @@ BEGIN
                        AND r.first_event_time >= v_from AND r.first_event_time < v_to
                      ORDER BY left(r.trino_user, 200), r.first_event_time DESC, r.id DESC
                      LIMIT v_chunk) AS c;
-        ELSIF v_driver = 'source' THEN
-            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
-                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
-              INTO v_ids, v_times
-              FROM (SELECT r.id, r.first_event_time FROM metastore.runs AS r
-                     WHERE left(r.trino_source, 200) = left(p_source, 200) AND r.trino_source IS NOT NULL
-                       AND (r.first_event_time, r.id) < (v_t, v_i)
-                       AND r.first_event_time >= v_from AND r.first_event_time < v_to
-                     ORDER BY left(r.trino_source, 200), r.first_event_time DESC, r.id DESC
-                     LIMIT v_chunk) AS c;
         ELSIF v_driver IN ('jobs', 'state') THEN
             -- Several ordered walks (one per job, or per state) merged.
             SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
@@ -3507,7 +3602,7 @@ BEGIN
                       FROM unnest(CASE WHEN v_driver = 'state' THEN v_states END) AS k (state)
                      CROSS JOIN LATERAL (
                             SELECT r.id, r.first_event_time FROM metastore.runs AS r
-                             WHERE r.state = k.state AND (r.first_event_time, r.id) < (v_t, v_i)
+                             WHERE r.state = k.state AND r.state <> 'COMPLETE' AND (r.first_event_time, r.id) < (v_t, v_i)
                                AND r.first_event_time >= v_from AND r.first_event_time < v_to
                              ORDER BY r.first_event_time DESC, r.id DESC
                              LIMIT v_chunk) AS s
@@ -3528,19 +3623,10 @@ BEGIN
         v_t := v_times[cardinality(v_times)];
         v_i := v_ids[cardinality(v_ids)];
 
-        -- Every filter on each candidate, in the candidates' order; then what the page shows.
-        SELECT coalesce(jsonb_agg(x.run ORDER BY x.o), '[]')
-          INTO v_more
-          FROM (SELECT c.o, jsonb_build_object(
-                           'id', r.id, 'run_id', r.run_id, 'state', r.state,
-                           'started_at', r.started_at, 'ended_at', r.ended_at,
-                           'duration_s', extract(epoch FROM r.duration),
-                           'trino_user', r.trino_user, 'trino_source', r.trino_source,
-                           'error_message', r.error_message,
-                           'first_event_time', r.first_event_time, 'last_event_time', r.last_event_time,
-                           'event_count', r.event_count,
-                           'job', jsonb_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name))
-                       || metastore.run_datasets_of(r.id, v_hide.dataset_ids, v_hide.namespaces) AS run
+        -- Every filter on each candidate, in the candidates' order; the first p_limit + 1 kept.
+        SELECT coalesce(array_agg(x.id ORDER BY x.o), '{}')
+          INTO v_kept
+          FROM (SELECT c.o, r.id
                   FROM unnest(v_ids) WITH ORDINALITY AS c (id, o)
                   JOIN metastore.runs AS r ON r.id = c.id
                   JOIN metastore.jobs AS j ON j.id = r.job_id
@@ -3551,29 +3637,82 @@ BEGIN
                    AND (v_aliases IS NULL
                         OR EXISTS (SELECT FROM metastore.run_datasets AS rd
                                     WHERE rd.run_id = r.id AND rd.dataset_id = ANY (v_aliases)))
-                   AND r.job_id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)) AS x;
-        v_page := v_page || v_more;
-        EXIT WHEN jsonb_array_length(v_page) > p_limit OR cardinality(v_ids) < v_chunk OR v_scanned >= c_scan;
+                   AND r.job_id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)
+                 ORDER BY c.o
+                 LIMIT p_limit + 1 - cardinality(v_page)) AS x;
+        v_page := v_page || v_kept;
+        EXIT WHEN cardinality(v_page) > p_limit OR cardinality(v_ids) < v_chunk OR v_scanned >= c_scan;
         v_chunk := least(v_chunk * 4, c_scan - v_scanned);
     END LOOP;
 
-    IF jsonb_array_length(v_page) > p_limit THEN
-        v_page := (SELECT jsonb_agg(e.value ORDER BY e.o) FROM jsonb_array_elements(v_page) WITH ORDINALITY AS e (value, o)
-                    WHERE e.o <= p_limit);
-        v_last := v_page -> (p_limit - 1);
-        v_next := translate(encode(convert_to(jsonb_build_array(
-                      (v_last ->> 'first_event_time')::timestamptz::text, (v_last ->> 'id')::bigint)::text, 'UTF8'),
-                      'base64'), E'+/\n', '-_');
+    IF cardinality(v_page) > p_limit THEN
+        v_page := v_page[1:p_limit];
+        SELECT jsonb_build_array(r.first_event_time::text, r.id)::text INTO v_next
+          FROM metastore.runs AS r WHERE r.id = v_page[p_limit];
     ELSIF v_scanned >= c_scan THEN
         -- Not at the end: the page looked at as many runs as one page may. Go on from the last.
-        v_next := translate(encode(convert_to(jsonb_build_array(v_t::text, v_i)::text, 'UTF8'), 'base64'),
-                            E'+/\n', '-_');
+        v_next := jsonb_build_array(v_t::text, v_i)::text;
     END IF;
-    RETURN jsonb_build_object('runs', v_page, 'next_cursor', v_next);
+
+    -- What the page shows, the datasets of all its runs in one statement: at most 100 of each side
+    -- per run, along run_datasets' key (the smallest ids), and whether there are more.
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'id', r.id, 'run_id', r.run_id, 'state', r.state,
+               'started_at', r.started_at, 'ended_at', r.ended_at,
+               'duration_s', extract(epoch FROM r.duration),
+               'trino_user', r.trino_user, 'trino_source', r.trino_source,
+               'error_message', r.error_message,
+               'first_event_time', r.first_event_time, 'last_event_time', r.last_event_time,
+               'event_count', r.event_count,
+               'job', jsonb_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name),
+               'inputs', io.inputs, 'outputs', io.outputs,
+               'datasets_truncated', (io.inputs_full OR io.outputs_full) AND EXISTS (
+                   SELECT FROM metastore.run_datasets AS rd
+                     JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                    WHERE rd.run_id = r.id
+                      AND ((io.inputs_full AND rd.direction = 'input' AND rd.dataset_id > io.last_input)
+                           OR (io.outputs_full AND rd.direction = 'output' AND rd.dataset_id > io.last_output))
+                      AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)))
+               ORDER BY p.o), '[]')
+      INTO v_runs
+      FROM unnest(v_page) WITH ORDINALITY AS p (id, o)
+      JOIN metastore.runs AS r ON r.id = p.id
+      JOIN metastore.jobs AS j ON j.id = r.job_id
+     CROSS JOIN LATERAL (
+            SELECT coalesce(jsonb_agg(jsonb_build_object('id', s.id, 'namespace', s.namespace, 'name', s.name)
+                                      ORDER BY s.namespace COLLATE "C", s.name COLLATE "C", s.id)
+                                FILTER (WHERE s.direction = 'input'), '[]') AS inputs,
+                   coalesce(jsonb_agg(jsonb_build_object('id', s.id, 'namespace', s.namespace, 'name', s.name)
+                                      ORDER BY s.namespace COLLATE "C", s.name COLLATE "C", s.id)
+                                FILTER (WHERE s.direction = 'output'), '[]') AS outputs,
+                   -- A side of 100: is there a 101st (past the greatest id listed)? Asked above.
+                   count(*) FILTER (WHERE s.direction = 'input') = 100 AS inputs_full,
+                   count(*) FILTER (WHERE s.direction = 'output') = 100 AS outputs_full,
+                   max(s.id) FILTER (WHERE s.direction = 'input') AS last_input,
+                   max(s.id) FILTER (WHERE s.direction = 'output') AS last_output
+              FROM (SELECT * FROM (
+                        SELECT rd.direction, d.id, d.namespace, d.name
+                          FROM metastore.run_datasets AS rd
+                          JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                         WHERE rd.run_id = r.id AND rd.direction = 'input'
+                           AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                         ORDER BY rd.dataset_id LIMIT 100) AS i
+                    UNION ALL
+                    SELECT * FROM (
+                        SELECT rd.direction, d.id, d.namespace, d.name
+                          FROM metastore.run_datasets AS rd
+                          JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                         WHERE rd.run_id = r.id AND rd.direction = 'output'
+                           AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                         ORDER BY rd.dataset_id LIMIT 100) AS o) AS s) AS io;
+    IF v_next IS NOT NULL THEN
+        v_next := translate(encode(convert_to(v_next, 'UTF8'), 'base64'), E'+/\n', '-_');
+    END IF;
+    RETURN jsonb_build_object('runs', v_runs, 'next_cursor', v_next);
 END
 $$;
 
-COMMENT ON FUNCTION metastore.list_runs(p_limit integer, p_cursor text, p_state text, p_user text, p_source text, p_job_namespace text, p_dataset_id bigint, p_from text, p_to text) IS 'One page of runs, newest first by their first eventTime (then id), keyset-paginated: {"runs": [...], "next_cursor": text or null}. Each run with its state, times, Trino user and source, error, job, and the datasets it read (inputs) and wrote (outputs), at most 100 each. Filters (combined with AND): state (one or several, comma-separated), the Trino user, the Trino source, the job namespace, a dataset (runs that read or wrote it or one of its symlink aliases), first eventTime in [from, to). A page looks at most 10000 runs: a rare combination of filters may give fewer than p_limit runs, or none, with a next_cursor (null only at the end). Hidden datasets and jobs (metastore.hide) are left out. Error codes: 22023 limit outside 1..1000, an unknown state, from after to, or a cursor not returned by this function; 22007/22008 a time that is not one; P0002 no such dataset.';
+COMMENT ON FUNCTION metastore.list_runs(p_limit integer, p_cursor text, p_state text, p_user text, p_source text, p_job_namespace text, p_dataset_id bigint, p_from text, p_to text) IS 'One page of runs, newest first by their first eventTime (then id), keyset-paginated: {"runs": [...], "next_cursor": text or null}. Each run with its state, times, Trino user and source, error, job, and the datasets it read (inputs) and wrote (outputs), at most 100 each. Filters (combined with AND): state (one or several, comma-separated), the Trino user, the Trino source, the job namespace, a dataset (runs that read or wrote it or one of its symlink aliases), first eventTime in [from, to). A page looks at most 5000 runs: a rare combination of filters may give fewer than p_limit runs, or none, with a next_cursor (null only at the end). Hidden datasets and jobs (metastore.hide) are left out. Error codes: 22023 limit outside 1..1000, an unknown state, from after to, or a cursor not returned by this function; 22007/22008 a time that is not one; P0002 no such dataset.';
 
 CREATE FUNCTION metastore.lock_events_briefly() RETURNS bigint
     LANGUAGE plpgsql
@@ -3975,36 +4114,6 @@ $$;
 
 COMMENT ON FUNCTION metastore.roll_up_datasets(p_dataset_ids bigint[]) IS 'Folds metastore.dataset_activity of each dataset''s own generation into metastore.datasets (counts, first_seen, last_seen) for the given datasets, or all of them when null, drops activity of older generations, and returns how many activity rows it folded. metastore.datasets_view reads the same before and after.';
 
-CREATE FUNCTION metastore.run_datasets_of(p_run_id bigint, p_hidden_datasets bigint[], p_hidden_namespaces text[]) RETURNS jsonb
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-BEGIN
-    RETURN (
-        SELECT jsonb_build_object(
-                   'inputs', coalesce(jsonb_agg(jsonb_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name)
-                                                ORDER BY x.namespace COLLATE "C", x.name COLLATE "C", x.id)
-                                          FILTER (WHERE x.direction = 'input' AND x.n <= 100), '[]'),
-                   'outputs', coalesce(jsonb_agg(jsonb_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name)
-                                                 ORDER BY x.namespace COLLATE "C", x.name COLLATE "C", x.id)
-                                           FILTER (WHERE x.direction = 'output' AND x.n <= 100), '[]'),
-                   'datasets_truncated', coalesce(bool_or(x.n > 100), false))
-          FROM (SELECT s.*, row_number() OVER (PARTITION BY s.direction ORDER BY s.id) AS n
-                  FROM (VALUES ('input'), ('output')) AS k (direction)
-                 CROSS JOIN LATERAL (
-                        -- 101 of each side, along the run's key: enough to say it was cut.
-                        SELECT rd.direction, d.id, d.namespace, d.name
-                          FROM metastore.run_datasets AS rd
-                          JOIN metastore.datasets AS d ON d.id = rd.dataset_id
-                         WHERE rd.run_id = p_run_id AND rd.direction = k.direction
-                           AND d.id <> ALL (p_hidden_datasets) AND d.namespace <> ALL (p_hidden_namespaces)
-                         ORDER BY rd.dataset_id
-                         LIMIT 101) AS s) AS x);
-END
-$$;
-
-COMMENT ON FUNCTION metastore.run_datasets_of(p_run_id bigint, p_hidden_datasets bigint[], p_hidden_namespaces text[]) IS 'For the runs timeline: {"inputs", "outputs", "datasets_truncated"}, the datasets run p_run_id read and wrote (metastore.run_datasets), at most 100 of each (the smallest ids) in (namespace, name) order, without the hidden ones given; datasets_truncated: a side had more.';
-
 CREATE FUNCTION metastore.schema_version() RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4017,12 +4126,16 @@ COMMENT ON FUNCTION metastore.schema_version() IS 'The newest applied change of 
 CREATE FUNCTION metastore.search(p_q text, p_limit integer DEFAULT 20) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
     AS $_$
 DECLARE
     -- Substring candidates ranked per kind: enough that the best of a common substring are among them.
     c_sample  constant integer := 200;
-    -- Without a trigram index, names looked through per kind for a substring (the answer says partial).
-    c_scan    constant integer := 100000;
+    -- Without a trigram index, names looked through per kind for a substring (the answer says
+    -- partial): of datasets and fields (where pg_trgm is missing), of jobs the newest (they have none).
+    c_scan    constant integer := 50000;
+    c_scan_jobs constant integer := 2000;
     -- Schema versions looked through for the datasets that have a field now.
     c_versions constant integer := 500;
     v_hide    record;
@@ -4114,8 +4227,8 @@ BEGIN
                    -- A word of the name that starts with q before one that only holds it.
                    CASE WHEN substr(s.lname, strpos(s.lname, v_lq) - 1, 1) ~ '[[:alnum:]]' THEN 1 ELSE 0 END,
                    strpos(s.lname, v_lq)
-              FROM metastore.search_substrings(v_lq, v_like, c_sample, c_scan, v_hide.dataset_ids, v_hide.job_ids,
-                                               v_hide.namespaces) AS s
+              FROM metastore.search_substrings(v_lq, v_like, c_sample, c_scan, c_scan_jobs, v_hide.dataset_ids,
+                                               v_hide.job_ids, v_hide.namespaces) AS s
              WHERE (SELECT count(*) FROM matched AS m WHERE m.lname LIKE v_like || '%' OR m.ltail LIKE v_like || '%')
                    < p_limit
         )
@@ -4133,19 +4246,21 @@ BEGIN
                                 FILTER (WHERE x.n <= 5), '[]'),
                    count(*) > 5
               INTO v_field, v_more
-              FROM (SELECT d.id, d.namespace, d.name, row_number() OVER (ORDER BY d.id) AS n
-                      FROM (SELECT DISTINCT v.dataset_id
+              FROM (SELECT f.*, row_number() OVER (ORDER BY f.id) AS n
+                      FROM (SELECT d.id, d.namespace, d.name
                               FROM (SELECT v.* FROM metastore.dataset_schema_versions AS v
                                      WHERE jsonb_path_query_array(v.fields, '$[*].name')
                                            @> jsonb_build_array(v_cand.name)
                                      LIMIT c_versions) AS v
+                              -- A dataset has one current version: no dataset twice. Taken as
+                              -- they come, the walk stops at the sixth.
+                              JOIN metastore.datasets AS d ON d.id = v.dataset_id
                              WHERE NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS n
                                                 WHERE n.dataset_id = v.dataset_id
                                                   AND (n.last_seen, n.first_seen, v.fields_sha256)
-                                                      > (v.last_seen, v.first_seen, n.fields_sha256))) AS v
-                      JOIN metastore.datasets AS d ON d.id = v.dataset_id
-                     WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
-                     LIMIT 6) AS x;
+                                                      > (v.last_seen, v.first_seen, n.fields_sha256))
+                               AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                             LIMIT 6) AS f) AS x;
             CONTINUE WHEN v_field = '[]';
             v_results := v_results || jsonb_build_array(jsonb_build_object(
                 'type', 'field', 'match', (ARRAY['exact', 'prefix', 'substring'])[v_cand.tier + 1],
@@ -4161,18 +4276,18 @@ BEGIN
 
     -- Partial: a substring search looked through part of the names only (no trigram index there).
     IF jsonb_array_length(v_results) < p_limit THEN
-        v_partial := (to_regclass('metastore.datasets_name_trgm_idx') IS NULL
+        -- The large tables by their row estimate; jobs past the newest c_scan_jobs by their index.
+        v_partial := ((to_regclass('metastore.datasets_name_trgm_idx') IS NULL OR length(v_lq) < 3)
                       AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.datasets'::regclass) > c_scan)
-                  OR (to_regclass('metastore.jobs_name_trgm_idx') IS NULL
-                      AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.jobs'::regclass) > c_scan)
-                  OR (to_regclass('metastore.field_names_name_trgm_idx') IS NULL
+                  OR EXISTS (SELECT FROM metastore.jobs AS j ORDER BY j.id DESC OFFSET c_scan_jobs)
+                  OR ((to_regclass('metastore.field_names_name_trgm_idx') IS NULL OR length(v_lq) < 3)
                       AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.field_names'::regclass) > c_scan);
     END IF;
     RETURN jsonb_build_object('q', v_q, 'results', v_results, 'partial', v_partial);
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.search(p_q text, p_limit integer) IS 'Dataset names, job names and top-level field names that contain p_q (trimmed, compared in lower case), ranked: exact (the name, or the last part of a dataset or job name, after its last / or else its last ., is q), then prefix (it starts with q; the closer first), then substring (a word starting with it first, then where it starts, then shorter names): {"q", "results": [...], "partial"}, at most p_limit. A dataset or job result has its id, namespace and name; a field result the field and up to 5 datasets whose current fields have it (more_datasets: there are more). partial: no trigram index (pg_trgm) serves a substring search of some kind, and the names looked through were not all of them. Hidden datasets, jobs and namespaces (metastore.hide) are left out. Error codes: 22023 q empty or over 1000 bytes, limit outside 1..100.';
+COMMENT ON FUNCTION metastore.search(p_q text, p_limit integer) IS 'Dataset names, job names and top-level field names that contain p_q (trimmed, compared in lower case), ranked: exact (the name, or the last part of a dataset or job name, after its last / or else its last ., is q), then prefix (it starts with q; the closer first), then substring (a word starting with it first, then where it starts, then shorter names): {"q", "results": [...], "partial"}, at most p_limit. A dataset or job result has its id, namespace and name; a field result the field and up to 5 datasets whose current fields have it (more_datasets: there are more). partial: a substring search looked through part of the names of some kind: job names (the newest 2000; they have no trigram index), or dataset or field names (the first 50000) where pg_trgm is missing. Hidden datasets, jobs and namespaces (metastore.hide) are left out. Error codes: 22023 q empty or over 1000 bytes, limit outside 1..100.';
 
 CREATE FUNCTION metastore.search_key(p_text text) RETURNS bytea
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -4183,7 +4298,7 @@ $$;
 
 COMMENT ON FUNCTION metastore.search_key(p_text text) IS 'The first 400 bytes of lower(p_text): the key of the search indexes, in code point order. Frozen (defined by change 11): indexes hold its results.';
 
-CREATE FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) RETURNS TABLE(type text, id bigint, namespace text, name text, kind text, lname text)
+CREATE FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) RETURNS TABLE(type text, id bigint, namespace text, name text, kind text, lname text)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
@@ -4191,7 +4306,8 @@ DECLARE
     -- With a trigram index (pg_trgm) and q long enough to have a trigram, the first p_sample matches
     -- in no particular order, through the index or a walk that stops at them, whichever the plan
     -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). Otherwise the first
-    -- p_scan names of the table, in storage order: a bounded look, which metastore.search reports.
+    -- p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded look,
+    -- which metastore.search reports.
     c_indexed constant text := $q$
         SELECT * FROM (
             SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
@@ -4223,7 +4339,7 @@ DECLARE
         UNION ALL
         SELECT * FROM (
             SELECT 'job'::text, j.id, j.namespace, j.name, NULL::text, lower(j.name)
-              FROM (SELECT * FROM metastore.jobs LIMIT $10) AS j
+              FROM (SELECT * FROM metastore.jobs ORDER BY id DESC LIMIT $11) AS j
              WHERE NOT $8 AND lower(j.name) LIKE $2 AND lower(j.name) NOT LIKE $3
                AND lower(metastore.name_tail(j.name)) NOT LIKE $3 AND j.id <> ALL ($6) AND j.namespace <> ALL ($7)
              LIMIT $4) AS x
@@ -4236,7 +4352,8 @@ DECLARE
     $q$;
     v_long     boolean := length(p_lq) >= 3;
     v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
-    v_jobs     boolean := v_long AND to_regclass('metastore.jobs_name_trgm_idx') IS NOT NULL;
+    -- Job names have no trigram index (V0011): always the bounded look, newest jobs first.
+    v_jobs     boolean := false;
     v_fields   boolean := v_long AND to_regclass('metastore.field_names_name_trgm_idx') IS NOT NULL;
 BEGIN
     IF v_datasets OR v_jobs OR v_fields THEN
@@ -4247,12 +4364,12 @@ BEGIN
     IF NOT (v_datasets AND v_jobs AND v_fields) THEN
         RETURN QUERY EXECUTE c_scanned
             USING v_datasets, '%' || p_like || '%', p_like || '%', p_sample, p_hidden_datasets, p_hidden_jobs,
-                  p_hidden_namespaces, v_jobs, v_fields, p_scan;
+                  p_hidden_namespaces, v_jobs, v_fields, p_scan, p_scan_jobs;
     END IF;
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) IS 'For metastore.search: up to p_sample dataset names, job names and field names each whose lower case holds p_lq (p_like: it as a LIKE pattern) but does not start with it, without the hidden ones given: through the trigram indexes where pg_trgm made them and p_lq has 3 characters or more, else among the first p_scan rows of the table.';
+COMMENT ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) IS 'For metastore.search: up to p_sample dataset names, job names and field names each whose lower case holds p_lq (p_like: it as a LIKE pattern) but does not start with it, without the hidden ones given: through the trigram indexes of dataset and field names where pg_trgm made them and p_lq has 3 characters or more, else among the first p_scan rows of the table (of jobs, the p_scan_jobs newest).';
 
 CREATE FUNCTION metastore.settings_keep_row() RETURNS trigger
     LANGUAGE plpgsql
@@ -4371,7 +4488,7 @@ CREATE FUNCTION metastore.unhide(p_kind text, p_namespace text, p_name text DEFA
     SET "TimeZone" TO 'UTC'
     AS $$
 DECLARE
-    v_entry metastore.hidden;
+    v_entry record;  -- not metastore.hidden: db/functions is applied before change 11 too
 BEGIN
     IF p_kind IS NULL OR p_kind NOT IN ('dataset', 'job', 'namespace') THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
@@ -4386,7 +4503,7 @@ BEGIN
      WHERE h.kind = p_kind AND h.name_key = sha256(metastore.dataset_key(p_namespace, coalesce(p_name, '')))
        AND h.unhidden_at IS NULL
     RETURNING h.* INTO v_entry;
-    IF v_entry.id IS NULL THEN
+    IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002',
             MESSAGE = format('no %s %s is hidden', p_kind,
                              CASE WHEN p_name IS NULL THEN p_namespace ELSE p_namespace || ' ' || p_name END);
@@ -5347,10 +5464,6 @@ CREATE INDEX field_names_search_idx ON metastore.field_names USING btree (metast
 
 CREATE UNIQUE INDEX hidden_active_key ON metastore.hidden USING btree (kind, name_key) WHERE (unhidden_at IS NULL);
 
-CREATE INDEX jobs_name_trgm_idx ON metastore.jobs USING gin (lower(name) public.gin_trgm_ops);
-
-COMMENT ON INDEX metastore.jobs_name_trgm_idx IS 'Trigram index of lower(name): substring search (metastore.search).';
-
 CREATE INDEX jobs_order_idx ON metastore.jobs USING btree (substr(metastore.dataset_key(namespace, name), 1, 1024));
 
 CREATE INDEX jobs_search_idx ON metastore.jobs USING btree (metastore.search_key(name));
@@ -5365,19 +5478,17 @@ CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges USING btree
 
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
 
-CREATE INDEX run_datasets_dataset_idx ON metastore.run_datasets USING btree (dataset_id, run_time DESC, run_id DESC);
+CREATE INDEX run_datasets_dataset_idx ON metastore.run_datasets USING btree (dataset_id, run_time, run_id);
 
 CREATE INDEX runs_job_latest_idx ON metastore.runs USING btree (job_id, first_event_time DESC, id DESC);
 
-CREATE INDEX runs_source_idx ON metastore.runs USING btree ("left"(trino_source, 200), first_event_time DESC, id DESC) WHERE (trino_source IS NOT NULL);
+CREATE INDEX runs_state_idx ON metastore.runs USING btree (state, first_event_time, id) WHERE (state <> 'COMPLETE'::text);
 
-CREATE INDEX runs_state_idx ON metastore.runs USING btree (state, first_event_time DESC, id DESC);
-
-CREATE INDEX runs_time_idx ON metastore.runs USING btree (first_event_time DESC, id DESC);
+CREATE INDEX runs_time_idx ON metastore.runs USING btree (first_event_time, id);
 
 COMMENT ON INDEX metastore.runs_time_idx IS 'The runs timeline (metastore.list_runs), newest first.';
 
-CREATE INDEX runs_user_idx ON metastore.runs USING btree ("left"(trino_user, 200), first_event_time DESC, id DESC) WHERE (trino_user IS NOT NULL);
+CREATE INDEX runs_user_idx ON metastore.runs USING btree ("left"(trino_user, 200), first_event_time, id) WHERE (trino_user IS NOT NULL);
 
 CREATE UNIQUE INDEX settings_one_row ON metastore.settings USING btree ((true));
 
@@ -5565,8 +5676,6 @@ GRANT ALL ON FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_re
 
 REVOKE ALL ON FUNCTION metastore.roll_up_datasets(p_dataset_ids bigint[]) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION metastore.run_datasets_of(p_run_id bigint, p_hidden_datasets bigint[], p_hidden_namespaces text[]) FROM PUBLIC;
-
 REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_reader;
@@ -5577,7 +5686,7 @@ GRANT ALL ON FUNCTION metastore.search(p_q text, p_limit integer) TO metastore_r
 
 REVOKE ALL ON FUNCTION metastore.search_key(p_text text) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.settings_keep_row() FROM PUBLIC;
 

@@ -21,7 +21,7 @@ AS $fn$
 DECLARE
     -- Runs looked at per page, at most: a combination of filters no single index serves (a rare
     -- state of one user) gives a page with fewer runs, or none, and a cursor to go on from.
-    c_scan    constant integer := 10000;
+    c_scan    constant integer := 5000;
     -- A namespace of at most this many jobs is read job by job (runs_job_latest_idx); a larger one
     -- by walking the timeline.
     c_jobs    constant integer := 500;
@@ -94,6 +94,22 @@ BEGIN
         v_driver := 'dataset';
     ELSIF p_user IS NOT NULL THEN
         v_driver := 'user';
+        -- With states that have an index too (not COMPLETE): walk the one with fewer runs, each
+        -- counted on its index up to 1000 (a user of many runs and failures are rarer, or the
+        -- other way round).
+        IF NOT 'COMPLETE' = ANY (v_states)
+           AND (SELECT count(*) FROM (
+                    SELECT FROM unnest(v_states) AS k (state)
+                     CROSS JOIN LATERAL (SELECT FROM metastore.runs AS r
+                                          WHERE r.state = k.state AND r.state <> 'COMPLETE'
+                                          ORDER BY r.state, r.first_event_time LIMIT 1000) AS x
+                     LIMIT 1000) AS c)
+               < (SELECT count(*) FROM (
+                      SELECT FROM metastore.runs AS r
+                       WHERE left(r.trino_user, 200) = left(p_user, 200) AND r.trino_user IS NOT NULL
+                       ORDER BY left(r.trino_user, 200), r.first_event_time LIMIT 1000) AS c) THEN
+            v_driver := 'state';
+        END IF;
     ELSIF p_job_namespace IS NOT NULL THEN
         v_jobs := ARRAY(SELECT j.id FROM metastore.jobs AS j
                          WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
@@ -277,7 +293,7 @@ COMMENT ON FUNCTION metastore.list_runs(integer, text, text, text, text, text, b
     'datasets it read (inputs) and wrote (outputs), at most 100 each. Filters (combined with AND): state (one '
     'or several, comma-separated), the Trino user, the Trino source, the job namespace, a dataset (runs that '
     'read or wrote it or one of its symlink aliases), first eventTime in [from, to). A page looks at most '
-    '10000 runs: a rare combination of filters may give fewer than p_limit runs, or none, with a next_cursor '
+    '5000 runs: a rare combination of filters may give fewer than p_limit runs, or none, with a next_cursor '
     '(null only at the end). Hidden datasets and jobs (metastore.hide) are left out. Error codes: 22023 '
     'limit outside 1..1000, an unknown state, from after to, or a cursor not returned by this function; '
     '22007/22008 a time that is not one; P0002 no such dataset.';

@@ -14,7 +14,7 @@ DECLARE
     -- Without a trigram index, names looked through per kind for a substring (the answer says
     -- partial): of datasets and fields (where pg_trgm is missing), of jobs the newest (they have none).
     c_scan    constant integer := 50000;
-    c_scan_jobs constant integer := 10000;
+    c_scan_jobs constant integer := 2000;
     -- Schema versions looked through for the datasets that have a field now.
     c_versions constant integer := 500;
     v_hide    record;
@@ -155,10 +155,11 @@ BEGIN
 
     -- Partial: a substring search looked through part of the names only (no trigram index there).
     IF jsonb_array_length(v_results) < p_limit THEN
-        v_partial := (to_regclass('metastore.datasets_name_trgm_idx') IS NULL
+        -- The large tables by their row estimate; jobs past the newest c_scan_jobs by their index.
+        v_partial := ((to_regclass('metastore.datasets_name_trgm_idx') IS NULL OR length(v_lq) < 3)
                       AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.datasets'::regclass) > c_scan)
-                  OR (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.jobs'::regclass) > c_scan_jobs
-                  OR (to_regclass('metastore.field_names_name_trgm_idx') IS NULL
+                  OR EXISTS (SELECT FROM metastore.jobs AS j ORDER BY j.id DESC OFFSET c_scan_jobs)
+                  OR ((to_regclass('metastore.field_names_name_trgm_idx') IS NULL OR length(v_lq) < 3)
                       AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.field_names'::regclass) > c_scan);
     END IF;
     RETURN jsonb_build_object('q', v_q, 'results', v_results, 'partial', v_partial);
@@ -172,7 +173,7 @@ COMMENT ON FUNCTION metastore.search(text, integer) IS
     'then where it starts, then shorter names): {"q", "results": [...], "partial"}, at most p_limit. A dataset or job '
     'result has its id, namespace and name; a field result the field and up to 5 datasets whose current '
     'fields have it (more_datasets: there are more). partial: a substring search looked through part of the '
-    'names of some kind: job names (the newest 10000; they have no trigram index), or dataset or field names '
+    'names of some kind: job names (the newest 2000; they have no trigram index), or dataset or field names '
     '(the first 50000) where pg_trgm is missing. Hidden datasets, jobs and '
     'namespaces (metastore.hide) are left out. Error codes: 22023 q empty or over 1000 bytes, limit outside '
     '1..100.';

@@ -229,17 +229,20 @@ def test_bad_arguments(service: psycopg.Connection[Any], args: dict[str, Any], s
 
 
 RARE = (10_499, 10_498, 3, 2)
+ABORTED = (5_001, 7, 1)
 
 
 @pytest.fixture(scope="module")
 def many_runs(pg_server: Any) -> Iterator[Database]:
-    """10 500 Trino-like queries, bob's but every 1000th: more than a page looks at (10 000 runs).
-    Four FAIL, all bob's: the two newest and two of the oldest."""
+    """11 500 Trino-like queries. The oldest 10 500 are bob's but every 1000th (alice's): more than
+    two pages look at (5000 runs each); four of them FAIL (the two newest and two of the oldest) and
+    three ABORT. The newest 1000 are carol's and FAIL, so that neither bob nor FAIL is rare."""
     db = create_database(pg_server)
     bodies = []
-    for i in range(10_500):
-        user = "alice" if i % 1000 == 0 else "bob"
-        event = query(i, state="FAIL" if i in RARE else "COMPLETE", user=user, inputs=[], minute=i)
+    for i in range(11_500):
+        user = "carol" if i >= 10_500 else "alice" if i % 1000 == 0 else "bob"
+        state = "FAIL" if i in RARE or user == "carol" else "ABORT" if i in ABORTED else "COMPLETE"
+        event = query(i, state=state, user=user, inputs=[], minute=i)
         bodies.append(json.dumps(event).encode())
     with psycopg.connect(db.service_dsn, autocommit=True) as conn:
         for start in range(0, len(bodies), 500):
@@ -254,17 +257,31 @@ def test_a_rare_combination_gives_short_pages_that_still_find_every_run(many_run
     expected = [f"run-{i}" for i in RARE]
     with psycopg.connect(many_runs.service_dsn, autocommit=True) as conn:
         # bob's runs drive the walk and FAIL is rare among them: the first page finds two, looks at
-        # 10 000 runs for a third, and stops there with what it found and a cursor to go on from.
+        # 5000 runs for a third and stops there with what it found and a cursor to go on from; the
+        # second looks at the next 5000 and finds none; the third finds the last two, at the end.
         first = runs_page(conn, 3, user="bob", state="FAIL")
         assert ids(first["runs"]) == expected[:2] and first["next_cursor"]
         second = runs_page(conn, 3, first["next_cursor"], user="bob", state="FAIL")
-        assert ids(second["runs"]) == expected[2:] and second["next_cursor"] is None
-        # Three filters, one of which (source) drives: the same runs.
+        assert second["runs"] == [] and second["next_cursor"]
+        third = runs_page(conn, 3, second["next_cursor"], user="bob", state="FAIL")
+        assert ids(third["runs"]) == expected[2:] and third["next_cursor"] is None
+        # Three filters, one page per run found plus the one that found none: the same runs.
         got, pages = all_runs(conn, 1, source="cli", state="FAIL", user="bob", **{"from": "2026-07-20T00:00:00Z"})
-        assert ids(got) == expected and pages == 4
+        assert ids(got) == expected and pages == 5
         # Every run, in pages of 1000: each page full.
         got, pages = all_runs(conn, 1000)
-        assert len(got) == 10_500 and pages == 11
+        assert len(got) == 11_500 and pages == 12
+
+
+def test_a_rare_state_of_a_busy_user_walks_the_state(many_runs: Database) -> None:
+    """ABORT has fewer runs than bob: its index is walked, and one page has all bob's aborted runs
+    (bob's walk would look at 10 000 runs in two pages first)."""
+    with psycopg.connect(many_runs.service_dsn, autocommit=True) as conn:
+        page = runs_page(conn, 3, user="bob", state="ABORT")
+        assert ids(page["runs"]) == [f"run-{i}" for i in ABORTED] and page["next_cursor"] is None
+        # Several states are counted together: ABORT and FAIL (1007 runs) are not rarer than carol's
+        # 1000, whose walk finds her newest three on the first page.
+        assert ids(runs_page(conn, 3, user="carol", state="ABORT,FAIL")["runs"]) == ["run-11499", "run-11498", "run-11497"]
 
 
 def test_paging_while_runs_are_added_and_completed_never_skips_or_repeats(

@@ -3,6 +3,7 @@ with the trigram indexes (pg_trgm) and without them."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
@@ -135,6 +136,23 @@ def test_without_trigram_indexes_substrings_are_still_found(
     owner.execute("ANALYZE metastore.field_names")
     assert search(service, "reord")["partial"] is True
     assert hits(search(service, "reord")) == [("substring", "dataset", "hive.s.preorders")]
+
+
+def test_a_substring_of_a_job_name_is_looked_for_among_the_newest_2000_jobs(
+    service: psycopg.Connection[Any],
+) -> None:
+    bodies = [json.dumps(run_event("r-old", job="old_needle_job", inputs=[], outputs=[])).encode()]
+    bodies += [json.dumps(run_event(f"r{i}", job=f"q{i:05d}", inputs=[], outputs=[])).encode() for i in range(2000)]
+    for start in range(0, len(bodies), 500):
+        service.execute("SELECT count(*) FROM metastore.ingest_events(%s::bytea[])", (bodies[start : start + 500],))
+    # 2000 newer jobs: the old one is past the look, and the answer says so.
+    answer = search(service, "needle")
+    assert hits(answer) == [] and answer["partial"] is True
+    # Exact and prefix matches come from the index, however old the job.
+    assert hits(search(service, "old_needle_job")) == [("exact", "job", "old_needle_job")]
+    assert hits(search(service, "old_nee")) == [("prefix", "job", "old_needle_job")]
+    ingest(service, run_event("r-new", job="new_needle_job", inputs=[], outputs=[]))
+    assert hits(search(service, "needle")) == [("substring", "job", "new_needle_job")]
 
 
 @pytest.mark.parametrize(("q", "limit"), [("", 10), ("   ", 10), ("x" * 1001, 10), ("x", 0), ("x", 101), (None, 10)])
