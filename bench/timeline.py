@@ -9,8 +9,8 @@ reading two datasets and writing one, each dataset with a schema of five fields 
 fields of two earlier datasets: 4 N column-lineage rows) from a vocabulary of 5000 field names.
 Then, as the service's role, client round trip, `--samples` calls each: `metastore.list_runs` (a
 page of 50) without a filter, deep in the timeline, and with each filter; `metastore.search` for
-an exact name, a last part, a prefix, common and rare substrings, a field; `metastore.field_lineage`
-at depth 5 both ways; and `metastore.list_namespaces`. p50, p99, max in ms.
+an exact name, a last part, a prefix, common and rare substrings, a field (one every dataset has),
+two characters; `metastore.field_lineage` at depth 5 both ways; and `metastore.list_namespaces`. p50, p99, max in ms.
 Results: bench/results/timeline.json.
 """
 
@@ -248,9 +248,16 @@ def measure(conn: psycopg.Connection[Any], n: int, samples: int) -> dict[str, An
         g = rng.randint(1, n)
         return f"{WORDS[g % 40]}_{WORDS[g // 40 % 40]}_{g}"
 
+    def full_name() -> str:
+        g = rng.randint(1, n)
+        catalog = ("hive", "iceberg", "tpch", "memory")[g % 4]
+        return f"{catalog}.s{g // 4 % 100}.{WORDS[g % 40]}_{WORDS[g // 40 % 40]}_{g}"
+
     result["search (20 results)"] = {}
     for label, q in (
-        ("exact name", lambda: f"{('hive', 'iceberg', 'tpch', 'memory')[0]}.s0.{some_name()}"),
+        ("exact name", full_name),
+        ("common field", lambda: "amount"),
+        ("two characters", lambda: f"{rng.choice(WORDS)[:2]}"),
         ("last part of a name", some_name),
         ("prefix of a last part", lambda: f"{rng.choice(WORDS)}_{rng.choice(WORDS)[:3]}"),
         ("common word", lambda: rng.choice(WORDS)),

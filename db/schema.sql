@@ -4135,15 +4135,20 @@ DECLARE
     -- Without a trigram index, names looked through per kind for a substring (the answer says
     -- partial): of datasets and fields (where pg_trgm is missing), of jobs the newest (they have none).
     c_scan    constant integer := 50000;
+    -- q of one or two characters has no trigram: looked for in fewer names (it is in most of them).
+    c_scan_short constant integer := 10000;
     c_scan_jobs constant integer := 2000;
-    -- Schema versions looked through for the datasets that have a field now.
+    -- Schema versions looked through for the datasets that have a field now: through the index of
+    -- field names, and walked first.
     c_versions constant integer := 500;
+    c_walk    constant integer := 100;
     v_hide    record;
     v_q       text;
     v_lq      text;
     v_key     bytea;
     v_like    text;
     v_partial boolean := false;
+    v_scan    integer;
     v_cand    record;
     v_results jsonb := '[]';
     v_field   jsonb;
@@ -4162,6 +4167,7 @@ BEGIN
     v_key := metastore.search_key(v_q);
     v_like := replace(replace(replace(v_lq, E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_');
     v_hide := metastore.hidden_names();
+    v_scan := CASE WHEN length(v_lq) < 3 THEN c_scan_short ELSE c_scan END;
 
     -- Candidates of every kind and tier, best first. Exact (0): the name, or its last part, is q.
     -- Prefix (1): it starts with q; the closer first. Substring (2): the trigram index where there
@@ -4227,7 +4233,7 @@ BEGIN
                    -- A word of the name that starts with q before one that only holds it.
                    CASE WHEN substr(s.lname, strpos(s.lname, v_lq) - 1, 1) ~ '[[:alnum:]]' THEN 1 ELSE 0 END,
                    strpos(s.lname, v_lq)
-              FROM metastore.search_substrings(v_lq, v_like, c_sample, c_scan, c_scan_jobs, v_hide.dataset_ids,
+              FROM metastore.search_substrings(v_lq, v_like, c_sample, v_scan, c_scan_jobs, v_hide.dataset_ids,
                                                v_hide.job_ids, v_hide.namespaces) AS s
              WHERE (SELECT count(*) FROM matched AS m WHERE m.lname LIKE v_like || '%' OR m.ltail LIKE v_like || '%')
                    < p_limit
@@ -4238,7 +4244,10 @@ BEGIN
     LOOP
         IF v_cand.type = 'field' THEN
             -- The datasets whose current fields have it, a few (with a mark when there are more); a
-            -- name no current version has is left out. Bounded: c_versions versions looked at.
+            -- name no current version has is left out. Bounded both ways: a common field is found
+            -- among the first c_walk versions (the walk stops at the sixth dataset), and only a rarer
+            -- one goes to the index of field names, whose bitmap is as large as the versions that
+            -- have the name (so about 6 / c_walk of them at most), c_versions of them looked at.
             EXIT WHEN v_fields >= 2 * p_limit;
             v_fields := v_fields + 1;
             SELECT coalesce(jsonb_agg(jsonb_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name)
@@ -4248,10 +4257,21 @@ BEGIN
               INTO v_field, v_more
               FROM (SELECT f.*, row_number() OVER (ORDER BY f.id) AS n
                       FROM (SELECT d.id, d.namespace, d.name
-                              FROM (SELECT v.* FROM metastore.dataset_schema_versions AS v
-                                     WHERE jsonb_path_query_array(v.fields, '$[*].name')
-                                           @> jsonb_build_array(v_cand.name)
-                                     LIMIT c_versions) AS v
+                              FROM ((SELECT w.* FROM (SELECT * FROM metastore.dataset_schema_versions
+                                                       ORDER BY dataset_id, fields_sha256 LIMIT c_walk) AS w
+                                      WHERE w.fields @> jsonb_build_array(jsonb_build_object('name', v_cand.name)))
+                                    UNION ALL
+                                    -- Read only when the walk found fewer than six (the Limit below
+                                    -- stops before it), past the versions walked.
+                                    (SELECT v.* FROM metastore.dataset_schema_versions AS v
+                                      WHERE jsonb_path_query_array(v.fields, '$[*].name')
+                                            @> jsonb_build_array(v_cand.name)
+                                        AND (v.dataset_id, v.fields_sha256) > (
+                                                SELECT w.dataset_id, w.fields_sha256
+                                                  FROM metastore.dataset_schema_versions AS w
+                                                 ORDER BY w.dataset_id, w.fields_sha256
+                                                 OFFSET c_walk - 1 LIMIT 1)
+                                      LIMIT c_versions)) AS v
                               -- A dataset has one current version: no dataset twice. Taken as
                               -- they come, the walk stops at the sixth.
                               JOIN metastore.datasets AS d ON d.id = v.dataset_id
@@ -4278,16 +4298,16 @@ BEGIN
     IF jsonb_array_length(v_results) < p_limit THEN
         -- The large tables by their row estimate; jobs past the newest c_scan_jobs by their index.
         v_partial := ((to_regclass('metastore.datasets_name_trgm_idx') IS NULL OR length(v_lq) < 3)
-                      AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.datasets'::regclass) > c_scan)
+                      AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.datasets'::regclass) > v_scan)
                   OR EXISTS (SELECT FROM metastore.jobs AS j ORDER BY j.id DESC OFFSET c_scan_jobs)
                   OR ((to_regclass('metastore.field_names_name_trgm_idx') IS NULL OR length(v_lq) < 3)
-                      AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.field_names'::regclass) > c_scan);
+                      AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.field_names'::regclass) > v_scan);
     END IF;
     RETURN jsonb_build_object('q', v_q, 'results', v_results, 'partial', v_partial);
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.search(p_q text, p_limit integer) IS 'Dataset names, job names and top-level field names that contain p_q (trimmed, compared in lower case), ranked: exact (the name, or the last part of a dataset or job name, after its last / or else its last ., is q), then prefix (it starts with q; the closer first), then substring (a word starting with it first, then where it starts, then shorter names): {"q", "results": [...], "partial"}, at most p_limit. A dataset or job result has its id, namespace and name; a field result the field and up to 5 datasets whose current fields have it (more_datasets: there are more). partial: a substring search looked through part of the names of some kind: job names (the newest 2000; they have no trigram index), or dataset or field names (the first 50000) where pg_trgm is missing. Hidden datasets, jobs and namespaces (metastore.hide) are left out. Error codes: 22023 q empty or over 1000 bytes, limit outside 1..100.';
+COMMENT ON FUNCTION metastore.search(p_q text, p_limit integer) IS 'Dataset names, job names and top-level field names that contain p_q (trimmed, compared in lower case), ranked: exact (the name, or the last part of a dataset or job name, after its last / or else its last ., is q), then prefix (it starts with q; the closer first), then substring (a word starting with it first, then where it starts, then shorter names): {"q", "results": [...], "partial"}, at most p_limit. A dataset or job result has its id, namespace and name; a field result the field and up to 5 datasets whose current fields have it (more_datasets: there are more). partial: a substring search looked through part of the names of some kind: job names (the newest 2000; they have no trigram index), or dataset or field names (the first 50000, or 10000 for q of one or two characters) where pg_trgm is missing or q is that short. Hidden datasets, jobs and namespaces (metastore.hide) are left out. Error codes: 22023 q empty or over 1000 bytes, limit outside 1..100.';
 
 CREATE FUNCTION metastore.search_key(p_text text) RETURNS bytea
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -4301,32 +4321,36 @@ COMMENT ON FUNCTION metastore.search_key(p_text text) IS 'The first 400 bytes of
 CREATE FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) RETURNS TABLE(type text, id bigint, namespace text, name text, kind text, lname text)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'on'
     AS $_$
 DECLARE
     -- With a trigram index (pg_trgm) and q long enough to have a trigram, the first p_sample matches
     -- in no particular order, through the index or a walk that stops at them, whichever the plan
-    -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). Otherwise the first
+    -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). The index looks for the
+    -- last c_window characters of q only, each match checked for the whole: the index's cost grows
+    -- with the trigrams looked up, and a whole qualified name has dozens of common ones (hive, .s0.)
+    -- where its last part alone is as selective. Otherwise the first
     -- p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded look,
     -- which metastore.search reports.
     c_indexed constant text := $q$
         SELECT * FROM (
             SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
               FROM metastore.datasets AS d
-             WHERE $1 AND lower(d.name) LIKE $2 AND lower(d.name) NOT LIKE $3
+             WHERE $1 AND lower(d.name) LIKE $10 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
                AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
              LIMIT $4) AS x
         UNION ALL
         SELECT * FROM (
             SELECT 'job'::text, j.id, j.namespace, j.name, NULL::text, lower(j.name)
               FROM metastore.jobs AS j
-             WHERE $8 AND lower(j.name) LIKE $2 AND lower(j.name) NOT LIKE $3
+             WHERE $8 AND lower(j.name) LIKE $10 AND strpos(lower(j.name), $11) > 0 AND lower(j.name) NOT LIKE $3
                AND lower(metastore.name_tail(j.name)) NOT LIKE $3 AND j.id <> ALL ($6) AND j.namespace <> ALL ($7)
              LIMIT $4) AS x
         UNION ALL
         SELECT * FROM (
             SELECT DISTINCT 'field'::text, NULL::bigint, NULL::text, f.name, NULL::text, lower(f.name)
               FROM metastore.field_names AS f
-             WHERE $9 AND lower(f.name) LIKE $2 AND lower(f.name) NOT LIKE $3
+             WHERE $9 AND lower(f.name) LIKE $10 AND strpos(lower(f.name), $11) > 0 AND lower(f.name) NOT LIKE $3
              LIMIT $4) AS x
     $q$;
     c_scanned constant text := $q$
@@ -4350,6 +4374,8 @@ DECLARE
              WHERE NOT $9 AND lower(f.name) LIKE $2 AND lower(f.name) NOT LIKE $3
              LIMIT $4) AS x
     $q$;
+    c_window   constant integer := 12;
+    v_window   text := right(p_lq, c_window);
     v_long     boolean := length(p_lq) >= 3;
     v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
     -- Job names have no trigram index (V0011): always the bounded look, newest jobs first.
@@ -4359,7 +4385,9 @@ BEGIN
     IF v_datasets OR v_jobs OR v_fields THEN
         RETURN QUERY EXECUTE c_indexed
             USING v_datasets, '%' || p_like || '%', p_like || '%', p_sample, p_hidden_datasets, p_hidden_jobs,
-                  p_hidden_namespaces, v_jobs, v_fields;
+                  p_hidden_namespaces, v_jobs, v_fields,
+                  '%' || replace(replace(replace(v_window, E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%',
+                  p_lq;
     END IF;
     IF NOT (v_datasets AND v_jobs AND v_fields) THEN
         RETURN QUERY EXECUTE c_scanned

@@ -12,32 +12,38 @@ CREATE OR REPLACE FUNCTION metastore.search_substrings(
 ) RETURNS TABLE (type text, id bigint, namespace text, name text, kind text, lname text)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+-- metastore.search turns sequential scans off; here the plan of each pattern may walk the table
+-- (a common substring is met within its first pages) where that is cheaper than the index.
+SET enable_seqscan = on
 AS $fn$
 DECLARE
     -- With a trigram index (pg_trgm) and q long enough to have a trigram, the first p_sample matches
     -- in no particular order, through the index or a walk that stops at them, whichever the plan
-    -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). Otherwise the first
+    -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). The index looks for the
+    -- last c_window characters of q only, each match checked for the whole: the index's cost grows
+    -- with the trigrams looked up, and a whole qualified name has dozens of common ones (hive, .s0.)
+    -- where its last part alone is as selective. Otherwise the first
     -- p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded look,
     -- which metastore.search reports.
     c_indexed constant text := $q$
         SELECT * FROM (
             SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
               FROM metastore.datasets AS d
-             WHERE $1 AND lower(d.name) LIKE $2 AND lower(d.name) NOT LIKE $3
+             WHERE $1 AND lower(d.name) LIKE $10 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
                AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
              LIMIT $4) AS x
         UNION ALL
         SELECT * FROM (
             SELECT 'job'::text, j.id, j.namespace, j.name, NULL::text, lower(j.name)
               FROM metastore.jobs AS j
-             WHERE $8 AND lower(j.name) LIKE $2 AND lower(j.name) NOT LIKE $3
+             WHERE $8 AND lower(j.name) LIKE $10 AND strpos(lower(j.name), $11) > 0 AND lower(j.name) NOT LIKE $3
                AND lower(metastore.name_tail(j.name)) NOT LIKE $3 AND j.id <> ALL ($6) AND j.namespace <> ALL ($7)
              LIMIT $4) AS x
         UNION ALL
         SELECT * FROM (
             SELECT DISTINCT 'field'::text, NULL::bigint, NULL::text, f.name, NULL::text, lower(f.name)
               FROM metastore.field_names AS f
-             WHERE $9 AND lower(f.name) LIKE $2 AND lower(f.name) NOT LIKE $3
+             WHERE $9 AND lower(f.name) LIKE $10 AND strpos(lower(f.name), $11) > 0 AND lower(f.name) NOT LIKE $3
              LIMIT $4) AS x
     $q$;
     c_scanned constant text := $q$
@@ -61,6 +67,8 @@ DECLARE
              WHERE NOT $9 AND lower(f.name) LIKE $2 AND lower(f.name) NOT LIKE $3
              LIMIT $4) AS x
     $q$;
+    c_window   constant integer := 12;
+    v_window   text := right(p_lq, c_window);
     v_long     boolean := length(p_lq) >= 3;
     v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
     -- Job names have no trigram index (V0011): always the bounded look, newest jobs first.
@@ -70,7 +78,9 @@ BEGIN
     IF v_datasets OR v_jobs OR v_fields THEN
         RETURN QUERY EXECUTE c_indexed
             USING v_datasets, '%' || p_like || '%', p_like || '%', p_sample, p_hidden_datasets, p_hidden_jobs,
-                  p_hidden_namespaces, v_jobs, v_fields;
+                  p_hidden_namespaces, v_jobs, v_fields,
+                  '%' || replace(replace(replace(v_window, E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%',
+                  p_lq;
     END IF;
     IF NOT (v_datasets AND v_jobs AND v_fields) THEN
         RETURN QUERY EXECUTE c_scanned

@@ -281,7 +281,8 @@ def test_a_rare_state_of_a_busy_user_walks_the_state(many_runs: Database) -> Non
         assert ids(page["runs"]) == [f"run-{i}" for i in ABORTED] and page["next_cursor"] is None
         # Several states are counted together: ABORT and FAIL (1007 runs) are not rarer than carol's
         # 1000, whose walk finds her newest three on the first page.
-        assert ids(runs_page(conn, 3, user="carol", state="ABORT,FAIL")["runs"]) == ["run-11499", "run-11498", "run-11497"]
+        page = runs_page(conn, 3, user="carol", state="ABORT,FAIL")
+        assert ids(page["runs"]) == ["run-11499", "run-11498", "run-11497"]
 
 
 def test_paging_while_runs_are_added_and_completed_never_skips_or_repeats(
