@@ -103,6 +103,30 @@ def test_a_field_lists_five_datasets_and_says_there_are_more(service: psycopg.Co
     assert len(field["datasets"]) == 5 and field["more_datasets"] is True
 
 
+def test_a_field_is_found_in_schema_versions_before_and_after_the_first_hundred(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """A field's datasets come from a walk of the first 100 schema versions, then from the index of
+    field names past them: each dataset once, wherever its version is."""
+    extra = {10: ("edge_col",), 130: ("edge_col", "late_col")}
+    tables = [
+        {"namespace": NS, "name": f"t{i:03d}", "facets": schema("common_col", f"c{i}", *extra.get(i, ()))}
+        for i in range(150)
+    ]
+    for i in range(0, 150, 50):
+        ingest(service, run_event(f"r{i}", inputs=tables[i : i + 50], outputs=[]))
+    walked = owner.execute(
+        "SELECT d.name FROM (SELECT * FROM metastore.dataset_schema_versions"
+        " ORDER BY dataset_id, fields_sha256 LIMIT 100) AS v JOIN metastore.datasets AS d ON d.id = v.dataset_id"
+    ).fetchall()
+    assert ("t010",) in walked and ("t130",) not in walked
+    by = {r["field"]: r for r in search(service, "_col")["results"] if r["type"] == "field"}
+    assert [d["name"] for d in by["edge_col"]["datasets"]] == ["t010", "t130"]
+    assert [d["name"] for d in by["late_col"]["datasets"]] == ["t130"]
+    assert len(by["common_col"]["datasets"]) == 5 and by["common_col"]["more_datasets"] is True
+    assert by["edge_col"]["more_datasets"] is False and by["late_col"]["more_datasets"] is False
+
+
 def test_a_field_no_current_schema_has_is_not_a_result(service: psycopg.Connection[Any]) -> None:
     old = {"namespace": NS, "name": "t", "facets": schema("dropped_col", "kept_col")}
     new = {"namespace": NS, "name": "t", "facets": schema("kept_col")}
