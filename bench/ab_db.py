@@ -151,14 +151,19 @@ def main() -> None:
             for label, conn in conns.items():
                 if args.bulk:
                     generate_events(conn, args.backfill)
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), backend_cpu_s(conn.info.backend_pid)
                 if label == "this" and args.sessions > 1:
                     migrations.backfill(conn.info.dsn, args.sessions)
                 else:
                     conn.execute("CALL metastore.backfill()")
                 seconds = time.perf_counter() - started
+                # The server CPU of the calling session (of one session only: not with --sessions).
+                cpu_us = (backend_cpu_s(conn.info.backend_pid) - cpu) / args.backfill * 1e6
                 rate = args.backfill / seconds
-                print(f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {rate:.0f} events/s")
+                print(
+                    f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {rate:.0f} events/s, "
+                    f"server CPU {cpu_us:.0f} us/event"
+                )
         for conn in conns.values():
             conn.close()
 

@@ -4130,8 +4130,8 @@ CREATE FUNCTION metastore.search(p_q text, p_limit integer DEFAULT 20) RETURNS j
     SET enable_seqscan TO 'off'
     AS $_$
 DECLARE
-    -- Substring candidates ranked per kind: enough that the best of a common substring are among them.
-    c_sample  constant integer := 200;
+    -- Substring candidates ranked per kind (the first in storage order): 2 x p_limit, at least this.
+    c_sample  constant integer := 50;
     -- Without a trigram index, names looked through per kind for a substring (the answer says
     -- partial): of datasets and fields (where pg_trgm is missing), of jobs the newest (they have none).
     c_scan    constant integer := 50000;
@@ -4171,8 +4171,8 @@ BEGIN
 
     -- Candidates of every kind and tier, best first. Exact (0): the name, or its last part, is q.
     -- Prefix (1): it starts with q; the closer first. Substring (2): the trigram index where there
-    -- is one (or a bounded look), the first c_sample of each kind ranked: a word that starts with q
-    -- first (after ., _, / and the like), then where q starts, then the shorter name.
+    -- is one (or a bounded look), the first max(c_sample, 2 x p_limit) of each kind ranked: a word
+    -- that starts with q first (after ., _, / and the like), then where q starts, then the shorter name.
     FOR v_cand IN
         WITH ranged AS (
             -- A dataset or job whose name or last part (metastore.name_tail) starts with q: ranges of
@@ -4233,8 +4233,8 @@ BEGIN
                    -- A word of the name that starts with q before one that only holds it.
                    CASE WHEN substr(s.lname, strpos(s.lname, v_lq) - 1, 1) ~ '[[:alnum:]]' THEN 1 ELSE 0 END,
                    strpos(s.lname, v_lq)
-              FROM metastore.search_substrings(v_lq, v_like, c_sample, v_scan, c_scan_jobs, v_hide.dataset_ids,
-                                               v_hide.job_ids, v_hide.namespaces) AS s
+              FROM metastore.search_substrings(v_lq, v_like, greatest(c_sample, 2 * p_limit), v_scan, c_scan_jobs,
+                                               v_hide.dataset_ids, v_hide.job_ids, v_hide.namespaces) AS s
              WHERE (SELECT count(*) FROM matched AS m WHERE m.lname LIKE v_like || '%' OR m.ltail LIKE v_like || '%')
                    < p_limit
         )
@@ -4325,18 +4325,28 @@ CREATE FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample int
     AS $_$
 DECLARE
     -- With a trigram index (pg_trgm) and q long enough to have a trigram, the first p_sample matches
-    -- in no particular order, through the index or a walk that stops at them, whichever the plan
-    -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). The index looks for the
-    -- last c_window characters of q only, each match checked for the whole: the index's cost grows
-    -- with the trigrams looked up, and a whole qualified name has dozens of common ones (hive, .s0.)
-    -- where its last part alone is as selective. Otherwise the first
-    -- p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded look,
-    -- which metastore.search reports.
+    -- in storage order (EXECUTE: planned for the pattern at hand). Of datasets, the first c_walk
+    -- names are walked first: a common q has p_sample matches there, and the index would build a
+    -- bitmap of all its matches (49 000 for a common word among a million names) to give the same
+    -- first ones. The index looks for the last c_window characters of q only, each match checked
+    -- for the whole: its cost grows with the trigrams looked up, and a whole qualified name has
+    -- dozens of common ones (hive, .s0.) where its last part alone is as selective. Otherwise the
+    -- first p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded
+    -- look, which metastore.search reports.
     c_indexed constant text := $q$
+        WITH walked AS MATERIALIZED (
+            SELECT 'dataset'::text AS type, d.id, d.namespace, d.name, d.kind, lower(d.name) AS lname
+              FROM (SELECT * FROM metastore.datasets LIMIT $12) AS d
+             WHERE $1 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
+               AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
+             LIMIT $4)
+        SELECT * FROM walked WHERE (SELECT count(*) FROM walked) >= $4
+        UNION ALL
         SELECT * FROM (
             SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
               FROM metastore.datasets AS d
-             WHERE $1 AND lower(d.name) LIKE $10 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
+             WHERE $1 AND (SELECT count(*) FROM walked) < $4
+               AND lower(d.name) LIKE $10 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
                AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
              LIMIT $4) AS x
         UNION ALL
@@ -4375,6 +4385,7 @@ DECLARE
              LIMIT $4) AS x
     $q$;
     c_window   constant integer := 12;
+    c_walk     constant integer := 3000;
     v_window   text := right(p_lq, c_window);
     v_long     boolean := length(p_lq) >= 3;
     v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
@@ -4387,7 +4398,7 @@ BEGIN
             USING v_datasets, '%' || p_like || '%', p_like || '%', p_sample, p_hidden_datasets, p_hidden_jobs,
                   p_hidden_namespaces, v_jobs, v_fields,
                   '%' || replace(replace(replace(v_window, E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%',
-                  p_lq;
+                  p_lq, c_walk;
     END IF;
     IF NOT (v_datasets AND v_jobs AND v_fields) THEN
         RETURN QUERY EXECUTE c_scanned

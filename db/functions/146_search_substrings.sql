@@ -18,18 +18,28 @@ SET enable_seqscan = on
 AS $fn$
 DECLARE
     -- With a trigram index (pg_trgm) and q long enough to have a trigram, the first p_sample matches
-    -- in no particular order, through the index or a walk that stops at them, whichever the plan
-    -- for this q finds cheaper (EXECUTE: planned for the pattern at hand). The index looks for the
-    -- last c_window characters of q only, each match checked for the whole: the index's cost grows
-    -- with the trigrams looked up, and a whole qualified name has dozens of common ones (hive, .s0.)
-    -- where its last part alone is as selective. Otherwise the first
-    -- p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded look,
-    -- which metastore.search reports.
+    -- in storage order (EXECUTE: planned for the pattern at hand). Of datasets, the first c_walk
+    -- names are walked first: a common q has p_sample matches there, and the index would build a
+    -- bitmap of all its matches (49 000 for a common word among a million names) to give the same
+    -- first ones. The index looks for the last c_window characters of q only, each match checked
+    -- for the whole: its cost grows with the trigrams looked up, and a whole qualified name has
+    -- dozens of common ones (hive, .s0.) where its last part alone is as selective. Otherwise the
+    -- first p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded
+    -- look, which metastore.search reports.
     c_indexed constant text := $q$
+        WITH walked AS MATERIALIZED (
+            SELECT 'dataset'::text AS type, d.id, d.namespace, d.name, d.kind, lower(d.name) AS lname
+              FROM (SELECT * FROM metastore.datasets LIMIT $12) AS d
+             WHERE $1 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
+               AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
+             LIMIT $4)
+        SELECT * FROM walked WHERE (SELECT count(*) FROM walked) >= $4
+        UNION ALL
         SELECT * FROM (
             SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
               FROM metastore.datasets AS d
-             WHERE $1 AND lower(d.name) LIKE $10 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
+             WHERE $1 AND (SELECT count(*) FROM walked) < $4
+               AND lower(d.name) LIKE $10 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
                AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
              LIMIT $4) AS x
         UNION ALL
@@ -68,6 +78,7 @@ DECLARE
              LIMIT $4) AS x
     $q$;
     c_window   constant integer := 12;
+    c_walk     constant integer := 3000;
     v_window   text := right(p_lq, c_window);
     v_long     boolean := length(p_lq) >= 3;
     v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
@@ -80,7 +91,7 @@ BEGIN
             USING v_datasets, '%' || p_like || '%', p_like || '%', p_sample, p_hidden_datasets, p_hidden_jobs,
                   p_hidden_namespaces, v_jobs, v_fields,
                   '%' || replace(replace(replace(v_window, E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%',
-                  p_lq;
+                  p_lq, c_walk;
     END IF;
     IF NOT (v_datasets AND v_jobs AND v_fields) THEN
         RETURN QUERY EXECUTE c_scanned

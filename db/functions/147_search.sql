@@ -9,8 +9,8 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 AS $fn$
 DECLARE
-    -- Substring candidates ranked per kind: enough that the best of a common substring are among them.
-    c_sample  constant integer := 200;
+    -- Substring candidates ranked per kind (the first in storage order): 2 x p_limit, at least this.
+    c_sample  constant integer := 50;
     -- Without a trigram index, names looked through per kind for a substring (the answer says
     -- partial): of datasets and fields (where pg_trgm is missing), of jobs the newest (they have none).
     c_scan    constant integer := 50000;
@@ -50,8 +50,8 @@ BEGIN
 
     -- Candidates of every kind and tier, best first. Exact (0): the name, or its last part, is q.
     -- Prefix (1): it starts with q; the closer first. Substring (2): the trigram index where there
-    -- is one (or a bounded look), the first c_sample of each kind ranked: a word that starts with q
-    -- first (after ., _, / and the like), then where q starts, then the shorter name.
+    -- is one (or a bounded look), the first max(c_sample, 2 x p_limit) of each kind ranked: a word
+    -- that starts with q first (after ., _, / and the like), then where q starts, then the shorter name.
     FOR v_cand IN
         WITH ranged AS (
             -- A dataset or job whose name or last part (metastore.name_tail) starts with q: ranges of
@@ -112,8 +112,8 @@ BEGIN
                    -- A word of the name that starts with q before one that only holds it.
                    CASE WHEN substr(s.lname, strpos(s.lname, v_lq) - 1, 1) ~ '[[:alnum:]]' THEN 1 ELSE 0 END,
                    strpos(s.lname, v_lq)
-              FROM metastore.search_substrings(v_lq, v_like, c_sample, v_scan, c_scan_jobs, v_hide.dataset_ids,
-                                               v_hide.job_ids, v_hide.namespaces) AS s
+              FROM metastore.search_substrings(v_lq, v_like, greatest(c_sample, 2 * p_limit), v_scan, c_scan_jobs,
+                                               v_hide.dataset_ids, v_hide.job_ids, v_hide.namespaces) AS s
              WHERE (SELECT count(*) FROM matched AS m WHERE m.lname LIKE v_like || '%' OR m.ltail LIKE v_like || '%')
                    < p_limit
         )

@@ -127,6 +127,22 @@ def test_a_field_is_found_in_schema_versions_before_and_after_the_first_hundred(
     assert by["edge_col"]["more_datasets"] is False and by["late_col"]["more_datasets"] is False
 
 
+def test_substrings_of_common_and_rare_names_among_thousands(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """The first 3000 dataset names are walked first: a substring 60 of them hold is answered from
+    the walk, one past them from the trigram index; each name once."""
+    names = [f"t{i:04d}" + ("_xneedle" if 10 <= i < 70 else "_yneedle" if i == 3090 else "") for i in range(3100)]
+    for start in range(0, 3100, 100):
+        ingest(service, run_event(f"r{start}", inputs=names[start : start + 100], outputs=[]))
+    assert owner.execute("SELECT count(*) FROM metastore.datasets").fetchone() == (3100,)
+    common = hits(search(service, "xneedle", 30))
+    assert len(common) == 30 and len(set(common)) == 30
+    assert all(m == "substring" and t == "dataset" and n.endswith("_xneedle") for m, t, n in common)
+    assert hits(search(service, "yneedle")) == [("substring", "dataset", "t3090_yneedle")]
+    assert hits(search(service, "needle", 100))[-1] == ("substring", "dataset", "t3090_yneedle")
+
+
 def test_a_field_no_current_schema_has_is_not_a_result(service: psycopg.Connection[Any]) -> None:
     old = {"namespace": NS, "name": "t", "facets": schema("dropped_col", "kept_col")}
     new = {"namespace": NS, "name": "t", "facets": schema("kept_col")}
