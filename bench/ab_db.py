@@ -4,18 +4,16 @@ alike.
 
 - ingest: the same Trino CTAS COMPLETE events (a new query each) into a database of each, rounds
   alternating which goes first: ms per event (client round trip) one per `ingest_event` call, and in
-  sets of 10 and 100 per `ingest_events` call.
+  sets of 10 and 100 per `ingest_events` call; the server CPU per event (the backend's user and system
+  time, which other work on the machine hardly moves) and the bytes of the schema per event. With
+  `--start`, each query is its START (no datasets, as Trino sends it) and then its COMPLETE.
 - backfill: `CALL metastore.backfill()` over `--backfill` such events stored in each, twice each
   (this db/'s in `--sessions` sessions at once);
   with `--bulk`, over make bench's generated events instead, inserted straight into metastore.events
-  first (no derived rows, no statistics: what `make bench` and a restore of the events table
-  give), once each. `--backfill-rounds N`: N rebuilds of each instead, alternating which goes first,
-  and their mean.
-- `--unlisted`: the CTAS events with their `inputs` emptied, as Spark's COMPLETE sends them: the
-  output's columnLineage facet names the input that the event does not list.
-- `--cpu`: also the CPU time of the database session that ran each part (Linux's /proc of the
-  embedded server, one session: not with --sessions), which other processes on a shared machine
-  inflate less than the wall time.
+  just before (no derived rows, no statistics: what `make bench` and a restore of the events table
+  give), once each.
+- `--unlisted`: each COMPLETE with its `inputs` emptied, as Spark's COMPLETE sends them: the output's
+  columnLineage facet names the input that the event does not list.
 
 Prints the figures and their ratio (this / base); writes nothing in the repository.
 """
@@ -25,7 +23,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
+import statistics
 import subprocess
 import tarfile
 import tempfile
@@ -35,7 +33,8 @@ from typing import Any
 
 import psycopg
 
-from bench.lineage import ctas
+from bench.jobs_runs import backend_cpu_s
+from bench.lineage import ctas, schema_bytes
 from bench.run import generate_events
 from devtools import localpg
 from devtools.localpg import LocalPostgres
@@ -69,14 +68,8 @@ def store(conn: psycopg.Connection[Any], bodies: list[bytes]) -> None:
         conn.execute("SELECT count(*) FROM metastore.ingest_events(%s::bytea[])", (bodies,)).fetchone()
 
 
-def session_cpu(conn: psycopg.Connection[Any]) -> float:
-    """CPU seconds the connection's server process has used so far (/proc; the server runs here)."""
-    stat = Path(f"/proc/{conn.info.backend_pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def event(i: int, unlisted: bool) -> bytes:
-    """The CTAS COMPLETE as a new query; unlisted: without its inputs, which its facet still names."""
+def complete(i: int, unlisted: bool) -> bytes:
+    """Query i's COMPLETE; unlisted: without its inputs, which its columnLineage facet still names."""
     if not unlisted:
         return ctas(i)
     body = json.loads(ctas(i))
@@ -84,34 +77,9 @@ def event(i: int, unlisted: bool) -> bytes:
     return json.dumps(body).encode()
 
 
-def ratio_line(what: str, base: float, this: float, unit: str) -> str:
-    return f"{what}: base {base:.3f} {unit}, this {this:.3f} {unit}, this/base {this / base:.2f}"
-
-
-def compare_ingest(conns: dict[str, psycopg.Connection[Any]], args: argparse.Namespace) -> int:
-    """The ingest rounds; returns how many events it numbered."""
-    spent = {(label, mode, clock): 0.0 for label in conns for mode, _, _ in MODES for clock in ("wall", "cpu")}
-    n = 0
-    for r in range(args.rounds):
-        for mode, size, reps in MODES:
-            sets = []
-            for _ in range(reps):
-                sets.append([event(n + i, args.unlisted) for i in range(size)])
-                n += size
-            for label in ("base", "this") if r % 2 == 0 else ("this", "base"):
-                started, cpu = time.perf_counter(), session_cpu(conns[label]) if args.cpu else 0.0
-                for bodies in sets:
-                    store(conns[label], bodies)
-                spent[(label, mode, "wall")] += time.perf_counter() - started
-                if args.cpu:
-                    spent[(label, mode, "cpu")] += session_cpu(conns[label]) - cpu
-    per_mode = args.rounds * 100
-    for mode, _, _ in MODES:
-        for clock in ("wall", "cpu") if args.cpu else ("wall",):
-            base, this = (spent[(label, mode, clock)] / per_mode * 1000 for label in ("base", "this"))
-            what = f"ingest, {mode}" + (", session CPU" if clock == "cpu" else "")
-            print(ratio_line(what, base, this, "ms/event"))
-    return n
+def query(i: int, start: bool, unlisted: bool) -> list[bytes]:
+    """Query i's events: its COMPLETE, after its START with --start."""
+    return [ctas(i, start=True), complete(i, unlisted)] if start else [complete(i, unlisted)]
 
 
 def main() -> None:
@@ -122,9 +90,8 @@ def main() -> None:
     parser.add_argument("--bulk", action="store_true", help="backfill make bench's generated events, once each")
     parser.add_argument("--sessions", type=int, default=1, help="backfill sessions sharing the work (this db/ only)")
     parser.add_argument("--durable", action="store_true", help="fsync and synchronous commit on, as make bench has")
-    parser.add_argument("--unlisted", action="store_true", help="CTAS events without inputs, named by their facet")
-    parser.add_argument("--cpu", action="store_true", help="also the CPU time of the session that ran each part")
-    parser.add_argument("--backfill-rounds", type=int, help="rebuilds of each (default 1 with --bulk, else 2)")
+    parser.add_argument("--start", action="store_true", help="each query a START, then its COMPLETE")
+    parser.add_argument("--unlisted", action="store_true", help="COMPLETEs without inputs, named by their facet")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalPostgres() as server:
         if args.durable:
@@ -132,50 +99,87 @@ def main() -> None:
             server.start(durable=True)
         dbs = {"base": checkout_db(args.base, Path(tmp)), "this": migrations.db_dir()}
         conns = {label: provision(server, f"ab_{label}", db) for label, db in dbs.items()}
-        n = compare_ingest(conns, args)
+        empty = {label: schema_bytes(conn) for label, conn in conns.items()}
+        spent = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
+        cpu = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
+        counted = {mode: 0 for mode, _, _ in MODES}
+        # Per round, this over base: the median says more than the sums on a machine shared with other work.
+        ratios: dict[str, list[float]] = {mode: [] for mode, _, _ in MODES}
+        cpu_ratios: dict[str, list[float]] = {mode: [] for mode, _, _ in MODES}
+        n = 0
+        per_query = 2 if args.start else 1
+        for r in range(args.rounds):
+            for mode, size, reps in MODES:
+                sets = []
+                for _ in range(reps):
+                    # size events per call: whole queries, START before COMPLETE.
+                    queries = range(n, n + (size // per_query or 1))
+                    events = [body for i in queries for body in query(i, args.start, args.unlisted)]
+                    n += size // per_query or 1
+                    sets += [events[k : k + size] for k in range(0, len(events), size)]
+                counted[mode] += sum(len(bodies) for bodies in sets)
+                took: dict[str, tuple[float, float]] = {}
+                for label in ("base", "this") if r % 2 == 0 else ("this", "base"):
+                    pid = conns[label].info.backend_pid
+                    before = backend_cpu_s(pid)
+                    started = time.perf_counter()
+                    for bodies in sets:
+                        store(conns[label], bodies)
+                    took[label] = (time.perf_counter() - started, backend_cpu_s(pid) - before)
+                    spent[(label, mode)] += took[label][0]
+                    cpu[(label, mode)] += took[label][1]
+                ratios[mode].append(took["this"][0] / took["base"][0])
+                if took["base"][1] > 0:
+                    cpu_ratios[mode].append(took["this"][1] / took["base"][1])
+        stored = {}
+        for label, conn in conns.items():
+            row = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
+            stored[label] = int(row[0]) if row else 0
+            conn.execute("VACUUM ANALYZE")
+        assert stored["base"] == stored["this"], stored
+        for mode, _, _ in MODES:
+            base, this = (spent[(label, mode)] / counted[mode] * 1000 for label in ("base", "this"))
+            cbase, cthis = (cpu[(label, mode)] / counted[mode] * 1e6 for label in ("base", "this"))
+            print(
+                f"ingest, {mode}: base {base:.3f} ms/event, this {this:.3f} ms/event, this/base {this / base:.2f} "
+                f"(median of rounds {statistics.median(ratios[mode]):.2f}); server CPU base {cbase:.0f} us/event, "
+                f"this {cthis:.0f} us/event, this/base {cthis / cbase:.2f} "
+                f"(median of rounds {statistics.median(cpu_ratios[mode]) if cpu_ratios[mode] else float('nan'):.2f})"
+            )
+        size = {label: (schema_bytes(conn) - empty[label]) / stored[label] for label, conn in conns.items()}
+        print(
+            f"storage of the schema per event ({stored['this']} events): base {size['base']:.0f} B, "
+            f"this {size['this']:.0f} B, this/base {size['this'] / size['base']:.3f}"
+        )
         for conn in conns.values():
             conn.close()
-        compare_backfill(server, dbs, args, n)
-
-
-def compare_backfill(server: LocalPostgres, dbs: dict[str, Path], args: argparse.Namespace, n: int) -> None:
-    """Rebuilds of the same events in a database of each, rounds alternating which goes first."""
-    conns = {label: provision(server, f"backfill_{label}", db) for label, db in dbs.items()}
-    for conn in conns.values():
-        if args.bulk:
-            generate_events(conn, args.backfill)
-            continue
-        for i in range(0, args.backfill, 100):
-            store(conn, [event(n + j, args.unlisted) for j in range(i, min(args.backfill, i + 100))])
-        conn.execute("VACUUM ANALYZE")
-    rounds = args.backfill_rounds or (1 if args.bulk else 2)
-    spent = {(label, clock): 0.0 for label in conns for clock in ("wall", "cpu")}
-    for r in range(rounds):
-        for label in ("base", "this") if r % 2 == 0 else ("this", "base"):
-            conn = conns[label]
-            started, cpu = time.perf_counter(), session_cpu(conn) if args.cpu else 0.0
-            if label == "this" and args.sessions > 1:
-                migrations.backfill(conn.info.dsn, args.sessions)
-            else:
-                conn.execute("CALL metastore.backfill()")
-            seconds = time.perf_counter() - started
-            spent[(label, "wall")] += seconds
-            print(
-                f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {args.backfill / seconds:.0f} events/s"
-            )
-            if args.cpu and args.sessions == 1:
-                cpu = session_cpu(conn) - cpu
-                spent[(label, "cpu")] += cpu
+        conns = {label: provision(server, f"backfill_{label}", db) for label, db in dbs.items()}
+        for conn in conns.values():
+            if args.bulk:
+                continue
+            for i in range(0, args.backfill, 100):
+                store(conn, [complete(n + j, args.unlisted) for j in range(i, min(args.backfill, i + 100))])
+            conn.execute("VACUUM ANALYZE")
+        n += args.backfill
+        for _ in range(1 if args.bulk else 2):
+            for label, conn in conns.items():
+                if args.bulk:
+                    generate_events(conn, args.backfill)
+                started, cpu = time.perf_counter(), backend_cpu_s(conn.info.backend_pid)
+                if label == "this" and args.sessions > 1:
+                    migrations.backfill(conn.info.dsn, args.sessions)
+                else:
+                    conn.execute("CALL metastore.backfill()")
+                seconds = time.perf_counter() - started
+                # The server CPU of the calling session (of one session only: not with --sessions).
+                cpu_us = (backend_cpu_s(conn.info.backend_pid) - cpu) / args.backfill * 1e6
+                rate = args.backfill / seconds
                 print(
-                    f"backfill of {args.backfill} events, {label}: session CPU {cpu:.2f} s, "
-                    f"{args.backfill / cpu:.0f} events per CPU second"
+                    f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {rate:.0f} events/s, "
+                    f"server CPU {cpu_us:.0f} us/event"
                 )
-    if rounds > 1:
-        for clock in ("wall", "cpu") if args.cpu and args.sessions == 1 else ("wall",):
-            base, this = (spent[(label, clock)] / rounds / args.backfill * 1e6 for label in ("base", "this"))
-            print(ratio_line(f"backfill, {rounds} rounds, {clock}", base, this, "us/event"))
-    for conn in conns.values():
-        conn.close()
+        for conn in conns.values():
+            conn.close()
 
 
 if __name__ == "__main__":

@@ -62,3 +62,12 @@ SELECT pg_catalog.set_config('statement_timeout', '0', false);
 
 -- name: backfill
 CALL metastore.backfill(%(batch_size)s);
+
+-- name: hide
+SELECT metastore.hide(%(kind)s::text, %(namespace)s::text, %(name)s::text, %(reason)s::text);
+
+-- name: unhide
+SELECT metastore.unhide(%(kind)s::text, %(namespace)s::text, %(name)s::text);
+
+-- name: hidden_list
+SELECT metastore.hidden_list(%(all)s::boolean);

@@ -247,6 +247,7 @@ def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
 
     dsn = empty_db.owner_dsn
     migrations.deploy(dsn)
+    # With every newer change, newest first.
     assert migrations.revert(dsn, 5) == sorted((c.version for c in migrations.changes() if c.version > 5), reverse=True)
     with psycopg.connect(dsn, autocommit=True) as owner:
         assert ingest(owner, ctas(0, "ctas"))[0] == "stored"
@@ -409,6 +410,12 @@ def test_column_lineage_of_inputs_the_event_does_not_list(
             (OUTPUT["namespace"], OUTPUT["name"], "output"),
         }
     )
+    # The run's datasets are its events' links.
+    run_datasets = owner.execute(
+        "SELECT d.namespace, d.name, r.direction FROM metastore.run_datasets r"
+        " JOIN metastore.datasets d ON d.id = r.dataset_id"
+    ).fetchall()
+    assert set(run_datasets) == set(links)
     # The dataset page of the output and the graph of the source show them.
     ids = dict(((ns, n), i) for i, ns, n in owner.execute("SELECT id, namespace, name FROM metastore.datasets"))
     page = service.execute("SELECT metastore.get_dataset(%s, 5)", (ids[(OUTPUT["namespace"], OUTPUT["name"])],))
