@@ -46,8 +46,8 @@ function fitLabels(root, width) {
 // The widest label of a graph, measured in the picture's fonts.
 function widestLabel(canvas, graph) {
   const texts = graph.nodes.flatMap((node) => [
-    svg("text", { class: "node-name" }, visibleText(node.name)),
-    svg("text", { class: "node-ns" }, visibleText(node.namespace)),
+    svg("text", { class: "node-name" }, `${node.type === "job" ? "⚙ .." : ""}${visibleText(node.name)}`),
+    svg("text", { class: "node-ns" }, node.type === "job" ? `..${jobLine(node)}` : visibleText(node.namespace)),
   ]);
   const probe = svg("svg", { class: "lineage-svg", width: 0, height: 0, "aria-hidden": "true" },
     svg("g", { class: "node" }, ...texts));
@@ -65,11 +65,27 @@ function boxWidth(graph, room, widest) {
 }
 
 // Column of a node: upstream to the left, downstream to the right, the dataset (and its aliases) at 0.
+// With jobs, each hop is two columns: its jobs, then the datasets they reach.
 function column(node) {
-  if (node.side === "upstream") return -node.depth;
-  if (node.side === "downstream") return node.depth;
+  const hop = node.type === "job" ? 2 * node.depth - 1 : node.depth * (node.spread || 1);
+  if (node.side === "upstream") return -hop;
+  if (node.side === "downstream") return hop;
   return 0;
 }
+
+// Datasets and jobs have ids of their own, which may be equal: the picture keys them by type.
+// Edges `input` go from a dataset to a job, `output` from a job to a dataset.
+function keyed(answer) {
+  const withJobs = answer.nodes.some((n) => n.type === "job");
+  const key = (type, id) => `${type === "job" ? "j" : "d"}${id}`;
+  const nodes = answer.nodes.map((n) => ({ ...n, type: n.type || "dataset", key: key(n.type, n.id), spread: withJobs ? 2 : 1 }));
+  const edges = answer.edges.map((e) => ({ ...e,
+    fromKey: key(e.kind === "output" ? "job" : "dataset", e.from), toKey: key(e.kind === "input" ? "job" : "dataset", e.to) }));
+  return { ...answer, nodes, edges, key: key("dataset", answer.id), withJobs };
+}
+
+// Edges that carry data from one column to the next (not symlinks).
+const FLOW = new Set(["lineage", "input", "output"]);
 
 function crossings(order, edges, colOf) {
   // Edges between adjacent columns cross when their ends are in opposite orders.
@@ -91,15 +107,16 @@ function crossings(order, edges, colOf) {
 // Layered layout: one column per hop, rows ordered by the barycenter of each node's neighbours in
 // the column just swept, several sweeps each way, keeping the order with the fewest crossings.
 export function layout(graph, width = BOX.width) {
-  const colOf = new Map(graph.nodes.map((n) => [n.id, column(n)]));
-  const lineage = graph.edges.filter((e) => e.kind === "lineage" && colOf.has(e.from) && colOf.has(e.to));
+  const colOf = new Map(graph.nodes.map((n) => [n.key, column(n)]));
+  const lineage = graph.edges.filter((e) => FLOW.has(e.kind) && colOf.has(e.fromKey) && colOf.has(e.toKey))
+    .map((e) => ({ from: e.fromKey, to: e.toKey }));
   const keys = [...new Set(colOf.values())].sort((a, b) => a - b);
   const columns = new Map(keys.map((k) => [k, []]));
   const byName = [...graph.nodes].sort((a, b) => (column(a) === 0 && column(b) === 0
-    ? (b.side === "self" && b.id === graph.id) - (a.side === "self" && a.id === graph.id) : 0)
+    ? (b.side === "self" && b.key === graph.key) - (a.side === "self" && a.key === graph.key) : 0)
     || a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name) || a.id - b.id);
-  for (const node of byName) columns.get(colOf.get(node.id)).push(node.id);
-  const neighbours = new Map(graph.nodes.map((n) => [n.id, []]));
+  for (const node of byName) columns.get(colOf.get(node.key)).push(node.key);
+  const neighbours = new Map(graph.nodes.map((n) => [n.key, []]));
   for (const e of lineage) {
     neighbours.get(e.from).push(e.to);
     neighbours.get(e.to).push(e.from);
@@ -164,15 +181,20 @@ function edgePath(a, b, kind) {
 }
 
 function label(node) {
-  return `${visibleText(node.namespace)} · ${visibleText(node.name)}`;
+  return `${node.type === "job" ? "job " : ""}${visibleText(node.namespace)} · ${visibleText(node.name)}`;
+}
+
+// A job's second line: what it is and how its latest run ended.
+function jobLine(node) {
+  return ["job", node.latest_run?.state, visibleText(node.namespace)].filter(Boolean).join(" · ");
 }
 
 function picture(graph, box) {
   const { positions, width, height, order, crossings: crossed } = layout(graph, box);
-  const byId = new Map(graph.nodes.map((n) => [n.id, n]));
+  const byKey = new Map(graph.nodes.map((n) => [n.key, n]));
   const root = svg("svg", {
     id: "lineage-svg", class: "lineage-svg", "data-box-width": box, width, height, "data-crossings": crossed, viewBox: `0 0 ${width} ${height}`, role: "group",
-    "aria-label": `Lineage: ${plural(graph.nodes.length, "dataset")}, ${plural(graph.edges.length, "edge")}`,
+    "aria-label": `Lineage: ${counts(graph)}`,
   });
   root.append(svg("defs", {}, svg("marker", {
     id: "lineage-arrow", viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7",
@@ -180,29 +202,36 @@ function picture(graph, box) {
   }, svg("path", { d: "M0 0 L10 5 L0 10 z", class: "arrow" }))));
   const edges = svg("g", { class: "edges", "aria-hidden": "true" });
   for (const e of graph.edges) {
-    const a = positions.get(e.from);
-    const b = positions.get(e.to);
+    const a = positions.get(e.fromKey);
+    const b = positions.get(e.toKey);
     if (!a || !b) continue;
     const path = svg("path", { d: edgePath(a, b, e.kind), class: `edge ${e.kind}`, "data-from": e.from, "data-to": e.to });
-    if (e.kind === "lineage") path.setAttribute("marker-end", "url(#lineage-arrow)");
+    if (FLOW.has(e.kind)) path.setAttribute("marker-end", "url(#lineage-arrow)");
     edges.append(path);
   }
   root.append(edges);
   const nodes = svg("g", { class: "nodes" });
-  for (const id of order) { // column by column, top to bottom: the Tab order follows the picture
-    const node = byId.get(id);
-    const p = positions.get(id);
-    const current = node.id === graph.id;
+  for (const key of order) { // column by column, top to bottom: the Tab order follows the picture
+    const node = byKey.get(key);
+    const p = positions.get(key);
+    const current = node.key === graph.key;
+    const job = node.type === "job";
+    const state = job ? ` ${String(node.latest_run?.state || "none").toLowerCase()}` : "";
     const link = svg("a", {
-      href: `#/datasets/${node.id}`, class: `node ${node.side}${current ? " current" : ""} ${node.kind}`,
-      "data-id": node.id, "aria-label": `${label(node)}${current ? " (this dataset)" : ""}`,
+      href: job ? `#/jobs/${node.id}` : `#/datasets/${node.id}`,
+      class: job ? `node job ${node.side}${state}` : `node ${node.side}${current ? " current" : ""} ${node.kind}`,
+      "data-id": node.id, "data-type": node.type,
+      "aria-label": `${label(node)}${current ? " (this dataset)" : ""}${job && node.latest_run ? `, latest run ${node.latest_run.state}` : ""}`,
     });
     if (current) link.setAttribute("aria-current", "page");
+    // A job is a pill with a gear before its name, a dataset a box: told apart by shape and by label.
     link.append(
       svg("title", {}, label(node)),
-      svg("rect", { x: p.x, y: p.y, width: p.w, height: BOX.height, rx: 6 }),
-      svg("text", { x: p.x + BOX.inset, y: p.y + 18, class: "node-name" }, visibleText(node.name)),
-      svg("text", { x: p.x + BOX.inset, y: p.y + 35, class: "node-ns" }, visibleText(node.namespace)),
+      svg("rect", { x: p.x, y: p.y, width: p.w, height: BOX.height, rx: job ? BOX.height / 2 : 6 }),
+      svg("text", { x: p.x + BOX.inset + (job ? 6 : 0), y: p.y + 18, class: "node-name" },
+        `${job ? "⚙ " : ""}${visibleText(node.name)}`),
+      svg("text", { x: p.x + BOX.inset + (job ? 6 : 0), y: p.y + 35, class: "node-ns" },
+        job ? jobLine(node) : visibleText(node.namespace)),
     );
     nodes.append(link);
   }
@@ -210,15 +239,23 @@ function picture(graph, box) {
   return root;
 }
 
+function counts(graph) {
+  const jobs = graph.nodes.filter((n) => n.type === "job").length;
+  return [plural(graph.nodes.length - jobs, "dataset"), ...(graph.withJobs ? [plural(jobs, "job")] : []),
+    plural(graph.edges.length, "edge")].join(", ");
+}
+
 // The same graph as sentences, for screen readers (the picture's boxes are links, its lines are not).
 function edgeList(graph) {
-  const byId = new Map(graph.nodes.map((n) => [n.id, n]));
-  const items = graph.edges.filter((e) => byId.has(e.from) && byId.has(e.to)).map((e) => {
-    const from = label(byId.get(e.from));
-    const to = label(byId.get(e.to));
-    const text = e.kind === "symlink"
-      ? `${from} is also named ${to} (symlink${e.type ? `, ${visibleText(e.type)}` : ""})`
-      : `${from} → ${to} (${plural(e.jobs ?? 1, "job")})`;
+  const byKey = new Map(graph.nodes.map((n) => [n.key, n]));
+  const items = graph.edges.filter((e) => byKey.has(e.fromKey) && byKey.has(e.toKey)).map((e) => {
+    const from = label(byKey.get(e.fromKey));
+    const to = label(byKey.get(e.toKey));
+    const text = {
+      symlink: () => `${from} is also named ${to} (symlink${e.type ? `, ${visibleText(e.type)}` : ""})`,
+      input: () => `${from} is read by ${to}`,
+      output: () => `${from} wrote ${to}`,
+    }[e.kind]?.() ?? `${from} → ${to} (${plural(e.jobs ?? 1, "job")})`;
     return el("li", { "data-from": e.from, "data-to": e.to, "data-kind": e.kind }, text);
   });
   return el("div", { class: "visually-hidden" },
@@ -240,6 +277,8 @@ export function lineageSection(dataset) {
   const limit = el("select", { id: "lineage-limit", name: "limit" },
     ...[25, 50, 100, 200].map((n) => el("option", { value: String(n) }, String(n))));
   limit.value = "100";
+  const jobs = el("input", { type: "checkbox", id: "lineage-jobs", name: "include" });
+  jobs.checked = lineageSection.withJobs === true; // as last chosen, from one dataset to the next
   let token = 0;
   // Drawn again when the panel's width changes the boxes' (Cockpit's panel, a window resized).
   let shown = null;
@@ -259,6 +298,7 @@ export function lineageSection(dataset) {
     url.searchParams.set("direction", direction.value);
     url.searchParams.set("depth", depth.value);
     url.searchParams.set("limit", limit.value);
+    if (jobs.checked) url.searchParams.set("include", "jobs");
     status.classList.remove("error");
     status.textContent = "Loading lineage…";
     let graph;
@@ -274,9 +314,9 @@ export function lineageSection(dataset) {
       return;
     }
     if (mine !== token) return;
+    graph = keyed(graph);
     const others = graph.nodes.filter((n) => n.side !== "self").length;
-    status.replaceChildren(others === 0 ? "No lineage in this direction."
-      : `${plural(graph.nodes.length, "dataset")}, ${plural(graph.edges.length, "edge")}.`);
+    status.replaceChildren(others === 0 ? "No lineage in this direction." : `${counts(graph)}.`);
     if (graph.truncated) {
       status.append(" ", el("strong", { class: "truncated", id: "lineage-truncated" },
         `Truncated: there is more lineage than shown; lower the depth, pick one direction or allow more datasets.`));
@@ -288,14 +328,19 @@ export function lineageSection(dataset) {
   direction.addEventListener("change", load);
   depth.addEventListener("change", load);
   limit.addEventListener("change", load);
+  jobs.addEventListener("change", () => {
+    lineageSection.withJobs = jobs.checked;
+    load();
+  });
   const section = el("section", { class: "detail-card", id: "lineage", "aria-labelledby": "lineage-heading" },
     el("h3", { id: "lineage-heading" }, "Lineage"),
     el("div", { class: "filters lineage-controls" },
+      el("div", { class: "field check" }, el("label", { for: "lineage-jobs" }, jobs, " Draw the jobs between them")),
       el("div", { class: "field" }, el("label", { for: "lineage-direction" }, "Direction"), direction),
       el("div", { class: "field" }, el("label", { for: "lineage-depth" }, "Depth"), depth),
       el("div", { class: "field" }, el("label", { for: "lineage-limit" }, "Most datasets"), limit)),
     el("p", { class: "muted legend" }, "Upstream on the left, downstream on the right; dashed lines join names of the "
-      + "same data (symlinks). Each box opens its dataset."),
+      + "same data (symlinks). Each box opens its dataset; with the jobs drawn, each rounded ⚙ box opens its job."),
     status, canvas, text);
   load();
   return section;
@@ -306,8 +351,101 @@ function transformation(edge) {
   return parts.length ? parts.join(" / ") : "transformation not given";
 }
 
-// The fields table, each field a button that shows the input fields it derives from.
-export function fieldsSection(dataset) {
+// The field's name in the API's path: percent-encoded, and a name of dots only with its dots as
+// %2E, or URL normalisation would remove it.
+function fieldPath(field) {
+  return /^\.+$/.test(field) ? field.replaceAll(".", "%2E") : encodeURIComponent(field);
+}
+
+function fieldRef(node) {
+  return el("span", { class: "field-ref" },
+    el("a", { href: `#/datasets/${node.dataset_id}/fields/${encodeURIComponent(node.field)}`,
+      "data-id": node.dataset_id, "data-field": node.field }, visibleName(node.name), ".", visibleName(node.field)),
+    el("span", { class: "ref-ns" }, visibleName(node.namespace)));
+}
+
+// One row per edge of the field's lineage, nearest hop first: the field it comes from, how, the
+// field it goes to.
+function traceTable(graph) {
+  const byId = new Map(graph.nodes.map((n) => [n.id, n]));
+  const edges = graph.edges.filter((e) => byId.has(e.from) && byId.has(e.to)).map((e) => {
+    const from = byId.get(e.from);
+    const to = byId.get(e.to);
+    const far = from.depth >= to.depth ? from : to;
+    return { edge: e, from, to, hop: far.depth, side: far.side };
+  });
+  const sides = { upstream: 0, self: 1, downstream: 2 };
+  edges.sort((a, b) => sides[a.side] - sides[b.side] || a.hop - b.hop);
+  if (edges.length === 0) return el("p", { class: "muted", id: "field-trace-edges" }, "No field lineage in this direction.");
+  const how = ({ edge }) => (edge.kind === "symlink" ? el("span", { class: "badge symlink" }, "same data (symlink)")
+    : el("span", { class: "badge" }, edge.transformation
+      ? transformation({ transformation_type: edge.transformation.type, transformation_subtype: edge.transformation.subtype })
+      : "transformation not given"));
+  const head = [["Hop", "col-hop"], ["From field", "col-lead"], ["How", "col-how"], ["To field", "col-lead"]];
+  return el("div", { class: "table-wrap" }, el("table", { id: "field-trace-edges", class: "list" },
+    el("thead", {}, el("tr", {}, ...head.map(([title, cls]) => el("th", { scope: "col", class: cls }, title)))),
+    el("tbody", {}, ...edges.map((item) => el("tr", {
+      "data-kind": item.edge.kind, "data-side": item.side, "data-hop": item.hop,
+      "data-from": `${item.from.name}.${item.from.field}`, "data-to": `${item.to.name}.${item.to.field}`,
+    },
+    el("td", {}, `${item.side === "downstream" ? "↓" : "↑"} ${item.hop}`),
+    el("td", { class: "ns" }, fieldRef(item.from)),
+    el("td", {}, how(item)),
+    el("td", { class: "ns" }, fieldRef(item.to)))))));
+}
+
+// A chosen field traced through the hops (GET …/fields/{field}/lineage), upstream, downstream or both.
+function fieldTrace(dataset, name) {
+  const direction = el("select", { id: "field-trace-direction" },
+    el("option", { value: "upstream" }, "Where it comes from (upstream)"),
+    el("option", { value: "downstream" }, "Where it goes (downstream)"),
+    el("option", { value: "both" }, "Both ways"));
+  const depth = el("select", { id: "field-trace-depth" },
+    ...[1, 2, 3, 4, 5].map((d) => el("option", { value: String(d) }, plural(d, "hop"))));
+  depth.value = "3";
+  const status = el("p", { class: "status", id: "field-trace-status", role: "status", "aria-live": "polite" });
+  const result = el("div", {});
+  let token = 0;
+  const load = async () => {
+    const mine = ++token;
+    const url = api(`datasets/${encodeURIComponent(dataset.id)}/fields/${fieldPath(name)}/lineage`);
+    url.searchParams.set("direction", direction.value);
+    url.searchParams.set("depth", depth.value);
+    status.classList.remove("error");
+    status.textContent = "Tracing the field…";
+    let graph;
+    try {
+      graph = await getJSON(url);
+    } catch (error) {
+      if (mine !== token) return;
+      status.classList.add("error");
+      status.textContent = error.message;
+      result.replaceChildren();
+      return;
+    }
+    if (mine !== token) return;
+    const fields = graph.nodes.filter((n) => n.side !== "self").length;
+    status.replaceChildren(`${plural(fields, "other field")} within ${plural(Number(depth.value), "hop")}.`);
+    if (graph.truncated) {
+      status.append(" ", el("strong", { class: "truncated", id: "field-trace-truncated" },
+        "Truncated: there is more lineage than shown; lower the depth or pick one direction."));
+    }
+    result.replaceChildren(traceTable(graph));
+  };
+  direction.addEventListener("change", load);
+  depth.addEventListener("change", load);
+  load();
+  return el("div", { id: "field-trace", class: "field-trace" },
+    el("h4", {}, "Traced through the hops"),
+    el("div", { class: "filters lineage-controls" },
+      el("div", { class: "field" }, el("label", { for: "field-trace-direction" }, "Trace"), direction),
+      el("div", { class: "field" }, el("label", { for: "field-trace-depth" }, "Hops to follow"), depth)),
+    status, result);
+}
+
+// The fields table, each field a button that shows the input fields it derives from, and traces
+// it through the hops; `initial` is chosen when the page opens (a link to a field).
+export function fieldsSection(dataset, initial = null) {
   const fields = dataset.fields || [];
   const lineage = dataset.column_lineage || [];
   const panel = el("div", { id: "field-lineage", class: "field-lineage", role: "region", "aria-live": "polite",
@@ -330,7 +468,8 @@ export function fieldsSection(dataset) {
     const inputs = sources.get(name) || [];
     panel.replaceChildren(el("h4", {}, "Inputs of ", visibleName(name)));
     if (inputs.length === 0) {
-      panel.append(el("p", { class: "muted" }, "No columnLineage facet names inputs for this field."));
+      panel.append(el("p", { class: "muted" }, "No columnLineage facet names inputs for this field."),
+        fieldTrace(dataset, name));
       return;
     }
     panel.append(el("ul", { class: "relations", id: "field-inputs" }, ...inputs.map((edge) => el("li", {
@@ -338,7 +477,7 @@ export function fieldsSection(dataset) {
     },
     el("a", { href: `#/datasets/${edge.input.id}` }, visibleName(edge.input.name)), ".",
     el("code", {}, visibleName(edge.input_field)), " ", el("span", { class: "badge" }, transformation(edge)),
-    " ", el("span", { class: "muted" }, visibleName(edge.input.namespace))))));
+    " ", el("span", { class: "muted" }, visibleName(edge.input.namespace))))), fieldTrace(dataset, name));
   };
   const rows = fields.map((field) => {
     const name = String(field.name ?? "");
@@ -357,12 +496,23 @@ export function fieldsSection(dataset) {
   });
   const whole = lineage.filter((edge) => edge.field === null);
   section.append(
-    el("p", { class: "muted" }, "Choose a field to see the input fields it is derived from."),
+    el("p", { class: "muted" }, "Choose a field to see the input fields it is derived from, and to trace it "
+      + "through the hops."),
     el("div", { class: "table-wrap" }, el("table", { id: "fields-table", class: "list" },
       el("thead", {}, el("tr", {}, ...[["Field", "col-field"], ["Type", "col-type"], ["Derived from", "col-lead"]].map(
         ([title, cls]) => el("th", { scope: "col", class: cls }, title)))),
       el("tbody", {}, ...rows))),
     panel);
+  if (initial !== null) {
+    const index = fields.findIndex((field) => String(field.name ?? "") === initial);
+    if (index >= 0) {
+      choose(initial, buttons[index]);
+      requestAnimationFrame(() => section.scrollIntoView({ block: "start" }));
+    } else {
+      panel.replaceChildren(el("p", { class: "muted", id: "field-not-current" }, "This dataset's current fields have no ",
+        visibleName(initial), "."), fieldTrace(dataset, initial));
+    }
+  }
   if (whole.length) {
     section.append(el("p", { class: "muted" }, "The whole dataset also depends on: ",
       [...new Set(whole.map((e) => `${visibleText(e.input.name)}.${visibleText(e.input_field)}`))].join(", ")));
