@@ -12,7 +12,7 @@ export function fieldHash(datasetId, field) {
 }
 
 function hit(result) {
-  const badge = el("span", { class: `badge hit-type ${result.type}` }, result.type);
+  const badge = el("span", { class: `badge hit-type hit-${result.type}` }, result.type);
   const match = el("span", { class: "muted hit-match" }, MATCHES[result.match] || result.match);
   if (result.type === "field") {
     const links = result.datasets.map((d) => el("li", {},
