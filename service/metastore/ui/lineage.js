@@ -184,9 +184,9 @@ function label(node) {
   return `${node.type === "job" ? "job " : ""}${visibleText(node.namespace)} · ${visibleText(node.name)}`;
 }
 
-// A job's second line: what it is and how its latest run ended.
+// A job's second line: what it is and how its latest run ended (its namespace is in its title).
 function jobLine(node) {
-  return ["job", node.latest_run?.state, visibleText(node.namespace)].filter(Boolean).join(" · ");
+  return `job · ${node.latest_run?.state || "no run"}`;
 }
 
 function picture(graph, box) {
