@@ -254,3 +254,47 @@ def test_frame_ancestors_reach_the_browser_as_set(framed_store: Server, seeded: 
     assert re.search(r"frame-ancestors 'self' http://127\.0\.0\.1:\d+$", csp), csp
     with seeded.client() as http_client:
         assert http_client.get("/ui/").headers["content-security-policy"].endswith("frame-ancestors 'self'")
+
+
+def test_the_queries_and_the_search_under_a_path_prefix(context: BrowserContext, proxy: nginx.Nginx) -> None:
+    """The Queries page (its filters' namespaces, a page of runs, a dataset it wrote) and the search
+    box (a typed hit that opens its page), with nothing asked outside the prefix."""
+    site = proxy.sites["prefix"]
+    page = context.new_page()
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url))
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    before = len(proxy.requests("prefix"))
+
+    page.goto(f"{site.url}{PREFIX}")
+    page.get_by_role("link", name="Queries", exact=True).click()
+    rows = page.locator("#queries tbody tr[data-run]")
+    expect(rows.first).to_be_visible()
+    ctas = load_fixture(FIXTURES / "trino" / "04-ctas-complete.json")
+    row = page.locator(f'#queries tr[data-run="{ctas["run"]["runId"]}"]')
+    expect(row.locator(".badge.state")).to_have_text("COMPLETE")
+    expect(page.locator('#run-namespace option[value="trino://localhost:8080"]')).to_have_count(1)
+    page.get_by_label("Job namespace").select_option("trino://localhost:8080")
+    page.get_by_label("User", exact=True).fill("alice")
+    expect(row).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "queries-behind-a-proxy.png"), full_page=True)
+    row.get_by_role("link", name="memory.default.nation_copy").click()
+    expect(page.locator("#detail-heading")).to_have_text("memory.default.nation_copy")
+
+    page.get_by_label("Search datasets, jobs and fields").fill("nation_copy")
+    hit = page.locator('#search-results li[data-type="dataset"]')
+    expect(hit).to_have_count(1)
+    page.get_by_label("Search datasets, jobs and fields").fill(ctas["job"]["name"])
+    job = page.locator('#search-results li[data-type="job"] a')
+    expect(job).to_have_text(ctas["job"]["name"])
+    job.click()
+    expect(page.locator("#job-heading")).to_have_text(ctas["job"]["name"])
+    expect(page.locator("#job-outputs li")).to_have_count(1)
+
+    assert failed == []
+    assert seen and all(url.startswith(f"{site.url}{PREFIX}") for url in seen), seen
+    logged = proxy.requests("prefix")[before:]
+    assert [r for r in logged if not r[1].startswith(PREFIX) or r[2] >= 400] == [], logged
+    asked = {r[1].split("?")[0] for r in logged}
+    assert {f"{PREFIX}api/v1/runs", f"{PREFIX}api/v1/namespaces", f"{PREFIX}api/v1/search"} <= asked, asked
