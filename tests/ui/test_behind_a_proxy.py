@@ -275,7 +275,7 @@ def test_the_queries_and_the_search_under_a_path_prefix(context: BrowserContext,
     row = page.locator(f'#queries tr[data-run="{ctas["run"]["runId"]}"]')
     expect(row.locator(".badge.state")).to_have_text("COMPLETE")
     expect(page.locator('#run-namespace option[value="trino://localhost:8080"]')).to_have_count(1)
-    page.get_by_label("Job namespace").select_option("trino://localhost:8080")
+    page.get_by_label("Engine or scheduler").select_option("trino://localhost:8080")
     page.get_by_label("User", exact=True).fill("alice")
     expect(row).to_be_visible()
     page.screenshot(path=str(ARTIFACTS / "queries-behind-a-proxy.png"), full_page=True)

@@ -425,10 +425,8 @@ def test_a_field_traced_through_the_hops(page: Page, seeded: Server) -> None:  #
     rows = page.locator("#field-trace-edges tbody tr")
     graph = api(seeded, f"datasets/{kpis}/fields/total/lineage", direction="upstream", depth=3)
     nodes = {n["id"]: n for n in graph["nodes"]}
-    want = {
-        (f"{nodes[e['from']]['name']}.{nodes[e['from']]['field']}", f"{nodes[e['to']]['name']}.{nodes[e['to']]['field']}")
-        for e in graph["edges"]
-    }
+    dotted = {i: f"{n['name']}.{n['field']}" for i, n in nodes.items()}
+    want = {(dotted[e["from"]], dotted[e["to"]]) for e in graph["edges"]}
     assert want == {
         ("mart.sales_by_region.total", "report.kpis.total"),
         ("stage.orders_clean.amount", "mart.sales_by_region.total"),

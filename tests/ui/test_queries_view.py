@@ -39,10 +39,17 @@ def run_event(n: int, **overrides: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def seeded(server: Server) -> Server:
-    events = [load_fixture(FIXTURES / "trino" / f) for f in (
-        "01-select-start.json", "02-select-complete.json", "03-ctas-start.json", "04-ctas-complete.json",
-        "05-select-runtime-fail.json", "06-ctas-analysis-fail.json",
-    )]
+    events = [
+        load_fixture(FIXTURES / "trino" / f)
+        for f in (
+            "01-select-start.json",
+            "02-select-complete.json",
+            "03-ctas-start.json",
+            "04-ctas-complete.json",
+            "05-select-runtime-fail.json",
+            "06-ctas-analysis-fail.json",
+        )
+    ]
     events += [run_event(n) for n in range(55)]
     hostile = run_event(60, eventType="ABORT")
     hostile["run"]["facets"]["trino_query_context"]["user"] = HOSTILE_USER
@@ -70,7 +77,7 @@ def api_runs(server: Server, **params: str) -> list[dict[str, Any]]:
                 return runs
 
 
-def shown(page: Page) -> list[str]:
+def shown(page: Page) -> list[str]:  # noqa: F811
     return page.locator("#queries tbody tr[data-run]").evaluate_all("rs => rs.map(r => r.dataset.run)")
 
 
@@ -121,13 +128,13 @@ def test_the_filters(page: Page, seeded: Server) -> None:  # noqa: F811
     rows = page.locator("#queries tbody tr[data-run]")
     expect(rows).to_have_count(50)
     # Failed ones, one choice away.
-    page.get_by_label("State").select_option(label="Failed or aborted")
+    page.get_by_label("State", exact=True).select_option(label="Failed or aborted")
     want = [r["run_id"] for r in api_runs(seeded, state="FAIL,ABORT")]
     assert len(want) == 3
     expect(rows).to_have_count(3)
     assert shown(page) == want
     assert set(rows.evaluate_all("rs => rs.map(r => r.dataset.state)")) == {"FAIL", "ABORT"}
-    page.get_by_label("State").select_option("")
+    page.get_by_label("State", exact=True).select_option("")
     # The Trino user, exactly.
     page.get_by_label("User", exact=True).fill("alice")
     expect(rows).to_have_count(4)
@@ -142,10 +149,10 @@ def test_the_filters(page: Page, seeded: Server) -> None:  # noqa: F811
     options = page.locator("#run-namespace option").evaluate_all("os => os.map(o => o.value)")
     assert options == ["", *[n["namespace"] for n in listed if n["jobs"] > 0]]
     assert "postgres://db:5432" not in options  # a namespace of datasets only
-    page.get_by_label("Job namespace").select_option("trino://localhost:8080")
+    page.get_by_label("Engine or scheduler").select_option("trino://localhost:8080")
     expect(rows).to_have_count(4)
     assert shown(page) == [r["run_id"] for r in api_runs(seeded, job_namespace="trino://localhost:8080")]
-    page.get_by_label("Job namespace").select_option("")
+    page.get_by_label("Engine or scheduler").select_option("")
     # A time range, in UTC: runs that started on 2024-03-02.
     page.get_by_label("Started from (UTC)").fill("2024-03-02T00:00:00")
     page.get_by_label("Started before (UTC)").fill("2024-03-03T00:00:00")
@@ -153,13 +160,13 @@ def test_the_filters(page: Page, seeded: Server) -> None:  # noqa: F811
     assert len(want) == 24
     expect(rows).to_have_count(24)
     assert shown(page) == want
-    page.get_by_label("State").select_option(label="Failed or aborted")
+    page.get_by_label("State", exact=True).select_option(label="Failed or aborted")
     expect(page.locator("#queries tbody")).to_contain_text("No queries match these filters.")
 
 
 def test_hostile_names_are_text_with_their_markers(page: Page, seeded: Server) -> None:  # noqa: F811
     page.goto("/ui/#/queries")
-    page.get_by_label("State").select_option("ABORT")
+    page.get_by_label("State", exact=True).select_option("ABORT")
     row = page.locator("#queries tbody tr[data-run]")
     expect(row).to_have_count(1)
     assert page.locator("#queries tbody img, #queries tbody b").count() == 0
@@ -168,7 +175,7 @@ def test_hostile_names_are_text_with_their_markers(page: Page, seeded: Server) -
     expect(row.locator("td.user")).to_have_text("<b>eve</b>⟨U+200B⟩")
     expect(row.locator("td.io").nth(0).locator("a")).to_have_text("warehouse.public.orders⟨U+200B⟩")
     # Not the same as the table without the invisible character.
-    page.get_by_label("State").select_option("")
+    page.get_by_label("State", exact=True).select_option("")
     page.get_by_label("User", exact=True).fill("bob")
     expect(page.locator("#queries tbody tr[data-run]").first.locator("td.io").nth(0).locator("a")).to_have_text(
         "warehouse.public.orders"
@@ -182,6 +189,6 @@ def test_the_jobs_part_lands_on_the_queries_by_keyboard(page: Page, seeded: Serv
     page.keyboard.press("Enter")
     expect(page).to_have_url(re.compile(r"#/queries$"))
     expect(page.locator("#queries tbody tr[data-run]")).to_have_count(50)
-    page.get_by_label("State").focus()
+    page.get_by_label("State", exact=True).focus()
     page.keyboard.press("Tab")
     expect(page.get_by_label("User", exact=True)).to_be_focused()

@@ -19,7 +19,9 @@ HOSTILE = "<img src=x onerror=alert(1)>\u202eevil"
 
 @pytest.fixture(scope="module")
 def seeded(server: Server) -> Server:
-    events: list[dict[str, Any]] = [load_fixture(FIXTURES / "trino" / f) for f in ("03-ctas-start.json", "04-ctas-complete.json")]
+    events: list[dict[str, Any]] = [
+        load_fixture(FIXTURES / "trino" / f) for f in ("03-ctas-start.json", "04-ctas-complete.json")
+    ]
     events.append(
         {
             "eventTime": "2024-03-01T10:00:00Z",
@@ -47,7 +49,7 @@ def search(server: Server, q: str) -> list[dict[str, Any]]:
         return response.json()["results"]
 
 
-def hits(page: Page) -> list[tuple[str, str]]:
+def hits(page: Page) -> list[tuple[str, str]]:  # noqa: F811
     return [
         tuple(h)
         for h in page.locator("#search-results > li.hit").evaluate_all(
