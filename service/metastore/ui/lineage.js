@@ -39,8 +39,23 @@ function elideMiddle(text, room) {
 }
 
 // Every label to its box (the full name is in the box's title, its link's name and the text list).
-function fitLabels(root, width) {
-  for (const text of root.querySelectorAll(".node text")) elideMiddle(text, width - 2 * BOX.inset);
+function fitLabels(root) {
+  for (const node of root.querySelectorAll(".node")) {
+    const room = Number(node.querySelector("rect").getAttribute("width")) - 2 * BOX.inset;
+    for (const text of node.querySelectorAll("text")) elideMiddle(text, room - (node.classList.contains("job") ? 6 : 0));
+  }
+}
+
+// With the jobs drawn, a job's column is narrower than a dataset's (datasets' names matter more)
+// and the gaps are narrower: twice the columns fit a panel.
+const JOBS = { share: 0.7, minWidth: 124, columnGap: 36 };
+
+function jobWidth(width) {
+  return Math.max(JOBS.minWidth, Math.round(width * JOBS.share));
+}
+
+function gapOf(graph) {
+  return graph.withJobs ? JOBS.columnGap : BOX.columnGap;
 }
 
 // The widest label of a graph, measured in the picture's fonts.
@@ -59,8 +74,11 @@ function widestLabel(canvas, graph) {
 
 // The box width for a graph in a panel `room` pixels wide.
 function boxWidth(graph, room, widest) {
-  const count = new Set(graph.nodes.map(column)).size;
-  const share = Math.floor((room - 2 * BOX.padX - (count - 1) * BOX.columnGap) / Math.max(count, 1));
+  const columns = new Set(graph.nodes.map(column));
+  const count = columns.size;
+  const jobColumns = new Set(graph.nodes.filter((n) => n.type === "job").map(column)).size;
+  const shares = count - jobColumns + JOBS.share * jobColumns;
+  const share = Math.floor((room - 2 * BOX.padX - (count - 1) * gapOf(graph)) / Math.max(shares, 1));
   return Math.max(BOX.minWidth, Math.min(BOX.maxWidth, Math.ceil(widest) + 2 * BOX.inset + 1, share));
 }
 
@@ -148,16 +166,19 @@ export function layout(graph, width = BOX.width) {
   const tallest = Math.max(...[...best.columns.values()].map((ids) => ids.length));
   const height = BOX.pad * 2 + tallest * BOX.height + (tallest - 1) * BOX.rowGap;
   const positions = new Map();
-  keys.forEach((key, c) => {
+  const gap = gapOf(graph);
+  const jobColumns = new Set(graph.nodes.filter((n) => n.type === "job").map((n) => colOf.get(n.key)));
+  let x = BOX.padX;
+  keys.forEach((key) => {
     const ids = best.columns.get(key);
+    const w = jobColumns.has(key) ? jobWidth(width) : width;
     const used = ids.length * BOX.height + (ids.length - 1) * BOX.rowGap;
     const top = (height - used) / 2; // each column centred, so short columns sit beside the dataset
-    ids.forEach((id, r) => positions.set(id, {
-      x: BOX.padX + c * (width + BOX.columnGap), y: top + r * (BOX.height + BOX.rowGap), w: width, column: key, row: r,
-    }));
+    ids.forEach((id, r) => positions.set(id, { x, y: top + r * (BOX.height + BOX.rowGap), w, column: key, row: r }));
+    x += w + gap;
   });
   return {
-    positions, width: BOX.padX * 2 + keys.length * width + (keys.length - 1) * BOX.columnGap, height,
+    positions, width: x - gap + BOX.padX, height,
     crossings: best.score, order: keys.flatMap((k) => best.columns.get(k)),
   };
 }
@@ -288,7 +309,7 @@ export function lineageSection(dataset) {
     if (box === shown.box) return;
     shown.box = box;
     canvas.replaceChildren(picture(shown.graph, box));
-    fitLabels(canvas, box);
+    fitLabels(canvas);
   };
   // After the observer's turn: a redraw resizes the canvas, which must not notify it again in it.
   new ResizeObserver(() => requestAnimationFrame(draw)).observe(canvas);
