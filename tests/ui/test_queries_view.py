@@ -192,3 +192,27 @@ def test_the_jobs_part_lands_on_the_queries_by_keyboard(page: Page, seeded: Serv
     page.get_by_label("State", exact=True).focus()
     page.keyboard.press("Tab")
     expect(page.get_by_label("User", exact=True)).to_be_focused()
+
+
+def test_from_a_dataset_to_every_query_that_read_or_wrote_it(page: Page, seeded: Server) -> None:  # noqa: F811
+    with seeded.client() as http:
+        found = http.get("/api/v1/datasets", params={"q": "daily_007"}).json()["datasets"]
+    daily = next(d for d in found if d["name"] == "warehouse.public.daily_007")
+    page.goto(f"/ui/#/datasets/{daily['id']}")
+    page.locator("#dataset-all-queries").click()
+    expect(page).to_have_url(re.compile(rf"#/queries/dataset/{daily['id']}$"))
+    rows = page.locator("#queries tbody tr[data-run]")
+    want = [r["run_id"] for r in api_runs(seeded, dataset_id=str(daily["id"]))]
+    assert len(want) == 1
+    expect(rows).to_have_count(1)
+    assert shown(page) == want
+    note = page.locator("#queries-dataset")
+    expect(note).to_contain_text("Only the queries that read or wrote warehouse.public.daily_007")
+    # Combined with the other filters; "Show all" lifts it.
+    page.get_by_label("User", exact=True).fill("alice")
+    expect(page.locator("#queries tbody")).to_contain_text("No queries match these filters.")
+    page.get_by_label("User", exact=True).fill("")
+    expect(rows).to_have_count(1)
+    note.get_by_role("link", name="Show all").click()
+    expect(rows).to_have_count(50)
+    expect(note).to_be_hidden()

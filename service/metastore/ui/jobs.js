@@ -207,6 +207,10 @@ export async function datasetRunsSection(datasetId) {
     return section;
   }
   if (answer.runs.length === 0) section.append(el("p", { class: "muted" }, "No run read or wrote it."));
+  else {
+    section.append(el("p", {}, el("a", { href: `#/queries/dataset/${datasetId}`, id: "dataset-all-queries" },
+      "All the queries that read or wrote it, newest first →")));
+  }
   for (const run of answer.runs) {
     const how = [run.wrote ? "wrote" : null, run.read ? "read" : null].filter(Boolean).join(" and ");
     section.append(el("div", { class: "query" },

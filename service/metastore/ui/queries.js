@@ -7,7 +7,7 @@ import {
   setStatus, stateBadge, timeCell, timeText, visibleName,
 } from "./dom.js";
 
-const runsState = { cursors: [null], page: 0, loadToken: 0, wired: false };
+const runsState = { cursors: [null], page: 0, loadToken: 0, wired: false, dataset: null };
 const FAILED = new Set(["FAIL", "ABORT"]);
 
 // A datetime-local value ("2024-03-01T10:00" or with seconds) is a UTC time here, as the labels say.
@@ -27,6 +27,7 @@ function runFilters() {
     const value = utc($(`#${id}`).value);
     if (value) params[key] = value;
   }
+  if (runsState.dataset) params.dataset_id = runsState.dataset;
   params.limit = "50";
   return params;
 }
@@ -112,6 +113,29 @@ function restartRuns() {
   loadRuns();
 }
 
+// #/queries/dataset/12: only the runs that read or wrote that dataset (or one of its symlink
+// aliases), said above the list with a way back to all.
+async function showDatasetFilter() {
+  const note = $("#queries-dataset");
+  const id = runsState.dataset;
+  if (!id) {
+    note.hidden = true;
+    note.replaceChildren();
+    return;
+  }
+  note.hidden = false;
+  note.replaceChildren("Only the queries that read or wrote this dataset. ", el("a", { href: "#/queries" }, "Show all"));
+  let dataset;
+  try {
+    dataset = await getJSON(api(`datasets/${encodeURIComponent(id)}?events_limit=0`));
+  } catch {
+    return; // the list says what went wrong
+  }
+  if (runsState.dataset !== id) return;
+  note.replaceChildren("Only the queries that read or wrote ", datasetLink(dataset), " (or another name of it). ",
+    el("a", { href: "#/queries" }, "Show all"));
+}
+
 function wire() {
   if (runsState.wired) return;
   runsState.wired = true;
@@ -141,10 +165,15 @@ function wire() {
 
 export const queryPages = [
   {
-    pattern: /^#\/queries$/, sections: ["#queries-view"], nav: "queries", heading: "Queries", home: "#/queries",
-    subtitle: "Which queries ran, by whom, what they read and wrote, and which failed: newest first.",
+    pattern: /^#\/queries(?:\/dataset\/(\d+))?$/, sections: ["#queries-view"], nav: "queries", heading: "Queries",
+    home: "#/queries", subtitle: "Which queries ran, by whom, what they read and wrote, and which failed: newest first.",
     title: "Queries",
-    open() {
+    open(match) {
+      const dataset = match[1] || null;
+      const changed = dataset !== runsState.dataset;
+      runsState.dataset = dataset;
+      showDatasetFilter();
+      if (runsState.wired && changed) restartRuns();
       wire();
     },
   },
