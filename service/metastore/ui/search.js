@@ -76,7 +76,15 @@ export function wireSearch() {
     event.preventDefault();
     run();
   });
-  input.addEventListener("input", debounce(run, 250));
+  const later = debounce(run, 250);
+  // Results of the text before are not shown as this one's: they go as soon as it changes.
+  input.addEventListener("input", () => {
+    token += 1;
+    $("#search-results").replaceChildren();
+    $("#search-status").classList.remove("error");
+    $("#search-status").textContent = input.value.trim() ? "Searching…" : "";
+    later();
+  });
   input.addEventListener("focus", () => {
     if (input.value.trim()) $("#search-panel").hidden = false;
   });
