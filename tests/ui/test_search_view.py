@@ -30,7 +30,17 @@ def seeded(server: Server) -> Server:
             "job": {"namespace": "airflow", "name": "nation_report"},
             "inputs": [{"namespace": "trino://localhost:8080", "name": "memory.default.nation_copy"}],
             "outputs": [
-                {"namespace": "postgres://db:5432", "name": "reports.public.nation"},
+                {
+                    "namespace": "postgres://db:5432",
+                    "name": "reports.public.nation",
+                    "facets": {
+                        "symlinks": {
+                            "identifiers": [
+                                {"namespace": "hive://metastore:9083", "name": "archive.r1", "type": "TABLE"}
+                            ]
+                        }
+                    },
+                },
                 {"namespace": "postgres://db:5432", "name": HOSTILE},
             ],
         }
@@ -86,6 +96,12 @@ def test_typed_hits_in_the_apis_order_each_opening_its_page(page: Page, seeded: 
     expect(job).to_be_focused()
     page.keyboard.press("Enter")
     expect(page.locator("#job-heading")).to_have_text("nation_report")
+    # Its page leads with what it read and wrote, each with its other names (symlinks).
+    expect(page.locator("#job-inputs li")).to_have_count(1)
+    written = page.locator('#job-outputs li[data-name="reports.public.nation"]')
+    expect(written.locator(".also-named")).to_have_text("also named hive://metastore:9083 · archive.r1 TABLE")
+    written.locator(".also-named a").click()
+    expect(page.locator("#detail-heading")).to_have_text("archive.r1")
 
 
 def test_a_field_hit_opens_its_dataset_with_the_field_traced(page: Page, seeded: Server) -> None:  # noqa: F811
