@@ -205,6 +205,21 @@ def test_a_dataset_and_a_job_fit_the_panel(page: Page, seeded: Server, width: in
     assert_no_token_broken(page.locator("#detail-heading .name-text, #detail dl.props .name-text, #events .name-text"))
     page.screenshot(path=str(ARTIFACTS / f"panel-dataset-{width}.png"), full_page=True)
 
+    # A field traced, the jobs drawn, the search's results: within the panel too.
+    page.goto(f"/ui/#/datasets/{dataset_id(seeded, 'trino://localhost:8080', 'memory.default.nation_copy')}")
+    page.locator('#fields-table button[data-field="regionkey"]').click()
+    expect(page.locator("#field-trace-edges tbody tr")).to_have_count(1)
+    page.get_by_label("Draw the jobs between them").check()
+    expect(page.locator("#lineage-svg a.node.job")).to_have_count(1)
+    page.get_by_label("Search datasets, jobs and fields").fill("nation")
+    expect(page.locator("#search-results > li.hit").first).to_be_visible()
+    assert_fits(page)
+    panel = page.locator("#search-panel").evaluate(
+        "p => [p.getBoundingClientRect().left, p.getBoundingClientRect().right]"
+    )
+    assert 0 <= panel[0] and panel[1] <= width, panel
+    page.screenshot(path=str(ARTIFACTS / f"panel-field-trace-{width}.png"), full_page=True)
+
     page.goto(f"/ui/#/jobs/{job_id(seeded, ROLLUP)}")
     expect(page.locator("#runs tbody tr")).to_have_count(1)
     assert_fits(page)

@@ -46,13 +46,9 @@ function fitLabels(root) {
   }
 }
 
-// With the jobs drawn, a job's column is narrower than a dataset's (datasets' names matter more)
-// and the gaps are narrower: twice the columns fit a panel.
+// With the jobs drawn, the gaps are narrower (twice the columns fit a panel) and a job's column
+// takes what the datasets' leave, as much as its labels need, never less than `share` of theirs.
 const JOBS = { share: 0.7, minWidth: 124, columnGap: 36 };
-
-function jobWidth(width) {
-  return Math.max(JOBS.minWidth, Math.round(width * JOBS.share));
-}
 
 function gapOf(graph) {
   return graph.withJobs ? JOBS.columnGap : BOX.columnGap;
@@ -61,13 +57,14 @@ function gapOf(graph) {
 // The widest label of a graph, measured in the picture's fonts.
 function widestLabel(canvas, graph) {
   const texts = graph.nodes.flatMap((node) => [
-    svg("text", { class: "node-name" }, `${node.type === "job" ? "⚙ .." : ""}${visibleText(node.name)}`),
-    svg("text", { class: "node-ns" }, node.type === "job" ? `..${jobLine(node)}` : visibleText(node.namespace)),
+    svg("text", { class: "node-name", "data-type": node.type }, `${node.type === "job" ? "⚙ " : ""}${visibleText(node.name)}`),
+    svg("text", { class: "node-ns", "data-type": node.type }, node.type === "job" ? jobLine(node) : visibleText(node.namespace)),
   ]);
   const probe = svg("svg", { class: "lineage-svg", width: 0, height: 0, "aria-hidden": "true" },
     svg("g", { class: "node" }, ...texts));
   canvas.append(probe);
-  const widest = Math.max(0, ...texts.map((t) => t.getComputedTextLength()));
+  const of = (type) => Math.max(0, ...texts.filter((t) => t.dataset.type === type).map((t) => t.getComputedTextLength()));
+  const widest = { dataset: of("dataset"), job: of("job") };
   probe.remove();
   return widest;
 }
@@ -79,7 +76,18 @@ function boxWidth(graph, room, widest) {
   const jobColumns = new Set(graph.nodes.filter((n) => n.type === "job").map(column)).size;
   const shares = count - jobColumns + JOBS.share * jobColumns;
   const share = Math.floor((room - 2 * BOX.padX - (count - 1) * gapOf(graph)) / Math.max(shares, 1));
-  return Math.max(BOX.minWidth, Math.min(BOX.maxWidth, Math.ceil(widest) + 2 * BOX.inset + 1, share));
+  return Math.max(BOX.minWidth, Math.min(BOX.maxWidth, Math.ceil(widest.dataset) + 2 * BOX.inset + 1, share));
+}
+
+// The job box width, given the datasets' `box`.
+function jobBoxWidth(graph, room, widest, box) {
+  if (!graph.withJobs) return box;
+  const columns = new Set(graph.nodes.map(column));
+  const jobColumns = new Set(graph.nodes.filter((n) => n.type === "job").map(column)).size;
+  const left = Math.floor((room - 2 * BOX.padX - (columns.size - 1) * gapOf(graph)
+    - (columns.size - jobColumns) * box) / Math.max(jobColumns, 1));
+  const need = Math.ceil(widest.job) + 2 * BOX.inset + 7;
+  return Math.max(JOBS.minWidth, Math.min(BOX.maxWidth, need, Math.max(left, Math.round(box * JOBS.share))));
 }
 
 // Column of a node: upstream to the left, downstream to the right, the dataset (and its aliases) at 0.
@@ -124,7 +132,7 @@ function crossings(order, edges, colOf) {
 
 // Layered layout: one column per hop, rows ordered by the barycenter of each node's neighbours in
 // the column just swept, several sweeps each way, keeping the order with the fewest crossings.
-export function layout(graph, width = BOX.width) {
+export function layout(graph, width = BOX.width, jobWidth = width) {
   const colOf = new Map(graph.nodes.map((n) => [n.key, column(n)]));
   const lineage = graph.edges.filter((e) => FLOW.has(e.kind) && colOf.has(e.fromKey) && colOf.has(e.toKey))
     .map((e) => ({ from: e.fromKey, to: e.toKey }));
@@ -171,7 +179,7 @@ export function layout(graph, width = BOX.width) {
   let x = BOX.padX;
   keys.forEach((key) => {
     const ids = best.columns.get(key);
-    const w = jobColumns.has(key) ? jobWidth(width) : width;
+    const w = jobColumns.has(key) ? jobWidth : width;
     const used = ids.length * BOX.height + (ids.length - 1) * BOX.rowGap;
     const top = (height - used) / 2; // each column centred, so short columns sit beside the dataset
     ids.forEach((id, r) => positions.set(id, { x, y: top + r * (BOX.height + BOX.rowGap), w, column: key, row: r }));
@@ -210,8 +218,8 @@ function jobLine(node) {
   return `job · ${node.latest_run?.state || "no run"}`;
 }
 
-function picture(graph, box) {
-  const { positions, width, height, order, crossings: crossed } = layout(graph, box);
+function picture(graph, box, jobBox) {
+  const { positions, width, height, order, crossings: crossed } = layout(graph, box, jobBox);
   const byKey = new Map(graph.nodes.map((n) => [n.key, n]));
   const root = svg("svg", {
     id: "lineage-svg", class: "lineage-svg", "data-box-width": box, width, height, "data-crossings": crossed, viewBox: `0 0 ${width} ${height}`, role: "group",
@@ -306,9 +314,10 @@ export function lineageSection(dataset) {
   const draw = () => {
     if (!shown || !canvas.isConnected) return;
     const box = boxWidth(shown.graph, canvas.clientWidth, shown.widest);
-    if (box === shown.box) return;
-    shown.box = box;
-    canvas.replaceChildren(picture(shown.graph, box));
+    const jobBox = jobBoxWidth(shown.graph, canvas.clientWidth, shown.widest, box);
+    if (`${box}/${jobBox}` === shown.box) return;
+    shown.box = `${box}/${jobBox}`;
+    canvas.replaceChildren(picture(shown.graph, box, jobBox));
     fitLabels(canvas);
   };
   // After the observer's turn: a redraw resizes the canvas, which must not notify it again in it.
@@ -342,7 +351,7 @@ export function lineageSection(dataset) {
       status.append(" ", el("strong", { class: "truncated", id: "lineage-truncated" },
         `Truncated: there is more lineage than shown; lower the depth, pick one direction or allow more datasets.`));
     }
-    shown = { graph, widest: widestLabel(canvas, graph), box: 0 };
+    shown = { graph, widest: widestLabel(canvas, graph), box: "" };
     draw();
     text.replaceChildren(edgeList(graph));
   };
