@@ -130,6 +130,13 @@ def test_hostile_names_in_hits_are_text_and_escape_closes(page: Page, seeded: Se
     assert page.locator("#search-results img").count() == 0
     expect(hit.locator("a")).to_have_text("<img src=x onerror=alert(1)>⟨U+202E⟩evil")
     expect(hit.locator(".hit-match")).to_have_text("contains it")
+    # Down to the hit, up back to the box.
+    box.press("ArrowDown")
+    expect(hit.locator("a")).to_be_focused()
+    page.keyboard.press("ArrowDown")  # the last stop: stays
+    expect(hit.locator("a")).to_be_focused()
+    page.keyboard.press("ArrowUp")
+    expect(box).to_be_focused()
     box.press("Escape")
     expect(page.locator("#search-panel")).to_be_hidden()
     expect(box).to_be_focused()

@@ -95,6 +95,15 @@ export function wireSearch() {
       close();
       input.focus();
     }
+    // Up and down move between the input and the results' links, as Tab and Shift+Tab do.
+    if ((event.key === "ArrowDown" || event.key === "ArrowUp") && !$("#search-panel").hidden) {
+      const stops = [input, ...document.querySelectorAll("#search-results a")];
+      const at = stops.indexOf(document.activeElement);
+      if (at < 0) return;
+      const next = event.key === "ArrowDown" ? Math.min(at + 1, stops.length - 1) : Math.max(at - 1, 0);
+      event.preventDefault();
+      stops[next].focus();
+    }
   });
   form.addEventListener("focusout", (event) => {
     if (!form.contains(event.relatedTarget)) close();
