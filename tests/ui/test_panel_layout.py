@@ -217,7 +217,7 @@ def test_a_dataset_and_a_job_fit_the_panel(page: Page, seeded: Server, width: in
     panel = page.locator("#search-panel").evaluate(
         "p => [p.getBoundingClientRect().left, p.getBoundingClientRect().right]"
     )
-    assert 0 <= panel[0] and panel[1] <= width, panel
+    assert panel[0] >= 0 and panel[1] <= width, panel
     page.screenshot(path=str(ARTIFACTS / f"panel-field-trace-{width}.png"), full_page=True)
 
     page.goto(f"/ui/#/jobs/{job_id(seeded, ROLLUP)}")
