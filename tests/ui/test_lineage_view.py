@@ -117,10 +117,27 @@ def fan() -> list[dict[str, Any]]:
     return events
 
 
+# Field names a path and a URL treat specially: each must reach the API as itself.
+ODD_FIELDS = ["a/b", "..", ".", "100%", "x y", "q?#", "<b>f</b>\u200b"]
+
+
+def odd() -> list[dict[str, Any]]:
+    fields = [(f, "varchar") for f in ODD_FIELDS]
+    lineage = {f: [("odd.source", f, "DIRECT", "IDENTITY")] for f in ODD_FIELDS}
+    return [
+        ctas(
+            40,
+            "CREATE TABLE odd.target AS SELECT * FROM odd.source",
+            [table("odd.source", fields)],
+            [table("odd.target", fields, lineage)],
+        )
+    ]
+
+
 @pytest.fixture(scope="module")
 def seeded(server: Server) -> Server:
     with server.client() as http:
-        for event in [*chain(), *fan()]:
+        for event in [*chain(), *fan(), *odd()]:
             response = http.post("/api/v1/lineage", json=event)
             assert response.status_code in (200, 201), response.text
     return server
@@ -458,3 +475,42 @@ def test_a_field_traced_through_the_hops(page: Page, seeded: Server) -> None:  #
         "mart.sales_by_region.total",
         "report.kpis.total",
     ]
+
+
+@pytest.mark.parametrize("field", [f for f in ODD_FIELDS if f not in (".", "..")])
+def test_a_field_of_any_name_is_traced_as_itself(page: Page, seeded: Server, field: str) -> None:  # noqa: F811
+    target = dataset_id(seeded, "odd.target")
+    page.goto(f"/ui/#/datasets/{target}")
+    page.locator("#fields-table button").nth(ODD_FIELDS.index(field)).click()
+    rows = page.locator("#field-trace-edges tbody tr")
+    expect(rows).to_have_count(1)
+    assert rows.first.get_attribute("data-from") == f"odd.source.{field}"
+    assert rows.first.get_attribute("data-to") == f"odd.target.{field}"
+    # Its link opens the source with the same field traced.
+    rows.first.locator("td").nth(1).get_by_role("link").click()
+    expect(page.locator("#detail-heading")).to_have_text("odd.source")
+    chosen = page.locator('#fields-table button[aria-pressed="true"]')
+    expect(chosen).to_have_count(1)
+    assert chosen.get_attribute("data-field") == field
+    page.get_by_label("Trace").select_option("downstream")
+    expect(rows).to_have_count(1)
+    assert rows.first.get_attribute("data-to") == f"odd.target.{field}"
+
+
+@pytest.mark.parametrize("field", [".", ".."])
+def test_a_field_named_like_a_dot_segment_says_why_it_is_not_traced(page: Page, seeded: Server, field: str) -> None:  # noqa: F811
+    """A browser removes "." and ".." (as %2E, %2E%2E too) from a URL's path: the view says so, and
+    never shows what the shortened URL answers (the dataset's graph) as the field's lineage."""
+    target = dataset_id(seeded, "odd.target")
+    page.goto(f"/ui/#/datasets/{target}")
+    assert page.evaluate("new URL('d/7/fields/%2E%2E/lineage', 'https://x/').pathname") == "/d/7/lineage"
+    assert page.evaluate("new URL('d/7/fields/%2E/lineage', 'https://x/').pathname") == "/d/7/fields/lineage"
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.locator("#fields-table button").nth(ODD_FIELDS.index(field)).click()
+    expect(page.locator("#field-trace-status")).to_contain_text(f'A field named "{field}" cannot be traced')
+    expect(page.locator("#field-trace-edges")).to_have_count(0)
+    assert [u for u in requests if "/fields/" in u or u.endswith("/lineage")] == []
+    # Its one-hop inputs, from the dataset's own answer, are still listed.
+    expect(page.locator("#field-inputs li")).to_have_count(1)
+    expect(page.locator("#field-inputs li")).to_have_attribute("data-field", field)

@@ -381,11 +381,10 @@ function transformation(edge) {
   return parts.length ? parts.join(" / ") : "transformation not given";
 }
 
-// The field's name in the API's path: percent-encoded, and a name of dots only with its dots as
-// %2E, or URL normalisation would remove it.
-function fieldPath(field) {
-  return /^\.+$/.test(field) ? field.replaceAll(".", "%2E") : encodeURIComponent(field);
-}
+// A browser's URL parser removes a path segment "." or ".." even as "%2E" or "%2E%2E" (they are
+// dot segments to it), so no URL it fetches can name such a field in the path: asking anyway
+// would fetch another resource (…/fields/%2E%2E/lineage is …/lineage, the dataset's graph).
+const DOT_SEGMENT = /^\.{1,2}$/;
 
 function fieldRef(node) {
   return el("span", { class: "field-ref" },
@@ -438,7 +437,13 @@ function fieldTrace(dataset, name) {
   let token = 0;
   const load = async () => {
     const mine = ++token;
-    const url = api(`datasets/${encodeURIComponent(dataset.id)}/fields/${fieldPath(name)}/lineage`);
+    if (DOT_SEGMENT.test(name)) {
+      status.classList.add("error");
+      status.textContent = `A field named "${name}" cannot be traced from a browser, which removes "${name}" from `
+        + "every URL. Other clients can ask GET /api/v1/datasets/{id}/fields/{field}/lineage for it.";
+      return;
+    }
+    const url = api(`datasets/${encodeURIComponent(dataset.id)}/fields/${encodeURIComponent(name)}/lineage`);
     url.searchParams.set("direction", direction.value);
     url.searchParams.set("depth", depth.value);
     status.classList.remove("error");
