@@ -122,8 +122,8 @@ def lineage_event(name: str) -> dict[str, Any]:
 
 
 def walk_the_view(view: Page | FrameLocator, frame: Page | Frame, screenshot: str | None = None) -> None:
-    """List, a dataset, its lineage (a box opens another dataset), the jobs, a job, and a POST
-    made by the page itself, which then shows up in the list."""
+    """List, a dataset, its lineage (a box opens another dataset), the jobs, a job, a POST made by
+    the page itself, which then shows up in the list, the Queries page and the search box."""
     rows = view.locator("#datasets tbody tr[data-name]")
     expect(view.locator("#status")).to_contain_text("Showing")
     expect(view.locator('#datasets tbody tr[data-name="tpch.tiny.nation"]')).to_be_visible()
@@ -153,6 +153,15 @@ def walk_the_view(view: Page | FrameLocator, frame: Page | Frame, screenshot: st
     view.get_by_label("Search by name").fill(name)
     expect(rows).to_have_count(1)
     expect(rows.first).to_have_attribute("data-name", f"memory.default.{name}")
+    # The Queries page and the search box, as the rest.
+    view.get_by_role("link", name="Queries", exact=True).click()
+    expect(view.locator(f'#queries tr[data-run="{ctas["run"]["runId"]}"] .badge.state')).to_have_text("COMPLETE")
+    view.get_by_label("Search datasets, jobs and fields").fill("nation_copy")
+    view.locator('#search-results li[data-type="dataset"] a').click()
+    expect(view.locator("#detail-heading")).to_have_text("memory.default.nation_copy")
+    # Everything the page asks for answered before the walk ends (nginx logs a request cut short).
+    expect(view.locator("#lineage-svg a.node.current")).to_have_count(1)
+    expect(view.locator("#dataset-runs .query")).to_have_count(1)
 
 
 def test_the_redirects_are_relative_and_not_html(seeded: Server) -> None:
