@@ -12,6 +12,8 @@ alike.
   with `--bulk`, over make bench's generated events instead, inserted straight into metastore.events
   just before (no derived rows, no statistics: what `make bench` and a restore of the events table
   give), once each.
+- `--unlisted`: each COMPLETE with its `inputs` emptied, as Spark's COMPLETE sends them: the output's
+  columnLineage facet names the input that the event does not list.
 
 Prints the figures and their ratio (this / base); writes nothing in the repository.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
 import statistics
 import subprocess
 import tarfile
@@ -65,9 +68,18 @@ def store(conn: psycopg.Connection[Any], bodies: list[bytes]) -> None:
         conn.execute("SELECT count(*) FROM metastore.ingest_events(%s::bytea[])", (bodies,)).fetchone()
 
 
-def query(i: int, start: bool) -> list[bytes]:
+def complete(i: int, unlisted: bool) -> bytes:
+    """Query i's COMPLETE; unlisted: without its inputs, which its columnLineage facet still names."""
+    if not unlisted:
+        return ctas(i)
+    body = json.loads(ctas(i))
+    body["inputs"] = []
+    return json.dumps(body).encode()
+
+
+def query(i: int, start: bool, unlisted: bool) -> list[bytes]:
     """Query i's events: its COMPLETE, after its START with --start."""
-    return [ctas(i, start=True), ctas(i)] if start else [ctas(i)]
+    return [ctas(i, start=True), complete(i, unlisted)] if start else [complete(i, unlisted)]
 
 
 def main() -> None:
@@ -79,6 +91,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=1, help="backfill sessions sharing the work (this db/ only)")
     parser.add_argument("--durable", action="store_true", help="fsync and synchronous commit on, as make bench has")
     parser.add_argument("--start", action="store_true", help="each query a START, then its COMPLETE")
+    parser.add_argument("--unlisted", action="store_true", help="COMPLETEs without inputs, named by their facet")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalPostgres() as server:
         if args.durable:
@@ -100,7 +113,8 @@ def main() -> None:
                 sets = []
                 for _ in range(reps):
                     # size events per call: whole queries, START before COMPLETE.
-                    events = [body for i in range(size // per_query or 1) for body in query(n + i, args.start)]
+                    queries = range(n, n + (size // per_query or 1))
+                    events = [body for i in queries for body in query(i, args.start, args.unlisted)]
                     n += size // per_query or 1
                     sets += [events[k : k + size] for k in range(0, len(events), size)]
                 counted[mode] += sum(len(bodies) for bodies in sets)
@@ -144,7 +158,7 @@ def main() -> None:
             if args.bulk:
                 continue
             for i in range(0, args.backfill, 100):
-                store(conn, [ctas(n + j) for j in range(i, min(args.backfill, i + 100))])
+                store(conn, [complete(n + j, args.unlisted) for j in range(i, min(args.backfill, i + 100))])
             conn.execute("VACUUM ANALYZE")
         n += args.backfill
         for _ in range(1 if args.bulk else 2):

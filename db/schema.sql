@@ -287,14 +287,23 @@ BEGIN
         SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.event_time ORDER BY e.id),
                pg_catalog.array_agg(e.payload ORDER BY e.id),
                pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
-                                        e.job_name, e.producer, e.schema_url,
-                                        ARRAY(SELECT x FROM metastore.extract_datasets(e.payload) AS x)
-                                        )::metastore.valid_event ORDER BY e.id)
+                                        e.job_name, e.producer, e.schema_url, NULL)::metastore.valid_event ORDER BY e.id)
           INTO v_ids, v_times, v_payloads, v_events
           FROM metastore.events AS e
          WHERE e.id > v_low AND e.id <= v_top;
         -- None in the range when retention dropped its day, or ids were never used.
         IF v_ids IS NOT NULL THEN
+            -- The datasets each event mentions, read from the array: it holds the payloads
+            -- decompressed, where the column holds a large one compressed, and extract_datasets
+            -- applies a dozen operators to an event, each of which decompressed the column again.
+            v_events := ARRAY(SELECT ROW(u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace,
+                                         u.job_name, u.producer, u.schema_url,
+                                         ARRAY(SELECT x FROM metastore.extract_datasets(u.payload) AS x)
+                                         )::metastore.valid_event
+                                FROM ROWS FROM (pg_catalog.unnest(v_payloads), pg_catalog.unnest(v_events)) WITH ORDINALITY
+                                     AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
+                                           producer, schema_url, mentions, o)
+                               ORDER BY u.o);
             -- Links are per event: the range's are made anew.
             DELETE FROM metastore.event_datasets AS l WHERE l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times);
             v_datasets := metastore.derive_datasets(v_ids, v_events, false);
@@ -1312,11 +1321,11 @@ BEGIN
     -- [namespace, name]: the statements below look each one up there (a lookup each), never by a
     -- join to arrays (the planner, which guesses ten rows for each side, joined every event to all
     -- of the set's datasets: lineage edges in backfill's sets of 1000 events took 0.58 ms per event,
-    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Only these are
-    -- resolved: a column-lineage input its event does not mention is skipped, so what an event
-    -- derives never depends on which other events came first. metastore.derive_datasets returns
-    -- them (store_events and backfill pass that on); without them they are looked up by name_key,
-    -- a probe per distinct mention.
+    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Every dataset a
+    -- statement below resolves is a mention of its own event (the input fields of columnLineage
+    -- facets included, metastore.extract_datasets), so what an event derives never depends on which
+    -- other events came first. metastore.derive_datasets returns them (store_events and backfill
+    -- pass that on); without them they are looked up by name_key, a probe per distinct mention.
     v_id_of := p_dataset_ids;
     IF v_id_of IS NULL THEN
         SELECT jsonb_object_agg(jsonb_build_array(d.namespace, d.name)::text, d.id) INTO v_id_of
@@ -1387,18 +1396,21 @@ BEGIN
     -- rewrite each of its rows every minute). Schema versions keep exact times, so that the current
     -- fields are those of the newest event. Either way a function of the set of events, whatever
     -- their order: backfill gives what live ingest gave.
-    -- Each input to each output of an event, through its job; symlinks do not make edges.
+    -- Each input the event lists to each of its outputs, and each input dataset of a columnLineage
+    -- facet to the output that carries it, through the event's job; symlinks do not make edges.
     INSERT INTO metastore.lineage_edges AS e
            (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation)
-    -- Each event's input ids and output ids are arrays made in one pass over its mentions (OFFSET 0
-    -- keeps the subquery whole: flattened, the outputs were looked up again for every input, and an
-    -- event of 5000 inputs took 2 s).
-    SELECT im.id, om.id, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
+    -- Each event's input and output ids and the facets' (input, output) pairs are arrays made in one
+    -- pass each (OFFSET 0 keeps the subquery whole: flattened, the outputs were looked up again for
+    -- every input, and an event of 5000 inputs took 2 s).
+    SELECT p.up, p.down, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
       FROM (SELECT coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
                    sha256(convert_to(jsonb_build_array(u.job_namespace, u.job_name)::text, 'UTF8')) AS h,
-                   io.inputs, io.outputs
-              FROM unnest(p_events) AS u
+                   CASE WHEN cl.ups IS NULL THEN io.inputs ELSE li.listed END AS inputs, io.outputs, cl.ups, cl.downs
+              FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
+                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
+                         producer, schema_url, mentions)
              CROSS JOIN LATERAL (
                     SELECT array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'input') AS inputs,
                            array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'output') AS outputs
@@ -1407,13 +1419,47 @@ BEGIN
                               FROM unnest(u.mentions) AS x
                              WHERE x.symlink_of_namespace IS NULL) AS m
                      WHERE m.id IS NOT NULL) AS io
+             -- The input mentions hold the datasets the facets name, listed or not. An event with
+             -- one it does not list (Spark's COMPLETE) has its facets read: such an input reaches
+             -- only the output whose facet names it, and its listed inputs, read from the payload,
+             -- reach every output. The others' pairs are among their inputs times outputs, and an
+             -- event without the facet (a test of microseconds) reads neither.
+             CROSS JOIN LATERAL (SELECT u.payload @? '$.outputs[*].facets.columnLineage') AS k (lineage)
+             CROSS JOIN LATERAL (
+                    SELECT array_agg(DISTINCT (v_id_of ->> jsonb_build_array(i ->> 'namespace', i ->> 'name')::text)::bigint)
+                      FROM jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'inputs') = 'array'
+                                                     THEN u.payload -> 'inputs' ELSE '[]' END) AS i
+                     WHERE k.lineage) AS li (listed)
+             CROSS JOIN LATERAL (
+                    SELECT array_agg(c.up), array_agg(c.down)
+                      FROM (SELECT DISTINCT
+                                   (v_id_of ->> jsonb_build_array(inf ->> 'namespace', inf ->> 'name')::text)::bigint AS up,
+                                   (v_id_of ->> jsonb_build_array(od ->> 'namespace', od ->> 'name')::text)::bigint AS down
+                              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
+                                                             THEN u.payload -> 'outputs' ELSE '[]' END) AS od
+                             CROSS JOIN LATERAL (
+                                    SELECT fe.value -> 'inputFields'
+                                      FROM jsonb_each(CASE WHEN jsonb_typeof(od #> '{facets,columnLineage,fields}') = 'object'
+                                                           THEN od #> '{facets,columnLineage,fields}' ELSE '{}' END) AS fe
+                                    UNION ALL
+                                    SELECT od #> '{facets,columnLineage,dataset}') AS f (inputs)
+                             CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
+                                                                          THEN f.inputs ELSE '[]' END) AS inf
+                             WHERE k.lineage
+                               AND EXISTS (SELECT FROM unnest(io.inputs) AS n (id) WHERE n.id <> ALL (coalesce(li.listed, '{}')))
+                               AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
+                               AND jsonb_typeof(inf -> 'field') = 'string') AS c
+                     WHERE c.up IS NOT NULL AND c.down IS NOT NULL) AS cl (ups, downs)
              WHERE u.job_name IS NOT NULL
             OFFSET 0) AS j
-     CROSS JOIN LATERAL unnest(j.inputs) AS im (id)
-     CROSS JOIN LATERAL unnest(j.outputs) AS om (id)
-     GROUP BY im.id, om.id, j.h
+     CROSS JOIN LATERAL (
+            SELECT im.id, om.id FROM unnest(j.inputs) AS im (id) CROSS JOIN unnest(j.outputs) AS om (id)
+            UNION ALL
+            SELECT c.up, c.down FROM unnest(j.ups, j.downs) AS c (up, down)) AS p (up, down)
+     WHERE p.up IS NOT NULL AND p.down IS NOT NULL
+     GROUP BY p.up, p.down, j.h
     HAVING NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
-                        WHERE seen.upstream_id = im.id AND seen.downstream_id = om.id AND seen.job_sha256 = j.h
+                        WHERE seen.upstream_id = p.up AND seen.downstream_id = p.down AND seen.job_sha256 = j.h
                           AND seen.generation = v_generation
                           AND seen.first_seen <= min(j.hour) AND seen.last_seen >= max(j.hour))
      ORDER BY 1, 2, 3
@@ -1449,11 +1495,6 @@ BEGIN
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
                    AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
                          producer, schema_url, mentions)
-             -- The event's own mentions, as keys: an input field of a dataset this event does not
-             -- mention is skipped even when another event of the set mentions it (v_id_of has the
-             -- whole set's datasets), so a set derives what its events would one by one.
-             CROSS JOIN LATERAL (SELECT jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, true)
-                                   FROM unnest(u.mentions) AS m) AS own (keys)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                           THEN u.payload -> 'outputs' ELSE '[]' END) AS od
              CROSS JOIN LATERAL (
@@ -1473,8 +1514,7 @@ BEGIN
                AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
                AND jsonb_typeof(inf) = 'object'
                AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
-               AND jsonb_typeof(inf -> 'field') = 'string'
-               AND own.keys ? jsonb_build_array(inf ->> 'namespace', inf ->> 'name')::text) AS x0) AS x
+               AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
      WHERE x.output_id IS NOT NULL AND x.input_id IS NOT NULL
      GROUP BY x.output_id, x.input_id, x.h
     HAVING NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
@@ -1492,7 +1532,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb) IS 'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), stored as p_event_ids[i]; only the datasets of those mentions are resolved (or given, already resolved: p_dataset_ids, as metastore.derive_datasets returns them). Any split of the events into calls, applied in any order, gives the same rows; a row of an older generation than the current one (metastore.derive_generation) is replaced, not merged into. The rules live here only: live ingest (store_events) and backfill both call it.';
+COMMENT ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb) IS 'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input the event lists to each of its outputs, and each input dataset of an output''s columnLineage facet to that output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), stored as p_event_ids[i]; only the datasets of those mentions are resolved (or given, already resolved: p_dataset_ids, as metastore.derive_datasets returns them). Any split of the events into calls, applied in any order, gives the same rows; a row of an older generation than the current one (metastore.derive_generation) is replaced, not merged into. The rules live here only: live ingest (store_events) and backfill both call it.';
 
 CREATE FUNCTION metastore.derive_run_datasets(p_events metastore.valid_event[], p_dataset_ids jsonb) RETURNS void
     LANGUAGE plpgsql
@@ -1591,7 +1631,7 @@ COMMENT ON FUNCTION metastore.event_kind(p_payload jsonb) IS 'OpenLineage event 
 
 CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metastore.dataset_mention
     LANGUAGE sql STABLE PARALLEL SAFE
-    AS $$
+    AS $_$
     SELECT x.namespace, x.name, l.direction, x.symlink_of_namespace, x.symlink_of_name, x.symlink_type
       -- inputs, outputs, and the dataset of a DatasetEvent (a "dataset" key elsewhere is ignored);
       -- a member absent or JSON null is no list.
@@ -1616,7 +1656,47 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
             -- event_kind 'dataset' means "dataset" is an object.
             SELECT 3, 'none'::pg_catalog.text,
                    pg_catalog.jsonb_build_array(p_payload OPERATOR(pg_catalog.->) 'dataset'::pg_catalog.text)
-             WHERE metastore.event_kind(p_payload) OPERATOR(pg_catalog.=) 'dataset'::pg_catalog.text) AS l (o, direction, list)
+             WHERE metastore.event_kind(p_payload) OPERATOR(pg_catalog.=) 'dataset'::pg_catalog.text
+            UNION ALL
+            -- Every dataset an input field of a columnLineage facet of an output names (per output
+            -- field, and the dataset-level "dataset" list), as an input, once, unless the event lists
+            -- it among its inputs; made of namespace and name only, so that the items below find no
+            -- facets in them. An entry without string namespace, name and field, or with an empty
+            -- namespace or name, is skipped as a malformed symlink identifier is, and so is a member
+            -- on the way that is absent or not an object (fields, inputFields and dataset: not an
+            -- array): in strict paths, an error in a filter skips its item; silent (true), an event
+            -- without outputs gives none. Nothing here raises: a malformed output is told by the
+            -- items of list 2. Two path queries under an aggregate: the executor sets up every node
+            -- and expression of this plan for each event, facet or not, and the same rule walked with
+            -- jsonb operators, hashed and sorted, cost an event without the facet a quarter more
+            -- (ingest calls this once per event).
+            SELECT 4, 'input'::pg_catalog.text,
+                   (SELECT pg_catalog.jsonb_agg(DISTINCT f.dataset)
+                      FROM (SELECT e FROM pg_catalog.jsonb_path_query(p_payload,
+                                'strict $.outputs[*] ? (@.facets.columnLineage.fields.type() == "object")
+                                   .facets.columnLineage.fields.* ? (@.inputFields.type() == "array").inputFields[*]
+                                   ? (@.namespace.type() == "string" && @.name.type() == "string"
+                                      && @.field.type() == "string" && @.namespace != "" && @.name != "")'::pg_catalog.jsonpath,
+                                '{}'::pg_catalog.jsonb, true) AS e
+                            UNION ALL
+                            SELECT e FROM pg_catalog.jsonb_path_query(p_payload,
+                                'strict $.outputs[*] ? (@.facets.columnLineage.dataset.type() == "array")
+                                   .facets.columnLineage.dataset[*]
+                                   ? (@.namespace.type() == "string" && @.name.type() == "string"
+                                      && @.field.type() == "string" && @.namespace != "" && @.name != "")'::pg_catalog.jsonpath,
+                                '{}'::pg_catalog.jsonb, true) AS e) AS x (entry)
+                     CROSS JOIN LATERAL (
+                            SELECT pg_catalog.jsonb_build_object(
+                                       'namespace'::pg_catalog.text, x.entry OPERATOR(pg_catalog.->>) 'namespace'::pg_catalog.text,
+                                       'name'::pg_catalog.text, x.entry OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text)
+                           ) AS f (dataset)
+                     -- Listed: an item of inputs has this namespace and name.
+                     WHERE NOT coalesce((p_payload OPERATOR(pg_catalog.->) 'inputs'::pg_catalog.text)
+                                            OPERATOR(pg_catalog.@>) pg_catalog.jsonb_build_array(f.dataset),
+                                        false))
+             -- Most events have no such facet: a test of microseconds spares them the rest.
+             WHERE p_payload OPERATOR(pg_catalog.@?) '$.outputs[*].facets.columnLineage'::pg_catalog.jsonpath
+            ) AS l (o, direction, list)
      CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(l.list) WITH ORDINALITY AS i (item, io)
      -- Each item's namespace and name: non-empty strings of any length (change 5, dataset_key).
      CROSS JOIN LATERAL (
@@ -1659,9 +1739,9 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
                         AND (s.ident OPERATOR(pg_catalog.->>) 'name'::pg_catalog.text) OPERATOR(pg_catalog.=) d.name)
             ) AS x (so, namespace, name, symlink_of_namespace, symlink_of_name, symlink_type)
      ORDER BY l.o, i.io, x.so
-$$;
+$_$;
 
-COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention, in the event''s order: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), each followed by every symlinks-facet identifier of it (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Namespaces and names may be of any length. A SQL function that PostgreSQL inlines. Error codes: 22023 malformed inputs/outputs/dataset (raised by metastore.malformed_datasets).';
+COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention, in the event''s order: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), each followed by every symlinks-facet identifier of it (same direction, with symlink_of_* naming the dataset that carries it), then each dataset that an input field of an output''s columnLineage facet names and the inputs do not list (input, once each, in no particular order). Nothing else. Namespaces and names may be of any length. A SQL function that PostgreSQL inlines. Error codes: 22023 malformed inputs/outputs/dataset (raised by metastore.malformed_datasets).';
 
 CREATE FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text DEFAULT 'both'::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER

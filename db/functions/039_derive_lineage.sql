@@ -38,11 +38,11 @@ BEGIN
     -- [namespace, name]: the statements below look each one up there (a lookup each), never by a
     -- join to arrays (the planner, which guesses ten rows for each side, joined every event to all
     -- of the set's datasets: lineage edges in backfill's sets of 1000 events took 0.58 ms per event,
-    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Only these are
-    -- resolved: a column-lineage input its event does not mention is skipped, so what an event
-    -- derives never depends on which other events came first. metastore.derive_datasets returns
-    -- them (store_events and backfill pass that on); without them they are looked up by name_key,
-    -- a probe per distinct mention.
+    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Every dataset a
+    -- statement below resolves is a mention of its own event (the input fields of columnLineage
+    -- facets included, metastore.extract_datasets), so what an event derives never depends on which
+    -- other events came first. metastore.derive_datasets returns them (store_events and backfill
+    -- pass that on); without them they are looked up by name_key, a probe per distinct mention.
     v_id_of := p_dataset_ids;
     IF v_id_of IS NULL THEN
         SELECT jsonb_object_agg(jsonb_build_array(d.namespace, d.name)::text, d.id) INTO v_id_of
@@ -113,18 +113,21 @@ BEGIN
     -- rewrite each of its rows every minute). Schema versions keep exact times, so that the current
     -- fields are those of the newest event. Either way a function of the set of events, whatever
     -- their order: backfill gives what live ingest gave.
-    -- Each input to each output of an event, through its job; symlinks do not make edges.
+    -- Each input the event lists to each of its outputs, and each input dataset of a columnLineage
+    -- facet to the output that carries it, through the event's job; symlinks do not make edges.
     INSERT INTO metastore.lineage_edges AS e
            (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation)
-    -- Each event's input ids and output ids are arrays made in one pass over its mentions (OFFSET 0
-    -- keeps the subquery whole: flattened, the outputs were looked up again for every input, and an
-    -- event of 5000 inputs took 2 s).
-    SELECT im.id, om.id, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
+    -- Each event's input and output ids and the facets' (input, output) pairs are arrays made in one
+    -- pass each (OFFSET 0 keeps the subquery whole: flattened, the outputs were looked up again for
+    -- every input, and an event of 5000 inputs took 2 s).
+    SELECT p.up, p.down, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
       FROM (SELECT coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
                    sha256(convert_to(jsonb_build_array(u.job_namespace, u.job_name)::text, 'UTF8')) AS h,
-                   io.inputs, io.outputs
-              FROM unnest(p_events) AS u
+                   CASE WHEN cl.ups IS NULL THEN io.inputs ELSE li.listed END AS inputs, io.outputs, cl.ups, cl.downs
+              FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
+                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
+                         producer, schema_url, mentions)
              CROSS JOIN LATERAL (
                     SELECT array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'input') AS inputs,
                            array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'output') AS outputs
@@ -133,13 +136,47 @@ BEGIN
                               FROM unnest(u.mentions) AS x
                              WHERE x.symlink_of_namespace IS NULL) AS m
                      WHERE m.id IS NOT NULL) AS io
+             -- The input mentions hold the datasets the facets name, listed or not. An event with
+             -- one it does not list (Spark's COMPLETE) has its facets read: such an input reaches
+             -- only the output whose facet names it, and its listed inputs, read from the payload,
+             -- reach every output. The others' pairs are among their inputs times outputs, and an
+             -- event without the facet (a test of microseconds) reads neither.
+             CROSS JOIN LATERAL (SELECT u.payload @? '$.outputs[*].facets.columnLineage') AS k (lineage)
+             CROSS JOIN LATERAL (
+                    SELECT array_agg(DISTINCT (v_id_of ->> jsonb_build_array(i ->> 'namespace', i ->> 'name')::text)::bigint)
+                      FROM jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'inputs') = 'array'
+                                                     THEN u.payload -> 'inputs' ELSE '[]' END) AS i
+                     WHERE k.lineage) AS li (listed)
+             CROSS JOIN LATERAL (
+                    SELECT array_agg(c.up), array_agg(c.down)
+                      FROM (SELECT DISTINCT
+                                   (v_id_of ->> jsonb_build_array(inf ->> 'namespace', inf ->> 'name')::text)::bigint AS up,
+                                   (v_id_of ->> jsonb_build_array(od ->> 'namespace', od ->> 'name')::text)::bigint AS down
+                              FROM jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
+                                                             THEN u.payload -> 'outputs' ELSE '[]' END) AS od
+                             CROSS JOIN LATERAL (
+                                    SELECT fe.value -> 'inputFields'
+                                      FROM jsonb_each(CASE WHEN jsonb_typeof(od #> '{facets,columnLineage,fields}') = 'object'
+                                                           THEN od #> '{facets,columnLineage,fields}' ELSE '{}' END) AS fe
+                                    UNION ALL
+                                    SELECT od #> '{facets,columnLineage,dataset}') AS f (inputs)
+                             CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(f.inputs) = 'array'
+                                                                          THEN f.inputs ELSE '[]' END) AS inf
+                             WHERE k.lineage
+                               AND EXISTS (SELECT FROM unnest(io.inputs) AS n (id) WHERE n.id <> ALL (coalesce(li.listed, '{}')))
+                               AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
+                               AND jsonb_typeof(inf -> 'field') = 'string') AS c
+                     WHERE c.up IS NOT NULL AND c.down IS NOT NULL) AS cl (ups, downs)
              WHERE u.job_name IS NOT NULL
             OFFSET 0) AS j
-     CROSS JOIN LATERAL unnest(j.inputs) AS im (id)
-     CROSS JOIN LATERAL unnest(j.outputs) AS om (id)
-     GROUP BY im.id, om.id, j.h
+     CROSS JOIN LATERAL (
+            SELECT im.id, om.id FROM unnest(j.inputs) AS im (id) CROSS JOIN unnest(j.outputs) AS om (id)
+            UNION ALL
+            SELECT c.up, c.down FROM unnest(j.ups, j.downs) AS c (up, down)) AS p (up, down)
+     WHERE p.up IS NOT NULL AND p.down IS NOT NULL
+     GROUP BY p.up, p.down, j.h
     HAVING NOT EXISTS (SELECT FROM metastore.lineage_edges AS seen
-                        WHERE seen.upstream_id = im.id AND seen.downstream_id = om.id AND seen.job_sha256 = j.h
+                        WHERE seen.upstream_id = p.up AND seen.downstream_id = p.down AND seen.job_sha256 = j.h
                           AND seen.generation = v_generation
                           AND seen.first_seen <= min(j.hour) AND seen.last_seen >= max(j.hour))
      ORDER BY 1, 2, 3
@@ -175,11 +212,6 @@ BEGIN
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
                    AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
                          producer, schema_url, mentions)
-             -- The event's own mentions, as keys: an input field of a dataset this event does not
-             -- mention is skipped even when another event of the set mentions it (v_id_of has the
-             -- whole set's datasets), so a set derives what its events would one by one.
-             CROSS JOIN LATERAL (SELECT jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, true)
-                                   FROM unnest(u.mentions) AS m) AS own (keys)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                           THEN u.payload -> 'outputs' ELSE '[]' END) AS od
              CROSS JOIN LATERAL (
@@ -199,8 +231,7 @@ BEGIN
                AND jsonb_typeof(od -> 'namespace') = 'string' AND jsonb_typeof(od -> 'name') = 'string'
                AND jsonb_typeof(inf) = 'object'
                AND jsonb_typeof(inf -> 'namespace') = 'string' AND jsonb_typeof(inf -> 'name') = 'string'
-               AND jsonb_typeof(inf -> 'field') = 'string'
-               AND own.keys ? jsonb_build_array(inf ->> 'namespace', inf ->> 'name')::text) AS x0) AS x
+               AND jsonb_typeof(inf -> 'field') = 'string') AS x0) AS x
      WHERE x.output_id IS NOT NULL AND x.input_id IS NOT NULL
      GROUP BY x.output_id, x.input_id, x.h
     HAVING NOT EXISTS (SELECT FROM metastore.column_lineage AS seen
@@ -220,7 +251,8 @@ $fn$;
 
 COMMENT ON FUNCTION metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], jsonb) IS
     'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs '
-    'and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and '
+    'and a DatasetEvent''s dataset), dataset lineage edges (each input the event lists to each of its outputs, '
+    'and each input dataset of an output''s columnLineage facet to that output, through the job) and '
     'column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the '
     'dataset-level list, input dataset and field, transformation type and subtype, both empty when not '
     'given; keyed by the sha256 of the four, so of any length) into '

@@ -165,14 +165,23 @@ BEGIN
         SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.event_time ORDER BY e.id),
                pg_catalog.array_agg(e.payload ORDER BY e.id),
                pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
-                                        e.job_name, e.producer, e.schema_url,
-                                        ARRAY(SELECT x FROM metastore.extract_datasets(e.payload) AS x)
-                                        )::metastore.valid_event ORDER BY e.id)
+                                        e.job_name, e.producer, e.schema_url, NULL)::metastore.valid_event ORDER BY e.id)
           INTO v_ids, v_times, v_payloads, v_events
           FROM metastore.events AS e
          WHERE e.id > v_low AND e.id <= v_top;
         -- None in the range when retention dropped its day, or ids were never used.
         IF v_ids IS NOT NULL THEN
+            -- The datasets each event mentions, read from the array: it holds the payloads
+            -- decompressed, where the column holds a large one compressed, and extract_datasets
+            -- applies a dozen operators to an event, each of which decompressed the column again.
+            v_events := ARRAY(SELECT ROW(u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace,
+                                         u.job_name, u.producer, u.schema_url,
+                                         ARRAY(SELECT x FROM metastore.extract_datasets(u.payload) AS x)
+                                         )::metastore.valid_event
+                                FROM ROWS FROM (pg_catalog.unnest(v_payloads), pg_catalog.unnest(v_events)) WITH ORDINALITY
+                                     AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
+                                           producer, schema_url, mentions, o)
+                               ORDER BY u.o);
             -- Links are per event: the range's are made anew.
             DELETE FROM metastore.event_datasets AS l WHERE l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times);
             v_datasets := metastore.derive_datasets(v_ids, v_events, false);

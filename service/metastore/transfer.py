@@ -609,10 +609,12 @@ class _Import:
 
     def post(self, batch: list[tuple[str, FeedEvent]]) -> None:
         """Store a batch; when the target refuses it whole as bad (400, 422: one event spoils the
-        array), each of its events is posted alone, so that the target judges each."""
+        array), each of its events is posted alone, so that the target judges each. A summary is
+        read only from an answer that judges: a 5xx with one says nothing about the events."""
         answer, result = self.answer(b"[" + b",".join(e.payload for _, e in batch) + b"]")
-        if isinstance(result, dict) and isinstance(result.get("summary"), dict):
-            self.count(batch, result)
+        summary = result.get("summary") if isinstance(result, dict) else None
+        if answer.verdict != "failed" and isinstance(summary, dict):
+            self.count(batch, answer, result)
         elif answer.verdict == "refused" and len(batch) > 1:
             for item in batch:
                 self.post([item])
@@ -626,15 +628,38 @@ class _Import:
                 f"(the lines before it were stored)"
             )
 
-    def count(self, batch: list[tuple[str, FeedEvent]], result: dict[str, Any]) -> None:
+    def count(self, batch: list[tuple[str, FeedEvent]], answer: Answer, result: dict[str, Any]) -> None:
+        """A batch's summary. Only an event the summary judges (an index of the batch, not
+        retriable) is passed over: a retriable failure, or a failure the summary counts but does
+        not name, says nothing about the event, and ends the import there."""
         summary = result["summary"]
+        judged: list[tuple[int, dict[str, Any]]] = []
+        unjudged: dict[str, Any] | None = None
+        failed_events = result.get("failed_events")
+        for failed in failed_events if isinstance(failed_events, list) else []:
+            index = _index_in(failed, len(batch))
+            if index is not None and failed.get("retriable") is not True:
+                judged.append((index, failed))
+            elif unjudged is None:
+                unjudged = failed if isinstance(failed, dict) else {"entry": failed}
+        counted = summary.get("failed", 0)
+        if unjudged is not None or not isinstance(counted, int) or counted != len(judged):
+            where = batch[_index_in(unjudged, len(batch)) or 0][0]
+            what = (
+                one_line(json.dumps(unjudged)[:300])
+                if unjudged is not None
+                else f"{counted} failed, {len(judged)} named"
+            )
+            raise TransferError(
+                f"{answer.url} answered {answer.status} without storing an event it did not judge ({what}): "
+                f"stopped at {where}; run again to resume (what was stored is a duplicate then)"
+            )
         for key in ("stored", "duplicates", "failed"):
-            self.totals[key] += int(summary.get(key, 0))
-        for failed in result.get("failed_events", []):
-            index = failed.get("index") if isinstance(failed, dict) else None
-            if isinstance(index, int) and 0 <= index < len(batch):
-                where, event = batch[index]
-                self.failures.append({"line": where, "id": event.id, "code": failed.get("code"), **failed})
+            value = summary.get(key, 0)
+            self.totals[key] += value if isinstance(value, int) else 0
+        for index, failed in judged:
+            where, event = batch[index]
+            self.failures.append({"line": where, "id": event.id, "code": failed.get("code"), **failed})
 
     def answer(self, body: bytes) -> tuple[Answer, Any]:
         """The target's answer to a batch and its JSON (None unless it is JSON); answers that may
@@ -675,6 +700,12 @@ class _Import:
             return answer, json.loads(data)
         except (ValueError, RecursionError):
             return answer, None
+
+
+def _index_in(failed: Any, size: int) -> int | None:
+    """The index a failed event of a batch's summary names, when it is one of the batch's."""
+    index = failed.get("index") if isinstance(failed, dict) else None
+    return index if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < size else None
 
 
 def _event_of(where: str, line: bytes, max_event_bytes: int) -> FeedEvent:

@@ -297,6 +297,70 @@ def test_an_event_the_target_refuses_alone_spoils_no_batch(
     assert len(payloads(target_db)) == 2
 
 
+def summary_reply(status: int, failed: int, failed_events: list[Any]) -> Reply:
+    summary = {"received": 3, "stored": 3 - failed, "duplicates": 0, "failed": failed}
+    return Reply(
+        status, json.dumps({"status": "partial_success", "summary": summary, "failed_events": failed_events}).encode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (Reply(404, b"no such route", {"Content-Type": "text/plain"}), "answered 404: no such route"),
+        (Reply(401, b"who are you"), "answered 401"),
+        (Reply(403, b"not you"), "answered 403"),
+        (Reply(413, b"too large"), "answered 413"),
+        (Reply(429, b"slow down"), "answered 429"),
+        # A summary in an answer that says nothing about the events is not read.
+        (summary_reply(503, 0, []), "answered 503"),
+        (
+            summary_reply(200, 1, [{"index": 1, "code": "53300", "reason": "busy", "retriable": True}]),
+            'answered 200 without storing an event it did not judge ({"index": 1, "code": "53300"',
+        ),
+        (summary_reply(200, 1, []), "answered 200 without storing an event it did not judge (1 failed, 0 named)"),
+        (
+            summary_reply(200, 1, [{"index": 7, "code": "22023", "retriable": False}]),
+            'answered 200 without storing an event it did not judge ({"index": 7',
+        ),
+    ],
+)
+def test_import_stops_at_answers_that_say_nothing_about_the_events(reply: Reply, expected: str, tmp_path: Path) -> None:
+    """The batch route's answer, or a summary's failure, that does not judge an event (400, 422, or a
+    failure the summary names as not retriable): the import exits 1 with one line naming the answer
+    and the URL, and prints no summary, as if the events were stored or judged."""
+    path = tmp_path / "events.ndjson"
+    path.write_bytes(b"".join(feed_line(i, json.dumps(run_event(f"nothing-{i}"))) for i in (1, 2, 3)))
+    with Receiver(lambda got: reply) as receiver:
+        done = metastore("import", "--to", receiver.url, "--retries", "0", path)
+        assert len(receiver.requests("POST", "/api/v1/lineage/batch")) == 1
+    assert done.code == 1, done.stderr
+    assert done.one_error().startswith(f"metastore import: {receiver.url}/api/v1/lineage/batch {expected}")
+    assert done.stdout == ""
+
+
+def test_an_import_to_a_wrong_url_fails_and_one_to_the_right_url_then_stores_every_event(
+    stores: list[tuple[Database, Server]], tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """--to given as https://target/api/v1: the batch goes to /api/v1/api/v1/lineage/batch, whose 404
+    says nothing about the events; then the right URL stores every one."""
+    (_, _), (target_db, target) = stores
+    clear(target_db)
+    events = [json.dumps(run_event(f"wrong-url-{i}")) for i in range(5)]
+    path = tmp_path / "events.ndjson"
+    path.write_bytes(b"".join(feed_line(i, e) for i, e in enumerate(events, 1)))
+    wrong = metastore("import", "--to", f"{target.url}/api/v1", "--ca", tls_files.ca, path)
+    assert wrong.code == 1, wrong.stderr
+    assert wrong.one_error().startswith(f"metastore import: {target.url}/api/v1/api/v1/lineage/batch answered 404")
+    assert payloads(target_db) == []
+    right = metastore("import", "--to", target.url, "--ca", tls_files.ca, path)
+    assert right.code == 0, right.stderr
+    summary = json.loads(right.stdout.splitlines()[-1])
+    assert (summary["read"], summary["stored"], summary["failed"]) == (5, 5, 0)
+    stored = sorted(json.dumps(json.loads(p), sort_keys=True) for p in payloads(target_db))
+    assert stored == sorted(json.dumps(json.loads(e), sort_keys=True) for e in events)
+
+
 # -- real stores: events nested deep or printing large ------------------------------------------
 
 

@@ -251,16 +251,21 @@ def dangling(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
 
 def runs_of(n: int, prefix: str) -> list[dict[str, Any]]:
     """START and COMPLETE of n queries, with sql facets, output schemas and column lineage: every derived
-    table gets rows."""
+    table gets rows. Every other COMPLETE lists no inputs (as Spark's: its START did), and every third
+    one's facet also names a source that no event lists."""
     events = []
-    for event in generated_events(n, prefix):
+    for i, event in enumerate(generated_events(n, prefix)):
         sql_facet = {"sql": {"query": f"SELECT {len(events)}", "dialect": "trino"}}
         schema = {"schema": {"fields": [{"name": "c", "type": "int"}] + ([{"name": "d"}] if len(events) % 3 else [])}}
         start = {**event, "eventType": "START", "job": {**event["job"], "facets": sql_facet}}
         done = {**event, "eventType": "COMPLETE", "job": {**event["job"], "facets": sql_facet}}
         source = {"namespace": event["inputs"][0]["namespace"], "name": event["inputs"][0]["name"], "field": "c"}
-        columns = {"columnLineage": {"fields": {"c": {"inputFields": [source]}}}}
-        done["outputs"] = [{**o, "facets": {**schema, **columns}} for o in event["outputs"]]
+        columns: dict[str, Any] = {"fields": {"c": {"inputFields": [source]}}}
+        if i % 3 == 0:
+            columns["dataset"] = [{"namespace": "bigtable://p/i", "name": f"t{i % 4}", "field": "key"}]
+        done["outputs"] = [{**o, "facets": {**schema, "columnLineage": columns}} for o in event["outputs"]]
+        if i % 2:
+            done["inputs"] = []
         events += [start, done]
     return events
 
@@ -310,6 +315,9 @@ def test_sessions_share_a_rebuild_while_ingest_goes_on(database: Database, pg_se
         assert state == (2, "none")
         assert owner.execute("SELECT count(*) FROM metastore.rebuild_ranges").fetchone() == (0,)
     assert all(result.values())
+    # Sources that only column-lineage facets name are datasets with edges, rebuilt as ingest made them.
+    assert {d[4] for d in result["datasets"] if d[0] == "bigtable://p/i"} == {"dataset"}
+    assert any(e[0] == "bigtable://p/i" for e in result["edges"])
     assert result == reference(pg_server, first + second)
 
 

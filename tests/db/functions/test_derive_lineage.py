@@ -8,10 +8,13 @@ import re
 from typing import Any
 
 import psycopg
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.conftest import FIXTURES, fixture_files, ingest, load_fixture
+from tests.conftest import FIXTURES, create_database, drop_database, fixture_files, ingest, load_fixture
 from tests.db.stats import xact_stat
-from tests.lineage_rules import derive
+from tests.lineage_rules import column_lineage, derive, lineage_edges
+from tests.lineage_rules import state as lineage_state
 
 
 def fixture_events() -> list[dict[str, Any]]:
@@ -27,61 +30,6 @@ def fixture_events() -> list[dict[str, Any]]:
     return events
 
 
-def _str(value: Any) -> bool:
-    return isinstance(value, str)
-
-
-def oracle_column_lineage(event: dict[str, Any]) -> set[tuple[Any, ...]]:
-    """The facet's edges, read from the JSON independently of the SQL: (output namespace, name, field
-    or None for the dataset-level list, input namespace, name, field, transformation type, subtype).
-    Input datasets the event does not mention are not resolved (no dataset row to point at)."""
-    mentioned = {(ns, name) for ns, name, _ in derive(event).links}
-    edges: set[tuple[Any, ...]] = set()
-    for output in event.get("outputs") or []:
-        if not isinstance(output, dict):
-            continue
-        facets = output.get("facets")
-        facet = facets.get("columnLineage") if isinstance(facets, dict) else None
-        if not isinstance(facet, dict):
-            continue
-        lists: list[tuple[str | None, Any]] = []
-        fields = facet.get("fields")
-        if isinstance(fields, dict):
-            lists += [
-                (name, spec.get("inputFields") if isinstance(spec, dict) else None) for name, spec in fields.items()
-            ]
-        lists.append((None, facet.get("dataset")))
-        for out_field, inputs in lists:
-            if not isinstance(inputs, list):
-                continue
-            for item in inputs:
-                if not (isinstance(item, dict) and _str(item.get("namespace")) and _str(item.get("name"))):
-                    continue
-                if not _str(item.get("field")):
-                    continue
-                if (item["namespace"], item["name"]) not in mentioned:
-                    continue
-                transformations = item.get("transformations")
-                if not isinstance(transformations, list) or not transformations:
-                    transformations = [{}]
-                for t in transformations:
-                    kind = t.get("type") if isinstance(t, dict) else None
-                    sub = t.get("subtype") if isinstance(t, dict) else None
-                    edges.add(
-                        (
-                            output["namespace"],
-                            output["name"],
-                            out_field or None,  # an empty name is the dataset-level list
-                            item["namespace"],
-                            item["name"],
-                            item["field"],
-                            kind if _str(kind) else "",
-                            sub if _str(sub) else "",
-                        )
-                    )
-    return edges
-
-
 def stored_column_lineage(conn: psycopg.Connection[Any]) -> set[tuple[Any, ...]]:
     return set(
         conn.execute(
@@ -90,6 +38,16 @@ def stored_column_lineage(conn: psycopg.Connection[Any]) -> set[tuple[Any, ...]]
             " FROM metastore.column_lineage c"
             " JOIN metastore.datasets o ON o.id = c.output_dataset_id"
             " JOIN metastore.datasets i ON i.id = c.input_dataset_id"
+        ).fetchall()
+    )
+
+
+def stored_edges(conn: psycopg.Connection[Any]) -> set[tuple[str, ...]]:
+    return set(
+        conn.execute(
+            "SELECT u.namespace, u.name, w.namespace, w.name, e.job_namespace, e.job_name"
+            " FROM metastore.lineage_edges e JOIN metastore.datasets u ON u.id = e.upstream_id"
+            " JOIN metastore.datasets w ON w.id = e.downstream_id"
         ).fetchall()
     )
 
@@ -121,19 +79,27 @@ def test_column_lineage_of_every_fixture_equals_its_facets(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
     expected: set[tuple[Any, ...]] = set()
+    expected_edges: set[tuple[str, ...]] = set()
+    unlisted = 0
     with_facet = 0
     for event in fixture_events():
         status = ingest(service, event)[0]
         if status != "stored":
             continue
-        edges = oracle_column_lineage(event)
+        edges = column_lineage(event)
         with_facet += bool(edges)
         expected |= edges
+        expected_edges |= lineage_edges(event)
+        listed = {(i["namespace"], i["name"]) for i in event.get("inputs") or []}
+        unlisted += sum((e[3], e[4]) not in listed for e in edges)
     assert with_facet >= 8, "the fixtures with columnLineage were not all stored"
     assert stored_column_lineage(owner) == expected
-    # Both forms of the facet are there: per field and the dataset-level list.
+    assert stored_edges(owner) == expected_edges
+    # Both forms of the facet are there: per field and the dataset-level list; and an input field
+    # whose dataset its event does not list among its inputs.
     assert any(e[2] is None for e in expected) and any(e[2] is not None for e in expected)
     assert any(e[6] == "INDIRECT" for e in expected) and any(e[6] == "" for e in expected)
+    assert unlisted > 0
 
 
 def test_each_fixture_alone_stores_exactly_its_facet(
@@ -148,7 +114,7 @@ def test_each_fixture_alone_stores_exactly_its_facet(
         event = load_fixture(path)
         event["eventTime"] = "2026-01-02T03:04:05Z" if "CLL" in str(path) else "2026-01-02T03:04:06Z"
         assert ingest(service, event)[0] == "stored"
-        assert stored_column_lineage(owner) == oracle_column_lineage(event) != set()
+        assert stored_column_lineage(owner) == column_lineage(event) != set()
 
 
 def ctas(i: int, job: str, fields: list[dict[str, Any]] | None = None, when: str | None = None) -> dict[str, Any]:
@@ -319,11 +285,11 @@ def test_a_wide_event_on_a_young_store_looks_its_edges_up_by_key(
     assert count(owner, "lineage_edges") == 100 + 60 * 60
 
 
-def test_a_set_resolves_column_lineage_inputs_per_event(
+def test_a_set_resolves_each_events_input_fields_as_the_event_alone_would(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    """An input field of a dataset its event does not mention is skipped, also when another event
-    of the same set mentions that dataset: a set derives what its events derive one by one (ingest
+    """An input field names its dataset whether its event lists it or not, and another event of the
+    same set listing it changes nothing: a set derives what its events derive one by one (ingest
     takes sets, backfill takes a thousand events per call)."""
     stray = ctas(0, "stray")
     outputs = stray["outputs"][0]["facets"]["columnLineage"]["fields"]
@@ -331,14 +297,16 @@ def test_a_set_resolves_column_lineage_inputs_per_event(
     outputs[field]["inputFields"].append({"namespace": "elsewhere", "name": "other.t", "field": "x"})
     mentions_it = ctas(1, "other")
     mentions_it["inputs"] = [{"namespace": "elsewhere", "name": "other.t"}]
-    alone = oracle_column_lineage(stray) | oracle_column_lineage(mentions_it)
-    assert not any(row[3] == "elsewhere" for row in alone)
+    alone = column_lineage(stray) | column_lineage(mentions_it)
+    assert any(row[3] == "elsewhere" for row in column_lineage(stray))
     bodies = [json.dumps(e).encode() for e in (stray, mentions_it)]
     rows = service.execute("SELECT status FROM metastore.ingest_events(%s::bytea[])", (bodies,)).fetchall()
     assert rows == [("stored",), ("stored",)]
+    expected = lineage_state([stray, mentions_it])
     assert stored_column_lineage(owner) == alone
+    assert stored_state(owner) == expected
     owner.execute("CALL metastore.backfill(1000)")
-    assert stored_column_lineage(owner) == alone
+    assert stored_state(owner) == expected
 
 
 def test_fields_and_transformations_that_are_not_lists_are_ignored(
@@ -356,3 +324,331 @@ def test_fields_and_transformations_that_are_not_lists_are_ignored(
     assert count(owner, "column_lineage") > 0
     versions = owner.execute("SELECT count(*) FROM metastore.dataset_schema_versions").fetchone()
     assert versions == (1,)  # the input's list; the output's object says nothing
+
+
+def stored_state(conn: psycopg.Connection[Any]) -> dict[str, dict[Any, Any]]:
+    """What tests.lineage_rules.state says a store holds, read from this one."""
+    datasets = conn.execute(
+        "SELECT namespace, name, kind, first_seen, last_seen, input_events, output_events"
+        ' FROM metastore.datasets_view ORDER BY namespace COLLATE "C", name COLLATE "C"'
+    ).fetchall()
+    edges = conn.execute(
+        "SELECT u.namespace, u.name, w.namespace, w.name, e.job_namespace, e.job_name, e.first_seen, e.last_seen"
+        " FROM metastore.lineage_edges e JOIN metastore.datasets u ON u.id = e.upstream_id"
+        " JOIN metastore.datasets w ON w.id = e.downstream_id"
+    ).fetchall()
+    columns = conn.execute(
+        "SELECT o.namespace, o.name, nullif(c.output_field, ''), i.namespace, i.name, c.input_field,"
+        " c.transformation_type, c.transformation_subtype, c.first_seen, c.last_seen"
+        " FROM metastore.column_lineage c"
+        " JOIN metastore.datasets o ON o.id = c.output_dataset_id"
+        " JOIN metastore.datasets i ON i.id = c.input_dataset_id"
+    ).fetchall()
+    return {
+        "datasets": {(r[0], r[1]): tuple(r[2:]) for r in datasets},
+        "edges": {tuple(r[:6]): (r[6], r[7]) for r in edges},
+        "columns": {tuple(r[:8]): (r[8], r[9]) for r in columns},
+    }
+
+
+SOURCE = {"namespace": "bigtable://project/instance", "name": "input_table"}
+TABLE = {"namespace": "gs://bucket", "name": "/data/in"}
+OUTPUT = {"namespace": "gs://bucket", "name": "/data/out"}
+
+
+def spark_run(run: str, start: str = "2026-01-01T10:00:00Z", end: str = "2026-01-01T12:30:00Z") -> list[dict[str, Any]]:
+    """A run as Spark's integration sends it: START lists the inputs it read; COMPLETE lists none, and
+    its output's columnLineage names them, and a source that no inputs list names (a Bigtable table
+    read through a connector the integration does not list), per field and at dataset level."""
+    base = {"run": {"runId": run}, "job": {"namespace": "spark", "name": "etl"}, "producer": "spark-test"}
+    started = {**base, "eventType": "START", "eventTime": start, "inputs": [TABLE], "outputs": [OUTPUT]}
+    lineage = {
+        "fields": {
+            "stringCol": {"inputFields": [{**SOURCE, "field": "stringCol", "transformations": [{"type": "DIRECT"}]}]},
+            "intCol": {"inputFields": [{**TABLE, "field": "intCol"}]},
+        },
+        "dataset": [{**SOURCE, "field": "rowKey", "transformations": [{"type": "INDIRECT", "subtype": "FILTER"}]}],
+    }
+    done = {
+        **base,
+        "eventType": "COMPLETE",
+        "eventTime": end,
+        "inputs": [],
+        "outputs": [{**OUTPUT, "facets": {"columnLineage": lineage}}],
+    }
+    return [started, done]
+
+
+def test_column_lineage_of_inputs_the_event_does_not_list(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """A COMPLETE with empty inputs: the datasets its output's facet names are datasets like any other
+    (kind, times, counts, links as inputs), the column edges are stored, and so are the dataset edges
+    input -> output they imply, through the event's job."""
+    done = spark_run("r1")[1]
+    status, event_id, _, _ = ingest(service, done)
+    assert status == "stored"
+    expected = lineage_state([done])
+    assert stored_state(owner) == expected
+    assert len(expected["columns"]) == 3
+    assert set(expected["edges"]) == {
+        (SOURCE["namespace"], SOURCE["name"], OUTPUT["namespace"], OUTPUT["name"], "spark", "etl"),
+        (TABLE["namespace"], TABLE["name"], OUTPUT["namespace"], OUTPUT["name"], "spark", "etl"),
+    }
+    assert expected["datasets"][(SOURCE["namespace"], SOURCE["name"])][0::3] == ("dataset", 1)
+    links = owner.execute(
+        "SELECT d.namespace, d.name, l.direction FROM metastore.event_datasets l"
+        " JOIN metastore.datasets d ON d.id = l.dataset_id WHERE l.event_id = %s",
+        (event_id,),
+    ).fetchall()
+    assert (
+        set(links)
+        == set(derive(done).links)
+        == {
+            (SOURCE["namespace"], SOURCE["name"], "input"),
+            (TABLE["namespace"], TABLE["name"], "input"),
+            (OUTPUT["namespace"], OUTPUT["name"], "output"),
+        }
+    )
+    # The run's datasets are its events' links.
+    run_datasets = owner.execute(
+        "SELECT d.namespace, d.name, r.direction FROM metastore.run_datasets r"
+        " JOIN metastore.datasets d ON d.id = r.dataset_id"
+    ).fetchall()
+    assert set(run_datasets) == set(links)
+    # The dataset page of the output and the graph of the source show them.
+    ids = dict(((ns, n), i) for i, ns, n in owner.execute("SELECT id, namespace, name FROM metastore.datasets"))
+    page = service.execute("SELECT metastore.get_dataset(%s, 5)", (ids[(OUTPUT["namespace"], OUTPUT["name"])],))
+    detail = page.fetchone()[0]  # type: ignore[index]
+    assert {(c["input"]["name"], c["input_field"]) for c in detail["column_lineage"]} == {
+        ("input_table", "stringCol"),
+        ("input_table", "rowKey"),
+        ("/data/in", "intCol"),
+    }
+    assert sorted(u["name"] for u in detail["upstream"]) == ["/data/in", "input_table"]
+    source_id = ids[(SOURCE["namespace"], SOURCE["name"])]
+    graph = service.execute("SELECT metastore.dataset_lineage(%s, 'downstream', 3, 200)", (source_id,))
+    nodes = graph.fetchone()[0]["nodes"]  # type: ignore[index]
+    assert sorted(n["name"] for n in nodes) == ["/data/out", "input_table"]
+
+
+def test_inputs_in_the_start_event_only_give_the_same_store_in_any_order_and_split(
+    pg_server: Any, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    events = spark_run("r1") + spark_run("r2", "2026-01-01T13:00:00Z", "2026-01-01T15:10:00Z")
+    expected = lineage_state(events)
+    for event in events:
+        assert ingest(service, event)[0] == "stored"
+    assert stored_state(owner) == expected
+    # The START gave /data/in -> /data/out already; the COMPLETE widens it and adds the source's.
+    assert [h.hour for h in expected["edges"][(*TABLE.values(), *OUTPUT.values(), "spark", "etl")]] == [10, 15]
+    assert [h.hour for h in expected["edges"][(*SOURCE.values(), *OUTPUT.values(), "spark", "etl")]] == [12, 15]
+    other = create_database(pg_server)
+    try:
+        with (
+            psycopg.connect(other.service_dsn, autocommit=True) as conn,
+            psycopg.connect(other.owner_dsn, autocommit=True) as other_owner,
+        ):
+            bodies = [json.dumps(e).encode() for e in reversed(events)]
+            conn.execute("SELECT status FROM metastore.ingest_events(%s::bytea[])", (bodies[:3],)).fetchall()
+            conn.execute("SELECT status FROM metastore.ingest_events(%s::bytea[])", (bodies[3:],)).fetchall()
+            assert stored_state(other_owner) == expected
+            other_owner.execute("CALL metastore.backfill(1)")
+            assert stored_state(other_owner) == expected
+    finally:
+        drop_database(other)
+
+
+A, B = {"namespace": "s3://w", "name": "a"}, {"namespace": "s3://w", "name": "b"}
+
+
+def two_outputs() -> dict[str, Any]:
+    """One listed input, two outputs whose facets name different inputs (one of them an output)."""
+    return {
+        "eventType": "COMPLETE",
+        "eventTime": "2026-01-01T00:00:00Z",
+        "run": {"runId": "two-outputs"},
+        "job": {"namespace": "j", "name": "split"},
+        "inputs": [TABLE],
+        "outputs": [
+            {**A, "facets": {"columnLineage": {"fields": {"x": {"inputFields": [{**SOURCE, "field": "x"}]}}}}},
+            {**B, "facets": {"columnLineage": {"fields": {}, "dataset": [{**OUTPUT, "field": "k"}]}}},
+        ],
+    }
+
+
+def test_an_input_field_reaches_only_the_output_whose_facet_names_it(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """Listed inputs reach every output of their event; a facet's input reaches its own output only."""
+    event = two_outputs()
+    assert ingest(service, event)[0] == "stored"
+    assert (
+        set(stored_state(owner)["edges"])
+        == lineage_edges(event)
+        == {
+            (*TABLE.values(), *A.values(), "j", "split"),
+            (*TABLE.values(), *B.values(), "j", "split"),
+            (*SOURCE.values(), *A.values(), "j", "split"),
+            (*OUTPUT.values(), *B.values(), "j", "split"),
+        }
+    )
+
+
+def malformed_entries() -> dict[str, Any]:
+    """Facets of entries extraction cannot read, and one it can."""
+    good = {**SOURCE, "field": "ok"}
+    junk: list[Any] = [
+        5,
+        "x",
+        None,
+        [SOURCE],
+        {**SOURCE, "namespace": 7, "field": "a"},
+        {**SOURCE, "name": "", "field": "a"},
+        {**SOURCE, "namespace": "", "field": "a"},
+        {"name": "t", "field": "a"},
+        {**SOURCE, "name": "no-field"},
+        {**SOURCE, "name": "field-not-text", "field": 3},
+    ]
+    lineage = {"fields": {"f": {"inputFields": [*junk, good]}, "g": 1}, "dataset": junk}
+    outputs = [
+        {**OUTPUT, "facets": {"columnLineage": lineage}},
+        {
+            "namespace": "gs://bucket",
+            "name": "o2",
+            "facets": {"columnLineage": {"fields": [good], "dataset": {"a": good}}},
+        },
+        {"namespace": "gs://bucket", "name": "o3", "facets": {"columnLineage": "lineage"}},
+        {
+            "namespace": "gs://bucket",
+            "name": "o4",
+            "facets": {"columnLineage": {"fields": {"f": {"inputFields": good}}}},
+        },
+    ]
+    return {
+        "eventType": "COMPLETE",
+        "eventTime": "2026-01-01T00:00:00Z",
+        "run": {"runId": "junk"},
+        "job": {"namespace": "j", "name": "junk"},
+        "outputs": outputs,
+    }
+
+
+def test_malformed_input_fields_are_skipped_and_the_event_kept(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """The facet is free-form: an entry extraction cannot read is skipped (the raw event keeps it for a
+    later backfill) as a malformed symlink identifier is, and the entries next to it are derived."""
+    event = malformed_entries()
+    status, _, code, message = ingest(service, event)
+    assert status == "stored", (code, message)
+    expected = lineage_state([event])
+    assert set(expected["columns"]) == {(*OUTPUT.values(), "f", *SOURCE.values(), "ok", "", "")}
+    assert stored_state(owner) == expected
+    mentions = owner.execute("SELECT * FROM metastore.extract_datasets(%s::jsonb)", (json.dumps(event),)).fetchall()
+    assert mentions[-1] == (*SOURCE.values(), "input", None, None, None) and len(mentions) == 5
+
+
+def test_a_malformed_output_is_refused_as_before_whatever_its_facet_says(service: psycopg.Connection[Any]) -> None:
+    """Extraction reads the facets' input fields of the outputs list it refuses too: the error stays
+    the one of the malformed member (22023, the first in order), never one of reading the facet."""
+    facet = {"columnLineage": {"fields": {"f": {"inputFields": [{**SOURCE, "field": "f"}]}}}}
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"outputs": [{"namespace": "n", "name": 7, "facets": facet}]}, '"outputs[0].name"'),
+        ({"outputs": [{**OUTPUT, "facets": facet}, 5]}, '"outputs[1]"'),
+        ({"outputs": [{**OUTPUT, "facets": facet}, {"namespace": "", "name": "t"}]}, '"outputs[1].namespace"'),
+        ({"outputs": [{**OUTPUT, "facets": facet}], "inputs": "not a list"}, '"inputs"'),
+        ({"outputs": [{**OUTPUT, "facets": facet}], "inputs": [{**SOURCE, "name": None}]}, '"inputs[0].name"'),
+    ]
+    event = {"eventTime": "2026-01-01T00:00:00Z", "run": {"runId": "r"}, "job": {"namespace": "j", "name": "n"}}
+    for members, path in cases:
+        status, _, code, message = ingest(service, {**event, **members})
+        assert (status, code) == ("rejected", "22023"), (status, code, message)
+        assert message is not None and message.startswith(path), message
+
+
+# Few names, so that events share datasets, and a facet names what another event lists, or what the
+# same event lists, or a symlink identifier.
+pool = st.tuples(st.sampled_from(["gs://b", "bigtable://p"]), st.sampled_from(["t1", "t2", "t3"]))
+
+
+def _named(where: tuple[str, str], **more: Any) -> dict[str, Any]:
+    return {"namespace": where[0], "name": where[1], **more}
+
+
+entry = st.one_of(
+    st.builds(
+        lambda where, field, kinds: _named(where, field=field, **({"transformations": kinds} if kinds else {})),
+        pool,
+        st.sampled_from(["a", "b"]),
+        st.one_of(st.none(), st.lists(st.fixed_dictionaries({"type": st.sampled_from(["DIRECT", "INDIRECT"])}))),
+    ),
+    st.builds(lambda where: _named(where), pool),  # no field: skipped
+)
+facet = st.fixed_dictionaries(
+    {
+        "fields": st.dictionaries(
+            st.sampled_from(["x", "y"]), st.builds(lambda e: {"inputFields": e}, st.lists(entry, max_size=3))
+        )
+    },
+    optional={"dataset": st.lists(entry, max_size=2)},
+)
+symlinked = st.builds(
+    lambda where, to: _named(where, facets={"symlinks": {"identifiers": [_named(to, type="TABLE")]}}), pool, pool
+)
+listed = st.one_of(st.builds(_named, pool), symlinked)
+written = st.one_of(
+    st.builds(_named, pool), st.builds(lambda where, f: _named(where, facets={"columnLineage": f}), pool, facet)
+)
+run_or_job = st.fixed_dictionaries(
+    {
+        "eventTime": st.sampled_from(
+            ["2024-05-01T10:05:00Z", "2024-05-01T10:59:59Z", "2024-05-01T13:00:00Z", "2024-05-01T12:30:00+02:00"]
+        ),
+        "eventType": st.sampled_from(["START", "COMPLETE"]),
+        "job": st.fixed_dictionaries({"namespace": st.just("j"), "name": st.sampled_from(["a", "b"])}),
+        "inputs": st.lists(listed, max_size=2),
+        "outputs": st.lists(written, min_size=1, max_size=2),
+    },
+    optional={"run": st.just({})},
+)
+dataset_event = st.builds(lambda d: {"eventTime": "2024-05-01T09:00:00Z", "dataset": d}, written)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batch=st.lists(st.one_of(run_or_job, run_or_job, dataset_event), min_size=1, max_size=8),
+    sizes=st.lists(st.integers(1, 4), min_size=8, max_size=8),
+    backfill_set=st.integers(1, 5),
+)
+def test_any_split_and_a_backfill_derive_what_the_rules_say(
+    pg_server: Any, batch: list[dict[str, Any]], sizes: list[int], backfill_set: int
+) -> None:
+    """Events whose facets name inputs listed in the same event, in another one, as a symlink, or
+    nowhere, in sets of any size and then rebuilt by backfill: the store is what tests.lineage_rules
+    says, each time."""
+    events = [
+        {**e, "producer": f"p{i}"} | ({"run": {"runId": f"r{i}"}} if "run" in e else {}) for i, e in enumerate(batch)
+    ]
+    expected = lineage_state(events)
+    db = create_database(pg_server)
+    try:
+        with (
+            psycopg.connect(db.service_dsn, autocommit=True) as service,
+            psycopg.connect(db.owner_dsn, autocommit=True) as owner,
+        ):
+            bodies, start = [json.dumps(e).encode() for e in events], 0
+            for size in sizes:
+                part = bodies[start : start + size]
+                if part:
+                    rows = service.execute("SELECT status FROM metastore.ingest_events(%s::bytea[])", (part,))
+                    assert [r[0] for r in rows] == ["stored"] * len(part)
+                start += size
+            if start < len(bodies):
+                rows = service.execute("SELECT status FROM metastore.ingest_events(%s::bytea[])", (bodies[start:],))
+                assert {r[0] for r in rows} == {"stored"}
+            assert stored_state(owner) == expected
+            owner.execute("CALL metastore.backfill(%s)", (backfill_set,))
+            assert stored_state(owner) == expected
+    finally:
+        drop_database(db)
