@@ -1,5 +1,5 @@
 """`python -m bench.unique_keys [--pg-bin DIR]`: what the duplicate-key check
-(metastore.json_has_unique_keys, db/functions/037_json_unique_keys.sql) adds to
+(metastore.json_has_unique_keys, db/functions/033_json_unique_keys.sql) adds to
 metastore.ingest_event. Times the same event with the check and with the check replaced by a
 function that returns true, interleaved in rounds so that a noisy machine hits both alike. The
 event is a duplicate after the first call, so each call parses, checks, hashes and looks it up.
@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--pg-bin", type=Path, default=None, help="PostgreSQL binaries (default: embedded)")
     parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
-    real = (ROOT / "db" / "functions" / "037_json_unique_keys.sql").read_text()
+    real = (ROOT / "db" / "functions" / "033_json_unique_keys.sql").read_text()
     server = LocalPostgres(bin_path=args.pg_bin).start()
     try:
         localpg.provision(server, "bench")

@@ -59,3 +59,9 @@ def test_released_changes_are_frozen() -> None:
         f"{kind}/{change.name}" for change in migrations.changes() if change.version <= newest for kind in KINDS
     }
     assert set(pinned) == expected
+
+
+def test_no_two_function_files_share_a_number() -> None:
+    """db/functions apply in file-name order: a number names one place in it."""
+    numbers = [p.name.split("_", 1)[0] for p in sorted((migrations.db_dir() / "functions").glob("*.sql"))]
+    assert len(numbers) == len(set(numbers)), sorted(n for n in set(numbers) if numbers.count(n) > 1)

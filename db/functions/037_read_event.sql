@@ -20,7 +20,7 @@ BEGIN
         RETURN;
     END;
     checked := metastore.check_event(payload);
-    -- jsonb would keep the last of duplicate keys: not the event sent (037_json_unique_keys.sql).
+    -- jsonb would keep the last of duplicate keys: not the event sent (033_json_unique_keys.sql).
     -- Only for an event that passed its checks: on PostgreSQL 15 this one prints the jsonb, which
     -- the numbers check (22003) has made safe by then.
     IF checked.error_code IS NULL AND NOT metastore.json_has_unique_keys(v_text, payload) THEN

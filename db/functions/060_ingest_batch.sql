@@ -51,7 +51,7 @@ BEGIN
     SELECT coalesce(array_agg(a.e), '{}'), coalesce(array_agg(metastore.check_event(a.e)), '{}')
       INTO v_events, v_checked
       FROM jsonb_array_elements(v_batch) AS a (e);
-    -- jsonb would keep the last of duplicate keys: not the events sent (037_json_unique_keys.sql).
+    -- jsonb would keep the last of duplicate keys: not the events sent (033_json_unique_keys.sql).
     -- After the checks: on PostgreSQL 15 this check prints the jsonb, which the numbers check
     -- (22003) must have ruled safe first; a batch holding such a number is not checked there.
     IF (pg_catalog.current_setting('server_version_num')::integer >= 160000
