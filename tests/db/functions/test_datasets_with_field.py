@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from tests.db.stats import xact_stat
+from tests.support.stats import xact_stat
 
 # Namespaces that are prefixes of each other, upper case before lower case, and non-ASCII names:
 # byte order is not the order of a linguistic collation.

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import FIXTURES, create_database, drop_database, fixture_files, ingest, load_fixture
-from tests.db.stats import xact_stat
 from tests.lineage_rules import column_lineage, derive, lineage_edges
 from tests.lineage_rules import state as lineage_state
+from tests.support.stats import xact_stat
 
 
 def fixture_events() -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
 """Timings behind the V0002 guards, in SQL through psycopg against a throwaway PostgreSQL (commits
-not durable): python -m tests.db.bench_ingest_guards [--names 1000000] [--old DIR]
+not durable): python -m bench.ingest_guards [--names 1000000] [--old DIR]
 
 - ingest_batch at sizes around metastore.settings.max_batch_events, of real Trino COMPLETE events
   (tests/fixtures/openlineage/trino, each with its own runId so that nothing de-duplicates);
@@ -29,7 +29,7 @@ import psycopg
 
 from devtools.localpg import LocalPostgres, provision
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "openlineage" / "trino"
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "openlineage" / "trino"
 COMPLETE = ("02-select-complete.json", "04-ctas-complete.json", "07-ctas-complete-trino476.json")
 
 

@@ -1,5 +1,5 @@
 """What de-duplication and the dataset counters cost per event, against a throwaway PostgreSQL:
-python -m tests.db.bench_dedupe [--events 2000] [--seconds 10] [--clients 8]
+python -m bench.dedupe [--events 2000] [--seconds 10] [--clients 8]
 
 1. The hash: metastore.store_event keys an event on sha256 of its jsonb printed as text. Per
    event, on the Trino COMPLETE fixtures (about 18 KB) and a minimal event: printing alone, the
@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from devtools.localpg import LocalPostgres, provision
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "openlineage" / "trino"
 COMPLETE = ("02-select-complete.json", "04-ctas-complete.json", "07-ctas-complete-trino476.json")
 MINIMAL = {
@@ -68,7 +69,7 @@ def bench_hash(owner_dsn: str, events: int) -> dict[str, Any]:
                 times = []
                 for _ in range(5):
                     started = time.perf_counter()
-                    conn.execute(f"SELECT count(*) FROM t WHERE {expr}").fetchone()  # type: ignore[arg-type]
+                    conn.execute(sql.SQL("SELECT count(*) FROM t WHERE {}").format(sql.SQL(expr))).fetchone()
                     times.append(time.perf_counter() - started)
                 result[f"{name}_us"] = round(statistics.median(times) / events * 1e6, 2)
             out[case] = result
@@ -134,7 +135,7 @@ def bench_counters(
     provision(server, "counters")
     dsns = {"this": server.dsn_for("metastore_service", "counters")}
     if old:
-        from tests.db.bench_ingest_guards import deploy_old
+        from bench.ingest_guards import deploy_old
 
         dsns["old"] = deploy_old(server, old)[0]
     results: dict[str, list[float]] = {}
@@ -154,7 +155,7 @@ def bench_counters(
 def bench_ingest_ab(server: LocalPostgres, old: Path, events: int, rounds: int) -> dict[str, Any]:
     """metastore.ingest_event per event (Trino COMPLETE events, one call each), this checkout against
     an older one deployed beside it, in alternating rounds (the machine's load shifts between them)."""
-    from tests.db.bench_ingest_guards import complete_events, deploy_old
+    from bench.ingest_guards import complete_events, deploy_old
 
     provision(server, "ab")
     dsns = {"this": server.dsn_for("metastore_service", "ab"), "old": deploy_old(server, old)[0]}
