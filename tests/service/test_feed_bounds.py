@@ -332,3 +332,43 @@ def test_a_stream_at_its_deadline_ends_with_the_cursor_to_resume_from(
             assert got == ids
     finally:
         assert srv.stop() == 0, srv.log.read_text()
+
+
+def test_forwarding_gets_past_events_stored_before_the_rule(
+    pg_server: Any, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """Live forwarding reads through the feed, whose pages hold one such event each: ten events
+    stored before the rule (12.4 MB of text each) among ordinary ones are sent, a receiver of this
+    release refuses them (54M01, a 400, which the forwarder counts and passes), and it holds every
+    other event."""
+    source_db, receiver_db = create_database(pg_server), create_database(pg_server)
+    tag = uuid.uuid4().hex[:8]
+    ordinary = []
+    with psycopg.connect(source_db.service_dsn, autocommit=True) as service:
+        for i in range(10):
+            body = json.dumps(padded(tag, i, 100)).encode()
+            ordinary.append(body)
+            assert service.execute("SELECT status FROM metastore.ingest_event(%b)", (body,)).fetchone() == ("stored",)
+            store_as_before(source_db, bomb(tag, i).replace(b"1e308," * 20_000, b"", 1))
+    receiver = start_server(receiver_db.service_dsn, tls_files, tmp_path / "receiver.log")
+    forward_env = {"METASTORE_FORWARD_URL": receiver.url, "METASTORE_FORWARD_CA": str(tls_files.ca)}
+    source = start_server(source_db.service_dsn, tls_files, tmp_path / "source.log", **forward_env)
+    try:
+        deadline = time.monotonic() + 180
+        target: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            with source.client() as http:
+                target = http.get("/api/v1/forwarding").json()["targets"][0]
+            if target["sent"] + target["refused"] == 20:
+                break
+            time.sleep(0.5)
+        assert (target["sent"], target["refused"]) == (10, 10), target
+        with psycopg.connect(receiver_db.owner_dsn) as owner:
+            stored = owner.execute("SELECT count(*) FROM metastore.events").fetchone()
+            refused = [r[0] for r in owner.execute("SELECT sqlstate FROM metastore.rejected_events")]
+        assert stored == (10,) and refused == ["54M01"] * 10
+    finally:
+        assert source.stop() == 0, source.log.read_text()[-2000:]
+        assert receiver.stop() == 0, receiver.log.read_text()[-2000:]
+        drop_database(source_db)
+        drop_database(receiver_db)
