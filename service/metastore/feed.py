@@ -171,11 +171,15 @@ class Feed:
             # twice, while it is read (libpq's result, then the bytes made from it).
             room = await self.budget.take(2 * need, wait, up_to=2 * (MAX_EVENT_BYTES + OVERHEAD))
             if not room:
+                # Closed after the answer: a reader that stopped reading would otherwise keep its
+                # connection for the keep-alive timeout.
                 raise ApiError(
                     503,
                     "the event feed holds as many bytes for its readers as it may "
                     "(METASTORE_FEED_BUFFER_BYTES); retry later",
+                    "53000",
                     retry_after=1,
+                    close=True,
                 )
             try:
                 params = {"limit": limit, "cursor": cursor, "max_bytes": room // 2 - OVERHEAD, **filters}

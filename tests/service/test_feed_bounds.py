@@ -26,6 +26,7 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench import floods
 from bench.floods import RssSampler
 from tests.conftest import Database, create_database, drop_database
 from tests.server_fixtures import Server, TLSFiles, start_server
@@ -38,6 +39,8 @@ PAGE_BYTES = MIB  # metastore.read_events cuts pages there
 # layer, its request), and the allocator's slack around the test: the bound of docs/events.md.
 PER_CONNECTION_MB = 0.5
 SLACK_MB = 25
+# The documented bound's constants (`make floods`; docs/operations.md, "Sizing").
+CONSTANTS = json.loads((Path(__file__).parents[2] / "bench" / "results" / "memory.json").read_text())["constants"]
 
 
 def metric(server: Server, family: str, **labels: str) -> float:
@@ -268,6 +271,78 @@ def test_readers_that_stop_reading_hold_a_page_each_and_are_cut_at_the_deadline(
         for s in sockets:
             s.close()
         assert srv.stop() == 0, srv.log.read_text()
+
+
+def read_a_little(sock: ssl.SSLSocket, within_s: float, size: int = 8192) -> bytes:
+    """The first bytes of the answer (up to size), then nothing more is read."""
+    sock.settimeout(within_s)
+    got = b""
+    try:
+        while len(got) < size and (data := sock.recv(size - len(got))):
+            got += data
+    except (TimeoutError, ConnectionError, ssl.SSLError):
+        pass
+    return got
+
+
+STALLED = {
+    "METASTORE_FEED_DEADLINE_S": "8",
+    "METASTORE_MAX_CONNECTIONS": "150",
+    "METASTORE_MAX_BODY_BYTES": str(MIB),
+    "METASTORE_MAX_INFLIGHT_BYTES": str(4 * MIB),
+    "METASTORE_LARGE_EVENT_BYTES": str(MIB),
+    "METASTORE_READ_POOL_MAX": "2",
+}
+
+
+def test_stalled_ndjson_readers_stay_under_the_documented_bound_and_are_cut_at_the_deadline(
+    db: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """20 NDJSON readers that read a little and stopped took the service from 68 to 439 MB, and 3 were
+    still connected after 80 s. Here 100 of them, over TLS, on a stream of 40 events of 300 KB: the
+    service stays under the documented bound of its settings (bench.floods.bound_mb, the read side's
+    terms included), grows by no more than the read side's and the connections' terms, and every
+    reader is disconnected by the response deadline plus the time to notice: the served ones cut
+    mid-response, the others answered 503 (53000, Retry-After) once the feed's budget was held, and
+    their connections closed too."""
+    deadline_s = int(STALLED["METASTORE_FEED_DEADLINE_S"])
+    srv = start_server(db.service_dsn, tls_files, tmp_path / "server.log", **STALLED)
+    sockets: list[ssl.SSLSocket] = []
+    try:
+        with srv.client() as http:
+            ids = fill(http, uuid.uuid4().hex[:8], 40, 300_000)
+            with http.stream("GET", "/api/v1/events", headers=NDJSON) as r:  # the pool and buffers warm
+                assert ids_of([line for line in r.iter_lines() if line]) == ids
+        with RssSampler(srv.process.pid) as rss:
+            for _ in range(100):
+                sockets.append(stalled(srv, "/api/v1/events", "application/x-ndjson"))
+            last_opened = time.monotonic()
+            heads = [read_a_little(s, 10) for s in sockets]
+            time.sleep(max(0, last_opened + deadline_s / 2 - time.monotonic()))
+            held = metric(srv, "metastore_http_connections")
+        result = rss.result()
+        peak = max(result["hwm_mb"], result["sampled_peak_mb"])
+        served = [h for h in heads if h.startswith(b"HTTP/1.1 200")]
+        refused = [h for h in heads if h.startswith(b"HTTP/1.1 503")]
+        assert len(served) + len(refused) == len(sockets), [h[:40] for h in heads]
+        # The budget (32 MiB) holds pages of about 900 KB for a few dozen; the rest are refused at once.
+        assert 10 <= len(served) < len(sockets), len(served)
+        assert all(b"retry-after: 1" in h.lower() and b'"53000"' in h for h in refused), refused[:1]
+        assert held >= len(served)  # those served still connected, mid-response
+        assert peak <= floods.bound_mb(CONSTANTS, STALLED), (result, floods.bound_mb(CONSTANTS, STALLED))
+        growth = floods.read_side_mb(CONSTANTS, STALLED) + 150 * CONSTANTS["per_connection_kb"] / 1024
+        assert peak - result["start_mb"] <= growth, (result, growth)
+        # All disconnected by the deadline, plus the time to notice (the last reader's deadline).
+        time.sleep(max(0, last_opened + deadline_s + 1 - time.monotonic()))
+        assert all(cut_off(s, 5) for s in sockets)
+        assert time.monotonic() - last_opened < deadline_s + 7
+        assert metric(srv, "metastore_http_connections") <= 1
+        with srv.client() as http:  # and the feed serves as before
+            assert http.get("/api/v1/events", params={"limit": 2}).status_code == 200
+    finally:
+        for s in sockets:
+            s.close()
+        assert srv.stop() == 0, srv.log.read_text()[-3000:]
 
 
 def test_the_buffer_budget_is_shared_and_refusals_say_retry(db: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
