@@ -9,7 +9,9 @@ What a response may hold, and for how long:
   Before a page is read, room for it is taken from one budget that all responses share
   (METASTORE_FEED_BUFFER_BYTES); an event larger than the room taken comes without its text, and
   is read again once there is room for its size. The room is given back once the page has been
-  taken by the reader (the transport's buffer back under its low-water mark).
+  taken by the reader (the transport's buffer back under its low-water mark), except what the
+  kernel's send buffer may still hold of the response (KERNEL_HOLD, at most what it wrote), which
+  is kept until the response ends.
 - The next page is read only then (back-pressure): a reader that stops reading holds one page.
 - The whole response has a deadline (METASTORE_FEED_DEADLINE_S). A stream at its deadline between
   pages ends with an error line holding the cursor to resume from; a response still being written
@@ -54,6 +56,10 @@ SLICE = 64 << 10
 # The kernel's send buffer of a feed response's connection (Linux doubles it): left to itself it
 # grows to 4 MiB (tcp_wmem) for a reader that stops reading, memory the pod is charged for.
 KERNEL_SEND_BUFFER = 256 << 10
+# What that buffer may hold of a response once Linux has doubled it: bytes handed to the kernel and
+# not yet acknowledged by the reader. A response keeps that much of its pages' room in the budget
+# (no more than it wrote) until it ends, so that the budget bounds the kernel's copies too.
+KERNEL_HOLD = 2 * KERNEL_SEND_BUFFER
 FILTERS = (
     "event_time_from",
     "event_time_to",
@@ -316,9 +322,9 @@ def register(app: Sanic[Any, Any], db: Pool, config: Config) -> None:
                 # Chunked, like the stream: a response cut at its deadline then ends without an error of its own.
                 await writer.start("application/json", {})
                 await writer.write(_json_page(page))
+                await writer.end()  # acknowledged: the kernel holds none of it any more
                 feed.budget.give(page.held)
                 page = None
-                await writer.end()
             done = True
         except Cut as exc:
             log.info("event feed response cut short: %s", exc)
@@ -338,12 +344,16 @@ def register(app: Sanic[Any, Any], db: Pool, config: Config) -> None:
         # The first page is read before the response starts, so that a bad cursor or filter is a
         # 4xx with the usual error body rather than a broken stream.
         page = await feed.page(size, cursor, filters, until)
-        sent = 0
+        sent = written = kernel = 0
         try:
             await writer.start(NDJSON, {"Cache-Control": "no-store"})
             while True:
                 await writer.write(_lines(page.events))
-                feed.budget.give(page.held)
+                # Of the page's room, what the kernel may still hold of the response is kept.
+                written += page.held
+                keep = min(written, KERNEL_HOLD) - kernel
+                kernel += keep
+                feed.budget.give(page.held - keep)
                 sent, cursor = sent + len(page.events), page.cursor
                 page.held = 0
                 if not page.events or not page.more or (total is not None and sent >= total):
@@ -370,7 +380,8 @@ def register(app: Sanic[Any, Any], db: Pool, config: Config) -> None:
                     break
             await writer.end()
         finally:
-            feed.budget.give(page.held)
+            # After the reader acknowledged all of it, or just before its connection is aborted.
+            feed.budget.give(page.held + kernel)
 
 
 def _lines(events: list[bytes]) -> Iterator[bytes]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -339,6 +340,50 @@ def test_stalled_ndjson_readers_stay_under_the_documented_bound_and_are_cut_at_t
         assert metric(srv, "metastore_http_connections") <= 1
         with srv.client() as http:  # and the feed serves as before
             assert http.get("/api/v1/events", params={"limit": 2}).status_code == 200
+    finally:
+        for s in sockets:
+            s.close()
+        assert srv.stop() == 0, srv.log.read_text()[-3000:]
+
+
+def unacknowledged_bytes(port: int) -> int:
+    """Bytes the service's sockets on this port hold, sent or not, that their peers have not
+    acknowledged (Send-Q of `ss`): kernel memory, charged to the pod, that RSS does not show."""
+    out = subprocess.run(
+        ["ss", "-Htn", "state", "established", f"( sport = :{port} )"], capture_output=True, text=True, check=True
+    ).stdout
+    return sum(int(line.split()[1]) for line in out.splitlines() if line.strip())
+
+
+def test_what_the_kernel_holds_for_stalled_readers_is_within_the_budget(
+    db: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """A page that fits in a connection's kernel send buffer leaves the service's memory for the
+    kernel's, which the pod is charged for too: 40 readers of streams of two events of 100 KB that
+    read nothing held 8 MB there with a budget of 4 MiB, the budget's room given back as soon as the
+    page had left the process. The room is now kept until the reader acknowledges it, so the kernel
+    holds no more than the budget for all of them (the others wait, then 503)."""
+    budget = 4 * MIB
+    srv = start_server(
+        db.service_dsn,
+        tls_files,
+        tmp_path / "server.log",
+        METASTORE_FEED_DEADLINE_S="10",
+        METASTORE_FEED_BUFFER_BYTES=str(budget),
+    )
+    sockets: list[ssl.SSLSocket] = []
+    try:
+        with srv.client() as http:
+            fill(http, uuid.uuid4().hex[:8], 4, 100_000)
+        for _ in range(40):
+            sockets.append(stalled(srv, "/api/v1/events?limit=2", "application/x-ndjson"))
+        time.sleep(3)
+        held = unacknowledged_bytes(srv.port)
+        heads = [read_out(s, 0.2)[1] for s in sockets]
+        served = sum(h.startswith(b"HTTP/1.1 200") for h in heads)
+        assert served >= 5, heads
+        assert all(h.startswith((b"HTTP/1.1 200", b"HTTP/1.1 503")) for h in heads), heads
+        assert held <= budget, (held, served)
     finally:
         for s in sockets:
             s.close()
