@@ -173,8 +173,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "METASTORE_FEED_BUFFER_BYTES",
         "33554432",
-        "GET /api/v1/events: most bytes of events read and not yet taken by their readers, all responses "
-        "together; beyond, a request waits up to the read budget, then 503 with Retry-After.",
+        "GET /api/v1/events: most bytes of events read and not yet taken by their readers (the kernel's "
+        "send buffers included), all responses together; beyond, a request waits up to the read budget, "
+        "then 503 (53000) with Retry-After, connection closed.",
     ),
 )
 
