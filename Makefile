@@ -58,10 +58,10 @@ bench-replay: $(VENV)/.installed-bench ## feed, export, import and replay betwee
 scale: $(VENV)/.installed-bench ## storage, ingest, get_dataset, partitions and retention at 0, 1 and 5 million events; lz4 vs pglz (~15 min, ~15 GB)
 	$(PY) -m bench.scale
 
-soak: system-deps $(VENV)/.installed-bench ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods and a SIGTERM; sync, async, async with spool (and its disk full, a damaged segment) (bench/results/soak.json)
+soak: system-deps $(VENV)/.installed-bench ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods, stalled feed readers and large-number events, and a SIGTERM; sync, async, async with spool (and its disk full, a damaged segment) (bench/results/soak.json)
 	$(PY) -m bench.soak
 
-floods: $(VENV)/.installed-bench ## each flood (slow uploads, gzip bombs, idle and half-open connections, methods, slowloris, full queue) at default settings: the memory bound (bench/results/memory.json, minutes)
+floods: $(VENV)/.installed-bench ## each flood (slow uploads, gzip bombs, every kind of body at once, with stalled feed readers too, idle and half-open connections, methods, slowloris, full queue) at default settings: the memory bound (bench/results/memory.json, minutes)
 	$(PY) -m bench.floods --measure
 
 helm-check: ## lint, render and validate the Helm chart; hadolint the Dockerfile

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import gzip
 import json
+import socket
 import ssl
 import statistics
 import sys
@@ -593,11 +594,16 @@ async def mixed(
     batches: int = 2,
     slow: int = 4,
     slow_rate: int = 65536,
+    readers: int = 0,
+    reader_hold_s: float = 10,
 ) -> dict[str, Any]:
     """Every kind of body at once, for `seconds`: gzip and deflate bodies that inflate to the body
     limit (stored events, not whitespace), plain bodies of the limit, batches (gzip and plain) of
     the limit, and slow uploads of the limit; each client posts again as soon as it is answered.
-    Refusals (413, 503) are expected: what is measured is that memory stays bounded meanwhile."""
+    With `readers`, as many readers of GET /api/v1/events (NDJSON and JSON pages in turn) that read
+    the first 4 KiB and stop, holding their connection up to reader_hold_s (beyond the feed's
+    deadline, which should cut them first), then start again. Refusals (413, 503) are expected:
+    what is measured is that memory stays bounded meanwhile."""
     tag = f"mixed-{time.time_ns()}"
     ctx = target.ssl_context()
     stop_at = time.monotonic() + seconds
@@ -673,6 +679,7 @@ async def mixed(
             *(poster(seen, "plain", lambda n, k=k: plain_body(n, k), "/api/v1/lineage") for k in range(plain)),
             *(poster(seen, "batch", lambda n, k=k: batch(n, k), "/api/v1/lineage/batch") for k in range(batches)),
             *(slow_upload(seen) for _ in range(slow)),
+            *(stalled_reader(target, seen, stop_at, k % 2 == 0, reader_hold_s) for k in range(readers)),
         ]
         await asyncio.gather(*tasks)
         return {}
@@ -685,8 +692,41 @@ async def mixed(
         "batches": batches,
         "slow": slow,
         "slow_bytes_per_s": slow_rate,
+        "readers": readers,
+        "reader_hold_s": reader_hold_s,
     }
     return await flooding(target, "mixed", params, body)
+
+
+async def stalled_reader(target: Target, seen: Seen, stop_at: float, ndjson: bool, hold_s: float) -> None:
+    """Until stop_at: GET /api/v1/events, read the status and 4 KiB, then read nothing more for up
+    to hold_s (the connection's receive buffer at 4 KiB, so that the service's sends stop soon).
+    Outcomes: "reader <status>" (or how the connection failed)."""
+    ctx = target.ssl_context()
+    accept = "application/x-ndjson" if ndjson else "application/json"
+    while time.monotonic() < stop_at:
+        opened = time.monotonic()
+        try:
+            sock = socket.create_connection((target.host, target.port))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            reader, writer = await asyncio.open_connection(
+                sock=sock, ssl=ctx, server_hostname=target.host if ctx else None, limit=4096
+            )
+        except (OSError, ssl.SSLError) as exc:
+            seen.add(f"reader {type(exc).__name__}", time.monotonic() - opened)
+            await asyncio.sleep(0.5)
+            continue
+        writer.write(f"GET /api/v1/events HTTP/1.1\r\nHost: {target.host}\r\nAccept: {accept}\r\n\r\n".encode())
+        try:
+            code, _ = await asyncio.wait_for(read_status(reader), 30)
+            with suppress(Exception):
+                await asyncio.wait_for(reader.read(4096), 5)
+        except TimeoutError:
+            code = "no answer"
+        seen.add(f"reader {code}", time.monotonic() - opened)
+        # Nothing read from here on: the transport stops reading once its 4 KiB buffer is full.
+        await asyncio.sleep(max(0.0, min(stop_at, opened + hold_s) - time.monotonic()))
+        _close(writer)
 
 
 # ---------------------------------------------------------------- measuring the bound
@@ -821,6 +861,13 @@ def measure(out: Path, quick: bool = False) -> dict[str, Any]:
         # batches, slow uploads (with a spool too: its copies, and its writers).
         run("mixed", lambda t: mixed(t, seconds=30 / scale))
         run("mixed_spool", lambda t: mixed(t, seconds=30 / scale), METASTORE_SPOOL_DIR=str(work / "mixed-spool"))
+        # And readers of the event feed that stop reading, among them (not fitted: the read side's
+        # terms are READ_SIDE's; this run is held to the whole bound).
+        run(
+            "mixed_readers",
+            lambda t: mixed(t, seconds=30 / scale, readers=40, reader_hold_s=15),
+            METASTORE_FEED_DEADLINE_S="10",
+        )
         run("idle_tls_3000", lambda t: idle_connections(t, n=3000 // scale, hold_s=3))
         run(
             "idle_tls_3000_uncapped",
@@ -892,9 +939,27 @@ def send_buffers_mb(env: dict[str, str]) -> float:
     ) / MIB
 
 
-def bound_mb(constants: dict[str, float], env: dict[str, str]) -> float:
+# The read side (GET /api/v1/events), not fitted by these floods but measured with stalled readers
+# and streams of large events (tests/service/test_feed_bounds.py, docs/events.md): the pages the
+# feed's budget counts (twice a page while it is read), with what the transports hold of a page
+# being written and the allocator's slack: k_feed x FEED_BUFFER_BYTES; and each read connection's
+# libpq input buffer, as large as the largest row it read (an event of 16 MiB and its envelope,
+# rounded up to a power of two).
+READ_SIDE = {"k_feed": 2.0, "read_connection_mb": 32.0}
+
+
+def read_side_mb(constants: dict[str, float], env: dict[str, str]) -> float:
+    value = _settings(env)
+    k_feed = constants.get("k_feed", READ_SIDE["k_feed"])
+    per_connection = constants.get("read_connection_mb", READ_SIDE["read_connection_mb"])
+    return k_feed * value("METASTORE_FEED_BUFFER_BYTES") / MIB + value("METASTORE_READ_POOL_MAX") * per_connection
+
+
+def bound_mb(constants: dict[str, float], env: dict[str, str], read_side: bool = True) -> float:
     """The documented memory bound (MiB) at these settings (METASTORE_* variables; defaults otherwise),
-    for the ingest side: the read side's terms (pages and NDJSON streams) are added to it."""
+    both sides: what requests bring in (ingest) and what the event feed serves (the read side).
+    read_side=False: without the read side's terms, for floods that read no events (their peaks are
+    held to the terms they load, not to 160 MiB they cannot use)."""
     value = _settings(env)
     spool = bool(env.get("METASTORE_SPOOL_DIR"))
     queued = env.get("METASTORE_INGEST_MODE") == "async" or spool
@@ -904,6 +969,7 @@ def bound_mb(constants: dict[str, float], env: dict[str, str]) -> float:
         + value("METASTORE_MAX_CONNECTIONS") * constants["per_connection_kb"] / 1024
         + constants["k_inflight"] * value("METASTORE_MAX_INFLIGHT_BYTES") / MIB
         + send_buffers_mb(env)
+        + (read_side_mb(constants, env) if read_side else 0.0)
     )
     if queued and not spool:
         total += constants["m_queue"] * value("METASTORE_ASYNC_QUEUE_BYTES") / MIB
@@ -918,7 +984,7 @@ FORMULA = (
     " (sync mode; async mode with ASYNC_QUEUE_FULL=sync: POOL_MAX x MAX_BODY_BYTES instead)"
     " + m_queue x ASYNC_QUEUE_BYTES (async mode without a spool)"
     " + w_writers x ASYNC_WRITERS x max(ASYNC_BATCH_BYTES, MAX_BODY_BYTES) (async mode, or a spool)"
-    " + the read side's terms"
+    " + k_feed x FEED_BUFFER_BYTES + READ_POOL_MAX x read_connection_mb (the read side)"
 )
 
 # Floods of request bodies in sync mode without a spool: k_inflight is fitted to them.
@@ -966,13 +1032,19 @@ def fit(
         "k_inflight": round(_ceil(k * 1.1, 0.1), 1),
         "m_queue": round(_ceil(m * 1.1, 0.1), 1),
         "w_writers": round(_ceil(w * 1.1, 0.1), 1),
+        **READ_SIDE,
     }
 
-    def bound(settings: dict[str, str]) -> float:
-        return bound_mb(constants, settings)
+    def bound(settings: dict[str, str], read_side: bool = True) -> float:
+        return bound_mb(constants, settings, read_side)
 
+    # A flood that reads no events is held to the bound without the read side's terms.
     peaks = {
-        name: {"peak_mb": _peak(r), "baseline_mb": r.get("baseline_mb"), "bound_mb": bound(r.get("settings", {}))}
+        name: {
+            "peak_mb": _peak(r),
+            "baseline_mb": r.get("baseline_mb"),
+            "bound_mb": bound(r.get("settings", {}), bool(r.get("params", {}).get("readers"))),
+        }
         for name, r in runs.items()
     }
     return {

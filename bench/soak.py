@@ -5,15 +5,18 @@ Timeline (fractions of --minutes): 0.08 PostgreSQL restart (fast stop, start), 0
 paused (SIGSTOP of every server process for 5 s), 0.25 a poison event (valid, but 40,000 input
 datasets: more than the writers' 2 s deadline) and a long lock (the owner holds metastore.datasets
 in ACCESS EXCLUSIVE mode for 14 s while 500 events of 60 KB arrive), 0.4 the floods of
-bench/floods.py, shortened (a minute or so), 0.9 SIGTERM of the service (the supervisor starts it again on the
-same port). Run in sync mode, async mode, and async mode with a spool (METASTORE_SPOOL_DIR; after
-the run the service is started once more on it, as a restarted pod would be, to store what it
-kept). The spool run has two faults more: at 0.7 its file system is full for 5 s (a tmpfs filled
-by a ballast file where mounting works here, else a file-size limit on the service), and at its
-SIGTERM, between the stop and the start, a segment of 20 events of its own, two of them with a
-byte changed, is put into the spool (its 18 intact events must be stored, the two damaged ones
-kept in quarantine). Reports, per run, requests, acknowledged, missing (acknowledged and not
-stored: must be 0), 503s and the service's peak RSS. Loopback only; bounded in time.
+bench/floods.py, shortened (a minute or so), then for 25 s 20 readers of GET /api/v1/events that
+read 4 KiB and stop (the feed's deadline, 10 s here, cuts them) while 10 events of 60,000 x 1e308
+are posted (each must be refused, 54M01, at the POST or by the writers, and none stored), 0.9
+SIGTERM of the service (the supervisor starts it again on the same port). Run in sync mode, async
+mode, and async mode with a spool (METASTORE_SPOOL_DIR; after the run the service is started once
+more on it, as a restarted pod would be, to store what it kept). The spool run has two faults
+more: at 0.7 its file system is full for 5 s (a tmpfs filled by a ballast file where mounting
+works here, else a file-size limit on the service), and at its SIGTERM, between the stop and the
+start, a segment of 20 events of its own, two of them with a byte changed, is put into the spool
+(its 18 intact events must be stored, the two damaged ones kept in quarantine). Reports, per run,
+requests, acknowledged, missing (acknowledged and not stored: must be 0), 503s and the service's
+peak RSS. Loopback only; bounded in time.
 """
 
 from __future__ import annotations
@@ -161,6 +164,67 @@ def run_floods(url: str, ca: Path, supervisor: Supervisor) -> list[dict[str, Any
     return out
 
 
+def large_number_event(run_id: str) -> bytes:
+    """60,000 x 1e308 in one event: 360 KB sent, 18.6 MB of text as stored (1e308 prints as 309
+    digits). Refused (54M01): at the POST in sync mode, by the writers (recorded) when queued."""
+    text = json.dumps(floods.event(run_id))
+    return text.replace('"run": {', '"run": {"stats": [' + ",".join(["1e308"] * 60_000) + "], ", 1).encode()
+
+
+def readers_and_large_numbers(
+    url: str, ca: Path, verify: ssl.SSLContext, tag: str, readers: int = 20, seconds: float = 25, events: int = 10
+) -> dict[str, Any]:
+    """Readers of GET /api/v1/events (NDJSON and JSON pages) that read 4 KiB and stop, for `seconds`,
+    while `events` large-number events are posted; then whether the feed still serves a page."""
+    target = floods.Target(url, ca, 0)
+    seen = floods.Seen()
+    posted: dict[str, int] = {}
+    run_ids = [f"{tag}-numbers-{i}" for i in range(events)]
+
+    async def post_one(http: httpx.AsyncClient, run_id: str) -> str:
+        """The final answer: a 503 (judging 18.6 MB of text may miss the ingest budget on a loaded
+        machine) is sent again after its Retry-After, up to 5 tries in all."""
+        outcome = ""
+        for _ in range(5):
+            try:
+                r = await http.post("/api/v1/lineage", content=large_number_event(run_id), headers=floods.JSON)
+            except httpx.HTTPError as exc:
+                return type(exc).__name__
+            code = r.json().get("error", {}).get("code", "") if r.status_code >= 400 else ""
+            outcome = f"{r.status_code} {code}".strip()
+            if r.status_code != 503:
+                break
+            posted["503 on a try"] = posted.get("503 on a try", 0) + 1
+            await asyncio.sleep(float(r.headers.get("retry-after", "1")))
+        return outcome
+
+    async def post_all() -> None:
+        async with target.client(timeout=30) as http:
+            for run_id in run_ids:
+                outcome = await post_one(http, run_id)
+                posted[outcome] = posted.get(outcome, 0) + 1
+                await asyncio.sleep(0.5)
+
+    async def both() -> None:
+        stop_at = time.monotonic() + seconds
+        hold_s = seconds  # beyond the feed's deadline: the service cuts them
+        await asyncio.gather(
+            post_all(),
+            *(floods.stalled_reader(target, seen, stop_at, k % 2 == 0, hold_s) for k in range(readers)),
+        )
+
+    asyncio.run(both())
+    with httpx.Client(base_url=url, verify=verify, timeout=10) as http:
+        page = http.get("/api/v1/events", params={"limit": 5}).status_code
+    return {
+        "stalled_readers": readers,
+        "readers": seen.report()["outcomes"],
+        "large_number_events": posted,
+        "feed_page_after": page,
+        "run_ids": run_ids,
+    }
+
+
 def spool_disk_full(url: str, verify: ssl.SSLContext, supervisor: Supervisor, disk: FillableDisk) -> dict[str, Any]:
     """The spool's file system full for 5 s: what /readyz said, and how soon it was ready again."""
     assert supervisor.process is not None
@@ -229,6 +293,8 @@ def run(
             METASTORE_INGEST_MODE=mode,
             METASTORE_DB_TIMEOUT_MS="2000",
             METASTORE_LOG_LEVEL="WARNING",
+            # Readers that stop reading are cut while the soak runs.
+            METASTORE_FEED_DEADLINE_S="10",
         )
         spool_dir = disk.path / "spool" if disk else work / "no-spool"
         if disk:
@@ -375,6 +441,15 @@ def run(
         t0 = time.monotonic() - begin
         flood_results = run_floods(url, ca, supervisor)
         faults.append({"fault": "floods", "at_s": round(t0, 1), "ended_s": round(time.monotonic() - begin, 1)})
+        t0 = time.monotonic() - begin
+        feed = readers_and_large_numbers(url, ca, verify, tag)
+        faults.append(
+            {
+                "fault": "20 readers of the event feed that stop reading; 10 events of 60,000 x 1e308",
+                "at_s": round(t0, 1),
+                "ended_s": round(time.monotonic() - begin, 1),
+            }
+        )
         planted: list[str] = []
         if disk:
             at(0.7)
@@ -436,6 +511,18 @@ def run(
                 ).fetchone()
             )
         missing = acknowledged - stored
+        number_ids = feed.pop("run_ids")
+        with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
+            feed["large_number_events_stored"] = conn.execute(
+                "SELECT count(*) FROM metastore.events WHERE run_id = ANY(%s)", (number_ids,)
+            ).fetchone()[0]
+            # Refused at the POST (sync) or by the writers (queued): recorded with their SQLSTATE.
+            feed["large_number_events_recorded"] = dict(
+                conn.execute(
+                    "SELECT sqlstate, count(*) FROM metastore.rejected_events"
+                    " WHERE sqlstate IN ('54M01', '54M02') GROUP BY sqlstate"
+                ).fetchall()
+            )
         damaged_spool: dict[str, Any] | None = None
         if disk and not planted:
             damaged_spool = {"error": "not put in: the service was not restarted"}
@@ -472,6 +559,7 @@ def run(
             "poison": poison,
             "long_lock": long_lock,
             "floods": flood_results,
+            "feed_readers_and_large_numbers": feed,
             "damaged_spool_segment": damaged_spool,
         }
     finally:
@@ -504,7 +592,20 @@ def main() -> int:
     ]
     if bad_replay:
         print(f"soak: a damaged spool segment was not replayed as it should be: {bad_replay}", file=sys.stderr)
-    return 1 if lost or bad_replay else 0
+    # Every large-number event refused (54M01), none stored, and the feed still serving after its readers.
+    feeds = [r["feed_readers_and_large_numbers"] for r in results]
+    bad_feed = [
+        f
+        for f in feeds
+        if f["large_number_events_stored"]
+        or set(f["large_number_events"]) - {"400 54M01", "202", "503 on a try"}
+        or f["large_number_events_recorded"].get("54M01", 0)
+        != f["large_number_events"].get("400 54M01", 0) + f["large_number_events"].get("202", 0)
+        or f["feed_page_after"] != 200
+    ]
+    if bad_feed:
+        print(f"soak: large-number events stored, or not refused, or the feed not serving: {bad_feed}", file=sys.stderr)
+    return 1 if lost or bad_replay or bad_feed else 0
 
 
 if __name__ == "__main__":

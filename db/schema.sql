@@ -2758,10 +2758,12 @@ BEGIN
       INTO v_events, v_checked
       FROM jsonb_array_elements(v_batch) AS a (e);
     -- jsonb would keep the last of duplicate keys: not the events sent (033_json_unique_keys.sql).
-    -- After the checks: on PostgreSQL 15 this check prints the jsonb, which the numbers check
-    -- (22003) must have ruled safe first; a batch holding such a number is not checked there.
+    -- After the checks: on PostgreSQL 15 this check prints the jsonb, which the checks must have
+    -- ruled safe to print first (22003, 54M01; 54M02 is refused before it is measured); a batch
+    -- holding such an event is not checked there.
     IF (pg_catalog.current_setting('server_version_num')::integer >= 160000
-        OR NOT EXISTS (SELECT FROM pg_catalog.unnest(v_checked) AS c WHERE c.error_code = '22003'))
+        OR NOT EXISTS (SELECT FROM pg_catalog.unnest(v_checked) AS c
+                        WHERE c.error_code IN ('22003', '54M01', '54M02')))
        AND NOT metastore.json_has_unique_keys(v_text, v_batch) THEN
         RAISE EXCEPTION USING ERRCODE = '22030', MESSAGE = 'an object of the batch has the same key twice';
     END IF;
@@ -2818,11 +2820,13 @@ BEGIN
            AS u (payload, valid, error_code, error_message, o);
 
     -- The client's mistakes: nothing of the event is stored, only a record of why (of well-formed
-    -- JSON: a body that is not JSON is refused without a record). Not as text when it holds numbers
-    -- outside the double range (22003): their text is unbounded.
+    -- JSON: a body that is not JSON is refused without a record). Not as text when printing it is
+    -- what was refused or was not measured: numbers outside the double range (22003), text that
+    -- prints too large (54M01), nesting too deep (54M02, refused before its size was measured).
     IF v_refused THEN
         PERFORM metastore.record_rejection(
-                    coalesce(u.body, CASE WHEN u.error_code <> '22003' THEN convert_to(u.payload::text, 'UTF8') END),
+                    coalesce(u.body, CASE WHEN u.error_code NOT IN ('22003', '54M01', '54M02')
+                                          THEN convert_to(u.payload::text, 'UTF8') END),
                     u.error_code, u.error_message, p_source_kind, p_source_principal)
            FROM ROWS FROM (unnest(p_bodies), unnest(p_payloads), unnest(p_checked)) WITH ORDINALITY
                 AS u (body, payload, valid, error_code, error_message, o)
@@ -4108,7 +4112,7 @@ BEGIN
     checked := metastore.check_event(payload);
     -- jsonb would keep the last of duplicate keys: not the event sent (033_json_unique_keys.sql).
     -- Only for an event that passed its checks: on PostgreSQL 15 this one prints the jsonb, which
-    -- the numbers check (22003) has made safe by then.
+    -- the checks (22003, 54M01) have made safe to print by then.
     IF checked.error_code IS NULL AND NOT metastore.json_has_unique_keys(v_text, payload) THEN
         checked := ROW(NULL, '22030', 'an object has the same key twice')::metastore.checked_event;
     END IF;
@@ -4123,12 +4127,21 @@ CREATE FUNCTION metastore.read_events(p_limit integer DEFAULT 100, p_cursor text
     SET "TimeZone" TO 'UTC'
     SET "DateStyle" TO 'ISO, YMD'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET work_mem TO '64MB'
     AS $_$
 DECLARE
     -- A dataset filter: the datasets it names; when fewer than c_few links name them, their
     -- events (ids and times), from which the page is chosen instead of walking the feed. Above
     -- that, the feed is walked, and a page is full after about events / links rows.
     c_few     constant integer := 10000;
+    c_page_bytes constant integer := 1048576;
+    v_row     record;
+    v_text    text;
+    v_cursor  text;
+    v_rows    text[] := '{}';
+    v_cursors text[] := '{}';
+    v_bytes   bigint := 0;
+    v_more    boolean := false;
     v_ids     bigint[];
     v_ev_ids  bigint[];
     v_ev_at   timestamptz[];
@@ -4184,8 +4197,7 @@ BEGIN
         END IF;
     END IF;
 
-    RETURN QUERY
-    WITH page AS (
+    FOR v_row IN
         SELECT e.xact_id, e.id, e.payload, e.received_at, e.source_kind, e.source_principal
           FROM metastore.events AS e
          WHERE (e.xact_id, e.id) > (v_xact, v_id)
@@ -4211,27 +4223,37 @@ BEGIN
            AND (v_ev_ids IS NULL OR (e.id = ANY (v_ev_ids) AND e.event_time = ANY (v_ev_at)))
          ORDER BY e.xact_id, e.id
          LIMIT p_limit + 1
-    ), numbered AS (
-        SELECT p.*, row_number() OVER (ORDER BY p.xact_id, p.id) AS n, count(*) OVER () AS total FROM page AS p
-    )
-    -- The payload as stored, rendered by PostgreSQL; the envelope around it is this store's.
-    SELECT jsonb_build_object(
-               'id', n.id,
-               'cursor', translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'),
-                                   E'+/\n', '-_'),
-               'received_at', n.received_at,
-               'source_kind', n.source_kind,
-               'source_principal', n.source_principal,
-               'event', n.payload)::text,
-           translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'), E'+/\n', '-_'),
-           n.total > p_limit
-      FROM numbered AS n
-     WHERE n.n <= p_limit
-     ORDER BY n.n;
+    LOOP
+        -- Full: the row exists, so more follow; it is not printed (a page past its bytes is one large event).
+        IF pg_catalog.cardinality(v_rows) = p_limit OR v_bytes >= c_page_bytes THEN
+            v_more := true;
+            EXIT;
+        END IF;
+        v_cursor := translate(encode(convert_to(v_row.xact_id::text || ':' || v_row.id::text, 'UTF8'), 'base64'),
+                              E'+/\n', '-_');
+        -- The payload as stored, rendered by PostgreSQL; the envelope around it is this store's.
+        v_text := jsonb_build_object('id', v_row.id,
+                                     'cursor', v_cursor,
+                                     'received_at', v_row.received_at,
+                                     'source_kind', v_row.source_kind,
+                                     'source_principal', v_row.source_principal,
+                                     'event', v_row.payload)::text;
+        IF v_bytes > 0 AND v_bytes + octet_length(v_text) > c_page_bytes THEN
+            v_more := true;
+            EXIT;
+        END IF;
+        v_bytes := v_bytes + octet_length(v_text);
+        -- array_append on the variable itself appends in place (no copy of what the page holds).
+        v_rows := array_append(v_rows, v_text);
+        v_cursors := array_append(v_cursors, v_cursor);
+    END LOOP;
+    RETURN QUERY SELECT r.event, r.cursor, v_more
+                   FROM unnest(v_rows, v_cursors) WITH ORDINALITY AS r (event, cursor, n)
+                  ORDER BY r.n;
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one.';
+COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, and at most 1 MiB of text unless its one event is larger, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one.';
 
 CREATE FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) RETURNS void
     LANGUAGE plpgsql
@@ -4922,29 +4944,103 @@ CREATE FUNCTION metastore.validate_event(p_payload jsonb) RETURNS metastore.vali
     SET "TimeZone" TO 'UTC'
     AS $_$
 DECLARE
+    -- Every stored event can be served back (docs/events.md, "Events the store can serve back"):
+    -- no event prints to more than c_text_cap bytes of JSON text, nor to more than c_text_ratio
+    -- times its size as stored once it prints to more than c_text_floor; none nests deeper than
+    -- 512 levels (the jsonpath below).
+    c_text_cap   constant bigint := 16777216;
+    c_text_floor constant bigint := 1048576;
+    c_text_ratio constant integer := 8;
     v_result    metastore.valid_event;
     v_time_text text;
     v_past      interval;
     v_future    interval;
     v_earliest  timestamptz;
     v_latest    timestamptz;
+    v_numbers   jsonb;
+    v_long      jsonb;
+    v_zeros     jsonb;
+    v_scale     integer;
+    v_least     bigint := 0;
+    v_printed   bigint;
+    v_allowed   bigint;
 BEGIN
-    -- First, before anything prints a value: numbers outside the IEEE-754 double range (I-JSON,
-    -- RFC 7493). jsonb keeps them exact and small (1e131071 takes a few bytes), but their text
-    -- is unbounded (131,072 digits), and the de-duplication hash and consumers read text. A zero
-    -- keeps the scale it was written with (0e-16383 prints 16,385 characters): more than 324
-    -- decimals, which no double needs, is refused too. Compared as numeric, never printed: the
-    -- walk returns only the offending numbers and the zeros.
-    IF EXISTS (SELECT
-                 FROM pg_catalog.jsonb_path_query(p_payload,
-                          'strict $.** ? (@.type() == "number" && (@ == 0 || @ > 1.7976931348623157e308'
-                          ' || @ < -1.7976931348623157e308 || (@ < 4.9e-324 && @ > -4.9e-324)))') AS n (v)
-                WHERE n.v::numeric <> 0 OR pg_catalog.scale(n.v::numeric) > 324) THEN
+    -- First, before anything walks the whole event: nesting. Readers of the feed, export and
+    -- forwarding parse events (Python's json stops near 1000 levels, counting its caller's frames;
+    -- Jackson at 1000; the feed's envelope adds two), and PostgreSQL's own jsonpath walks overflow
+    -- their stack at about 11,900. The walk stops at level 512: a container there is the 513th.
+    IF pg_catalog.jsonb_path_exists(p_payload, 'strict $.**{512} ? (@.type() == "object" || @.type() == "array")') THEN
         RAISE EXCEPTION USING
-            ERRCODE = '22003',
-            MESSAGE = 'a number is outside the IEEE-754 double range (magnitude above 1.7976931348623157e308, '
-                      'nonzero below 4.9e-324, or a zero with more than 324 decimals): such numbers are not '
-                      'accepted (I-JSON, RFC 7493)';
+            ERRCODE = '54M02',
+            MESSAGE = 'the event is nested more than 512 levels deep; at most 512 are accepted, so that readers '
+                      'such as Python''s json module and Jackson (1000 levels) can parse it when it is served back';
+    END IF;
+
+    -- Then numbers, compared, never printed: only those that may print long are looked at (zeros,
+    -- whose text depends on their scale, and magnitudes from 1e16 up or below 1e-16: 17 characters
+    -- or more). Outside the IEEE-754 double range (I-JSON, RFC 7493) they are refused: jsonb keeps
+    -- them exact and small (1e131071 takes a few bytes), but their text is unbounded (131,072
+    -- digits), and the de-duplication hash and consumers read text. A zero keeps the scale it was
+    -- written with (0e-16383 prints 16,385 characters): more than 324 decimals, which no double
+    -- needs, is refused too.
+    v_allowed := least(c_text_cap, greatest(c_text_floor, c_text_ratio * pg_catalog.pg_column_size(p_payload)::bigint));
+    v_numbers := pg_catalog.jsonb_path_query_array(p_payload, 'strict $.** ? (@.type() == "number")');
+    v_long := pg_catalog.jsonb_path_query_array(v_numbers,
+                  'strict $[*] ? (@ >= 1e16 || @ <= -1e16 || (@ < 1e-16 && @ > -1e-16))');
+    IF v_long <> '[]'::jsonb THEN
+        v_zeros := pg_catalog.jsonb_path_query_array(v_long, 'strict $[*] ? (@ == 0)');
+        -- A zero prints as "0", or "0." and its decimals.
+        SELECT max(pg_catalog.scale(z.v::numeric)),
+               coalesce(sum(CASE WHEN pg_catalog.scale(z.v::numeric) > 0 THEN pg_catalog.scale(z.v::numeric) + 2
+                                 ELSE 1 END), 0)
+          INTO v_scale, v_least
+          FROM pg_catalog.jsonb_array_elements(v_zeros) AS z (v);
+        -- The others print 17 characters or more each; 65 from 1e64 (or below 1e-64), 257 from
+        -- 1e256. Each walk is skipped once the event is known to print past its bound.
+        v_least := v_least + 17 * (pg_catalog.jsonb_array_length(v_long) - pg_catalog.jsonb_array_length(v_zeros));
+        IF v_scale > 324 OR (v_least <= v_allowed AND pg_catalog.jsonb_path_exists(v_long,
+               'strict $[*] ? (@ > 1.7976931348623157e308 || @ < -1.7976931348623157e308'
+               ' || (@ < 4.9e-324 && @ > -4.9e-324 && @ != 0))')) THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22003',
+                MESSAGE = 'a number is outside the IEEE-754 double range (magnitude above 1.7976931348623157e308, '
+                          'nonzero below 4.9e-324, or a zero with more than 324 decimals): such numbers are not '
+                          'accepted (I-JSON, RFC 7493)';
+        END IF;
+        IF v_least <= v_allowed THEN
+            v_least := v_least + 48 * pg_catalog.jsonb_array_length(pg_catalog.jsonb_path_query_array(v_long,
+                           'strict $[*] ? (@ >= 1e64 || @ <= -1e64 || (@ < 1e-64 && @ > -1e-64 && @ != 0))'));
+        END IF;
+        IF v_least <= v_allowed THEN
+            v_least := v_least + 192 * pg_catalog.jsonb_array_length(pg_catalog.jsonb_path_query_array(v_long,
+                           'strict $[*] ? (@ >= 1e256 || @ <= -1e256 || (@ < 1e-256 && @ > -1e-256 && @ != 0))'));
+        END IF;
+    END IF;
+
+    -- Then the size of the event's text as stored, what the feed, export and forwarding serve. The
+    -- bound is relative to its size as stored (jsonb, uncompressed), the same on every ingest path
+    -- whatever the request looked like: real events print to 0.8 to 1.02 times it, numbers from 1e308
+    -- on 19 times. Everything but numbers prints to at most 6 times what it takes stored (a control
+    -- character in a string is one byte stored and \u0001 printed; a member's key, separators and
+    -- brackets fit in its 4-byte entry), so the event prints to at most 6 times its stored size plus
+    -- its numbers' text ("[" and ", " standing for their separators). That bound is enough for most
+    -- events; the others are printed, unless their long numbers alone print past the bound.
+    IF v_least <= v_allowed THEN
+        IF 6 * pg_catalog.pg_column_size(p_payload)::bigint + pg_catalog.octet_length(v_numbers::text) <= v_allowed THEN
+            v_printed := 0;  -- within the bound, whatever its exact size
+        ELSE
+            v_printed := pg_catalog.octet_length(p_payload::text);
+        END IF;
+    END IF;
+    IF coalesce(v_printed, v_least) > v_allowed THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '54M01',
+            MESSAGE = pg_catalog.format(
+                'the event prints to %s%s bytes of JSON text as stored, more than the %s accepted for it (%s times '
+                'its %s bytes as stored, at least %s, at most %s): numbers written with large exponents print '
+                'every digit (1e308 prints 309)',
+                CASE WHEN v_printed IS NULL THEN 'at least ' ELSE '' END, coalesce(v_printed, v_least), v_allowed,
+                c_text_ratio, pg_catalog.pg_column_size(p_payload), c_text_floor, c_text_cap);
     END IF;
 
     IF pg_catalog.jsonb_typeof(p_payload) IS DISTINCT FROM 'object' THEN
@@ -5013,7 +5109,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.validate_event(p_payload jsonb) IS 'Checks that p_payload is an OpenLineage event this store accepts and returns what it says (event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. Error codes: 22003 a number outside the IEEE-754 double range (or a zero with more than 324 decimals); 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22008 eventTime outside the window of metastore.settings; 22001 a member too long; 55000 metastore.settings has no row.';
+COMMENT ON FUNCTION metastore.validate_event(p_payload jsonb) IS 'Checks that p_payload is an OpenLineage event this store accepts and returns what it says (event kind, type, time, run, job, producer, schema URL, and the datasets it mentions). Writes nothing. Error codes: 54M02 nested more than 512 levels deep; 22003 a number outside the IEEE-754 double range (or a zero with more than 324 decimals); 54M01 its JSON text as stored larger than 16 MiB, or than 1 MiB and 8 times its size as stored; 22023 not an event or a malformed member; 22007 eventTime not an ISO 8601 date-time; 22008 eventTime outside the window of metastore.settings; 22001 a member too long; 55000 metastore.settings has no row.';
 
 CREATE FUNCTION metastore.write_probe() RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER

@@ -22,7 +22,7 @@ BEGIN
     checked := metastore.check_event(payload);
     -- jsonb would keep the last of duplicate keys: not the event sent (033_json_unique_keys.sql).
     -- Only for an event that passed its checks: on PostgreSQL 15 this one prints the jsonb, which
-    -- the numbers check (22003) has made safe by then.
+    -- the checks (22003, 54M01) have made safe to print by then.
     IF checked.error_code IS NULL AND NOT metastore.json_has_unique_keys(v_text, payload) THEN
         checked := ROW(NULL, '22030', 'an object has the same key twice')::metastore.checked_event;
     END IF;

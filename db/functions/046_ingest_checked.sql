@@ -29,11 +29,13 @@ BEGIN
            AS u (payload, valid, error_code, error_message, o);
 
     -- The client's mistakes: nothing of the event is stored, only a record of why (of well-formed
-    -- JSON: a body that is not JSON is refused without a record). Not as text when it holds numbers
-    -- outside the double range (22003): their text is unbounded.
+    -- JSON: a body that is not JSON is refused without a record). Not as text when printing it is
+    -- what was refused or was not measured: numbers outside the double range (22003), text that
+    -- prints too large (54M01), nesting too deep (54M02, refused before its size was measured).
     IF v_refused THEN
         PERFORM metastore.record_rejection(
-                    coalesce(u.body, CASE WHEN u.error_code <> '22003' THEN convert_to(u.payload::text, 'UTF8') END),
+                    coalesce(u.body, CASE WHEN u.error_code NOT IN ('22003', '54M01', '54M02')
+                                          THEN convert_to(u.payload::text, 'UTF8') END),
                     u.error_code, u.error_message, p_source_kind, p_source_principal)
            FROM ROWS FROM (unnest(p_bodies), unnest(p_payloads), unnest(p_checked)) WITH ORDINALITY
                 AS u (body, payload, valid, error_code, error_message, o)

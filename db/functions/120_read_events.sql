@@ -14,6 +14,13 @@
 -- feed lags by the longest such transaction. An id-only cursor has no such guarantee: ids are
 -- taken at insert and become visible at commit, in another order.
 --
+-- A page is also cut at c_page_bytes of text (the rows as returned; at least one row, whatever its
+-- size): a prefix of the same order, so the argument above holds page by page. Rows are printed one
+-- at a time and the walk stops at the first that does not fit, so a page of large events costs its
+-- own rows (and at most one more), never p_limit of them: the events stored are at most 16 MiB of
+-- text each (validate_event), those stored before that rule existed may be more, and come one per
+-- page.
+--
 -- Rows create_partitions moves out of the default partition keep their xact_id (the move
 -- copies whole rows), so they keep their place; apply_retention removes old rows, which a
 -- reader behind them no longer gets. A logical dump restored into another cluster carries xact_ids
@@ -38,12 +45,23 @@ SET "DateStyle" = 'ISO, YMD'
 -- Each page planned for its own filters: the optional ones below are "x IS NULL OR ...", which a
 -- generic plan keeps as filters, so a dataset's few events were found by walking the whole feed.
 SET plan_cache_mode = force_custom_plan
+-- A page is held twice (its rows, then what the function returns) and normally takes 1 MiB; one
+-- event of 16 MiB spilled to disk at the default work_mem, which cost 0.3 s of an 18 MB event's 0.7.
+SET work_mem = '64MB'
 AS $fn$
 DECLARE
     -- A dataset filter: the datasets it names; when fewer than c_few links name them, their
     -- events (ids and times), from which the page is chosen instead of walking the feed. Above
     -- that, the feed is walked, and a page is full after about events / links rows.
     c_few     constant integer := 10000;
+    c_page_bytes constant integer := 1048576;
+    v_row     record;
+    v_text    text;
+    v_cursor  text;
+    v_rows    text[] := '{}';
+    v_cursors text[] := '{}';
+    v_bytes   bigint := 0;
+    v_more    boolean := false;
     v_ids     bigint[];
     v_ev_ids  bigint[];
     v_ev_at   timestamptz[];
@@ -99,8 +117,7 @@ BEGIN
         END IF;
     END IF;
 
-    RETURN QUERY
-    WITH page AS (
+    FOR v_row IN
         SELECT e.xact_id, e.id, e.payload, e.received_at, e.source_kind, e.source_principal
           FROM metastore.events AS e
          WHERE (e.xact_id, e.id) > (v_xact, v_id)
@@ -126,28 +143,39 @@ BEGIN
            AND (v_ev_ids IS NULL OR (e.id = ANY (v_ev_ids) AND e.event_time = ANY (v_ev_at)))
          ORDER BY e.xact_id, e.id
          LIMIT p_limit + 1
-    ), numbered AS (
-        SELECT p.*, row_number() OVER (ORDER BY p.xact_id, p.id) AS n, count(*) OVER () AS total FROM page AS p
-    )
-    -- The payload as stored, rendered by PostgreSQL; the envelope around it is this store's.
-    SELECT jsonb_build_object(
-               'id', n.id,
-               'cursor', translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'),
-                                   E'+/\n', '-_'),
-               'received_at', n.received_at,
-               'source_kind', n.source_kind,
-               'source_principal', n.source_principal,
-               'event', n.payload)::text,
-           translate(encode(convert_to(n.xact_id::text || ':' || n.id::text, 'UTF8'), 'base64'), E'+/\n', '-_'),
-           n.total > p_limit
-      FROM numbered AS n
-     WHERE n.n <= p_limit
-     ORDER BY n.n;
+    LOOP
+        -- Full: the row exists, so more follow; it is not printed (a page past its bytes is one large event).
+        IF pg_catalog.cardinality(v_rows) = p_limit OR v_bytes >= c_page_bytes THEN
+            v_more := true;
+            EXIT;
+        END IF;
+        v_cursor := translate(encode(convert_to(v_row.xact_id::text || ':' || v_row.id::text, 'UTF8'), 'base64'),
+                              E'+/\n', '-_');
+        -- The payload as stored, rendered by PostgreSQL; the envelope around it is this store's.
+        v_text := jsonb_build_object('id', v_row.id,
+                                     'cursor', v_cursor,
+                                     'received_at', v_row.received_at,
+                                     'source_kind', v_row.source_kind,
+                                     'source_principal', v_row.source_principal,
+                                     'event', v_row.payload)::text;
+        IF v_bytes > 0 AND v_bytes + octet_length(v_text) > c_page_bytes THEN
+            v_more := true;
+            EXIT;
+        END IF;
+        v_bytes := v_bytes + octet_length(v_text);
+        -- array_append on the variable itself appends in place (no copy of what the page holds).
+        v_rows := array_append(v_rows, v_text);
+        v_cursors := array_append(v_cursors, v_cursor);
+    END LOOP;
+    RETURN QUERY SELECT r.event, r.cursor, v_more
+                   FROM unnest(v_rows, v_cursors) WITH ORDINALITY AS r (event, cursor, n)
+                  ORDER BY r.n;
 END
 $fn$;
 
 COMMENT ON FUNCTION metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text) IS
-    'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, in the order of '
+    'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, and at most 1 MiB '
+    'of text unless its one event is larger, in the order of '
     '(transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", '
     '"source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more '
     'events follow the page. Only events of transactions below the snapshot xmin are returned, so a '

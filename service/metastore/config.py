@@ -166,6 +166,19 @@ SETTINGS: tuple[Setting, ...] = (
         "Forward every stored event to this OpenLineage HTTP endpoint (base URL), at least once, in order.",
     ),
     Setting("METASTORE_FORWARD_CA", None, "PEM CA bundle that signs the forwarding target's certificate."),
+    Setting(
+        "METASTORE_FEED_DEADLINE_S",
+        "60",
+        "GET /api/v1/events: longest time for a whole response; a stream then ends with the cursor to resume "
+        "from, a reader that does not take what was sent is disconnected.",
+    ),
+    Setting(
+        "METASTORE_FEED_BUFFER_BYTES",
+        "33554432",
+        "GET /api/v1/events: most bytes of events read and not yet taken by their readers (the kernel's "
+        "send buffers included), all responses together; beyond, a request waits up to the read budget, "
+        "then 503 (53000) with Retry-After, connection closed.",
+    ),
 )
 
 
@@ -213,6 +226,8 @@ class Config:
     group_events: int = 64
     group_bytes: int = 1 << 20
     group_calls: int = 2
+    feed_deadline_s: int = 60
+    feed_buffer_bytes: int = 32 << 20
     large_event_bytes: int = 256 << 10
     large_event_calls: int = 1
     large_event_share_percent: int = 10
@@ -340,6 +355,8 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         frame_ancestors=_frame_ancestors(_get(env, "METASTORE_FRAME_ANCESTORS")),
         group_events=_int(env, "METASTORE_GROUP_COMMIT_EVENTS", 1, 10_000),
         group_bytes=_int(env, "METASTORE_GROUP_COMMIT_BYTES", 1024, 1 << 30),
+        feed_deadline_s=_int(env, "METASTORE_FEED_DEADLINE_S", 1, 86_400),
+        feed_buffer_bytes=_int(env, "METASTORE_FEED_BUFFER_BYTES", 4 << 20, 1 << 40),
         large_event_bytes=_int(env, "METASTORE_LARGE_EVENT_BYTES", 1024, 1 << 30),
         large_event_calls=_int(env, "METASTORE_LARGE_EVENT_CALLS", 1, 64),
         large_event_share_percent=_int(env, "METASTORE_LARGE_EVENT_SHARE_PERCENT", 1, 100),

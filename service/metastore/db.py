@@ -95,9 +95,11 @@ class Pool:
         metrics.POOL.labels(self.name, "busy").set(size - idle)
         metrics.POOL_WAITING.labels(self.name).set(stats.get("requests_waiting", 0))
 
-    async def _run(self, query: str, params: dict[str, Any], fetch_all: bool, row: AsyncRowFactory[Any]) -> list[Any]:
+    async def _run(
+        self, query: str, params: dict[str, Any], fetch_all: bool, row: AsyncRowFactory[Any], binary: bool
+    ) -> list[Any]:
         async with self.pool.connection() as conn, conn.cursor(row_factory=row) as cur:
-            await cur.execute(sql.query(query), params)
+            await cur.execute(sql.query(query), params, binary=binary)
             return await cur.fetchall() if fetch_all else [r for r in [await cur.fetchone()] if r is not None]
 
     async def call(
@@ -108,16 +110,18 @@ class Pool:
         deadline_s: float | None = None,
         fetch_all: bool = False,
         row: AsyncRowFactory[Any] = namedtuple_row,
+        binary: bool = False,
         on_done: Callable[[], None] | None = None,
     ) -> list[Any]:
         """Run a named query; raise ApiError (4xx for the client's mistakes, 503 when the
         database is unavailable or misses the deadline). Rows are read by column name: named
-        tuples, or what `row` makes (e.g. class_row(Stored)). on_done is called once the query
-        has really ended, which for a call past its deadline is after the answer (the parameters
-        are held until then: what the caller counts as held is given back there)."""
+        tuples, or what `row` makes (e.g. class_row(Stored)); binary: results in PostgreSQL's
+        binary format (a bytea arrives as bytes, without the hex text form). on_done is called
+        once the query has really ended, which for a call past its deadline is after the answer
+        (the parameters are held until then: what the caller counts as held is given back there)."""
         deadline = self.deadline_s if deadline_s is None else deadline_s
         started = time.perf_counter()
-        task = asyncio.create_task(self._run(query, params, fetch_all, row))
+        task = asyncio.create_task(self._run(query, params, fetch_all, row, binary))
         if on_done is not None:
             task.add_done_callback(lambda _: on_done())
         result = "error"

@@ -71,11 +71,16 @@ SELECT metastore.reject_event(%(body)b::bytea, %(sqlstate)s::text, %(reason)s::t
 -- name: write_probe
 SELECT metastore.write_probe();
 -- name: read_events
-SELECT event, cursor, more
+-- Read in binary: each event arrives as the bytes it is sent as (as text it would be a Python str,
+-- up to four bytes a character). An event longer than max_bytes comes without them, with its
+-- length: the feed makes room for it and reads it again (service/metastore/feed.py).
+SELECT CASE WHEN pg_catalog.octet_length(r.event) <= %(max_bytes)s::integer
+            THEN pg_catalog.convert_to(r.event, 'UTF8') END AS event,
+       pg_catalog.octet_length(r.event) AS bytes, r.cursor, r.more
   FROM metastore.read_events(%(limit)s::integer, %(cursor)s::text, %(event_time_from)s::text,
                              %(event_time_to)s::text, %(received_from)s::text, %(received_to)s::text,
                              %(job_namespace)s::text, %(job_name)s::text, %(dataset_namespace)s::text,
-                             %(dataset_name)s::text, %(event_type)s::text);
+                             %(dataset_name)s::text, %(event_type)s::text) AS r;
 
 -- name: forward_lag
 SELECT (t ->> 'lag_seconds')::float8 AS lag_seconds

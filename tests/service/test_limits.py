@@ -34,8 +34,8 @@ SETTINGS = {
 CONSTANTS = json.loads((Path(__file__).parents[2] / "bench" / "results" / "memory.json").read_text())["constants"]
 
 
-def rss_bound_mb(settings: dict[str, str]) -> float:
-    return floods.bound_mb(CONSTANTS, settings)
+def rss_bound_mb(settings: dict[str, str], read_side: bool) -> float:
+    return floods.bound_mb(CONSTANTS, settings, read_side)
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +67,11 @@ def legit_ok(result: dict[str, Any]) -> None:
     assert result["legit_after"]["outcome"] == "201", result["legit_after"]
 
 
-def memory_ok(result: dict[str, Any], settings: dict[str, str] = SETTINGS) -> None:
+def memory_ok(result: dict[str, Any], settings: dict[str, str] = SETTINGS, read_side: bool = False) -> None:
+    """Within the bound of these settings; for a flood that reads no events, without the read side's
+    terms (which it cannot load)."""
     rss = result["rss"]
-    assert max(rss["hwm_mb"], rss["sampled_peak_mb"]) <= rss_bound_mb(settings), rss
+    assert max(rss["hwm_mb"], rss["sampled_peak_mb"]) <= rss_bound_mb(settings, read_side), rss
 
 
 def test_bodies_announced_but_not_sent_hold_no_budget(limited: Server) -> None:
@@ -177,6 +179,10 @@ MIXED = {
     # the lane rest, and most would be refused before any call).
     "METASTORE_LARGE_EVENT_CALLS": "2",
     "METASTORE_LARGE_EVENT_SHARE_PERCENT": "100",
+    # Readers of the event feed that stop reading are cut within the flood.
+    "METASTORE_FEED_DEADLINE_S": "5",
+    "METASTORE_FEED_BUFFER_BYTES": str(8 << 20),
+    "METASTORE_READ_POOL_MAX": "2",
 }
 
 
@@ -187,13 +193,24 @@ def test_every_kind_of_body_at_once_stays_under_the_documented_bound(
     documented at 377 MiB to 846 MB: bodies were counted as they arrived, not their copies, and
     not after their client was answered while the database still held them. Here, sustained for
     15 s: gzip and deflate bodies that inflate to the body limit (stored events, not whitespace),
-    plain bodies of the limit, batches of the limit, slow uploads; legitimate small events are
-    stored meanwhile and memory stays under the documented bound of these settings."""
+    plain bodies of the limit, batches of the limit, slow uploads, and readers of the event feed
+    (NDJSON and JSON pages) that read 4 KiB and stop; legitimate small events are stored meanwhile
+    and memory stays under the documented bound of these settings, the read side's terms included."""
     server = start_server(module_db.service_dsn, tls_files, tmp_path_factory.mktemp("mixed") / "server.log", **MIXED)
     try:
         asyncio.run(floods.warm(target(server), 50))
         result = asyncio.run(
-            floods.mixed(target(server), seconds=15, body_limit=4 << 20, bombs=10, plain=2, batches=2, slow=3)
+            floods.mixed(
+                target(server),
+                seconds=15,
+                body_limit=4 << 20,
+                bombs=10,
+                plain=2,
+                batches=2,
+                slow=3,
+                readers=8,
+                reader_hold_s=8,
+            )
         )
         held_after = metric(server, "metastore_http_inflight_bytes")
     finally:
@@ -206,8 +223,14 @@ def test_every_kind_of_body_at_once_stays_under_the_documented_bound(
     # Some were stored: their bodies were held by database calls meanwhile.
     assert sum(n for k, n in seen.items() if k.split()[1] in ("200", "201")) >= 1, seen
     # Every 503 says which bound: the budget (53000) or a deadline (57014); the slow uploads, 408.
-    assert all(k.split()[2:] in (["53000"], ["57014"]) for k in seen if k.split()[1] == "503" and k[:4] != "slow")
+    assert all(
+        k.split()[2:] in (["53000"], ["57014"])
+        for k in seen
+        if k.split()[1] == "503" and k.split()[0] not in ("slow", "reader")
+    )
     assert seen.get("slow 408"), seen
+    # Readers were served (200), or refused while the feed's budget was held by the stalled ones (503).
+    assert seen.get("reader 200", 0) >= 8, seen
     legit_ok(result)
-    memory_ok(result, MIXED)
+    memory_ok(result, MIXED, read_side=True)
     assert held_after == 0
