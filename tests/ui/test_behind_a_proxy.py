@@ -29,8 +29,8 @@ from playwright.sync_api import Browser, BrowserContext, Frame, FrameLocator, Pa
 from devtools.localpg import free_port
 from tests.conftest import FIXTURES, Database, load_fixture
 from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.browser import ARTIFACTS
 from tests.ui import nginx
-from tests.ui.test_datasets_view import ARTIFACTS, browser  # noqa: F401  (the fixture)
 
 PREFIX = nginx.PREFIX
 
@@ -101,7 +101,7 @@ def proxy(
 
 
 @pytest.fixture
-def context(browser: Browser) -> Iterator[BrowserContext]:  # noqa: F811
+def context(browser: Browser) -> Iterator[BrowserContext]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     context.on("weberror", lambda error: errors.append(str(error.error)))

@@ -22,7 +22,6 @@ from playwright.sync_api import Browser, Page
 from devtools.localpg import free_port
 from tests.conftest import Database
 from tests.server_fixtures import Server
-from tests.ui.test_datasets_view import browser  # noqa: F401 - the fixture
 
 FORM_PAGE = """<!doctype html><html><body>
 <form id="attack" method="POST" action="{target}" enctype="{enctype}">
@@ -59,7 +58,7 @@ def attacker() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:  # noqa: F811 - uses the imported fixture
+def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context()
     yield context.new_page()
     context.close()

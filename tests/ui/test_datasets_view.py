@@ -3,46 +3,21 @@ what a person sees when they search, filter, page and open a dataset."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import itertools
 import json
-import os
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import FIXTURES, Database, load_fixture
 from tests.server_fixtures import Server, TLSFiles, start_server
-
-CHROMIUM = os.environ.get("METASTORE_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-def spki_pin(cert_pem: Path) -> str:
-    """Chromium trusts exactly this test certificate (by its public key), not any certificate."""
-    cert = x509.load_pem_x509_certificate(
-        cert_pem.read_bytes().split(b"-----END CERTIFICATE-----")[0] + b"-----END CERTIFICATE-----\n"
-    )
-    der = cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    return base64.b64encode(hashlib.sha256(der).digest()).decode()
-
-
-def leaf_pem(tls: TLSFiles) -> Path:
-    # cert.pem holds the private key first, then the chain; keep the certificates.
-    text = tls.cert.read_text()
-    leaf = tls.cert.with_name("leaf.pem")
-    leaf.write_text(text[text.index("-----BEGIN CERTIFICATE-----") :])
-    return leaf
+from tests.support.browser import ARTIFACTS
 
 
 @pytest.fixture(scope="module")
@@ -63,31 +38,6 @@ def seeded(server: Server) -> Server:
         }
         assert http.post("/api/v1/lineage", json=batch).status_code == 201
     return server
-
-
-@pytest.fixture(scope="module")
-def browser(tls_files: TLSFiles) -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium is needed at {CHROMIUM}: apt-get install chromium (or set METASTORE_CHROMIUM)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", f"--ignore-certificate-errors-spki-list={spki_pin(leaf_pem(tls_files))}"],
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser, seeded: Server) -> Iterator[Page]:
-    context = browser.new_context(base_url=seeded.url, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("dialog", lambda dialog: errors.append(f"dialog: {dialog.message}"))
-    yield page
-    context.close()
-    assert errors == [], errors
 
 
 def rows(page: Page) -> list[str]:

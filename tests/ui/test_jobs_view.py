@@ -10,7 +10,7 @@ from playwright.sync_api import Page, expect
 
 from tests.conftest import FIXTURES, load_fixture
 from tests.server_fixtures import Server
-from tests.ui.test_datasets_view import ARTIFACTS, browser, page  # noqa: F401  (fixtures)
+from tests.support.browser import ARTIFACTS
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def seeded(server: Server) -> Server:
     return server
 
 
-def test_jobs_list_shows_latest_run_state(page: Page) -> None:  # noqa: F811
+def test_jobs_list_shows_latest_run_state(page: Page) -> None:
     page.goto("/ui/#/jobs")
     expect(page.locator("#jobs-view")).to_be_visible()
     expect(page.locator("#list-view")).to_be_hidden()
@@ -51,7 +51,7 @@ def test_jobs_list_shows_latest_run_state(page: Page) -> None:  # noqa: F811
     expect(page.locator("#jobs tbody")).to_contain_text("No jobs match these filters.")
 
 
-def test_a_job_by_keyboard_with_runs_and_sql_to_copy(page: Page) -> None:  # noqa: F811
+def test_a_job_by_keyboard_with_runs_and_sql_to_copy(page: Page) -> None:
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     ctas = load_fixture(FIXTURES / "trino" / "04-ctas-complete.json")
     page.goto("/ui/#/jobs")
@@ -81,14 +81,14 @@ def test_a_job_by_keyboard_with_runs_and_sql_to_copy(page: Page) -> None:  # noq
     expect(page.locator("#jobs-view")).to_be_visible()
 
 
-def test_failed_run_shows_its_error(page: Page) -> None:  # noqa: F811
+def test_failed_run_shows_its_error(page: Page) -> None:
     fail = load_fixture(FIXTURES / "trino" / "05-select-runtime-fail.json")
     page.goto("/ui/#/jobs")
     page.get_by_role("button", name=fail["job"]["name"]).click()
     expect(page.locator("#runs tbody tr td.error-text")).to_have_text("Division by zero")
 
 
-def test_a_dataset_page_lists_the_queries_that_wrote_and_read_it(page: Page) -> None:  # noqa: F811
+def test_a_dataset_page_lists_the_queries_that_wrote_and_read_it(page: Page) -> None:
     ctas = load_fixture(FIXTURES / "trino" / "04-ctas-complete.json")
     page.goto("/ui/")
     page.get_by_label("Search by name").fill("nation_copy")
@@ -101,7 +101,7 @@ def test_a_dataset_page_lists_the_queries_that_wrote_and_read_it(page: Page) -> 
     expect(page.locator("#job-heading")).to_have_text(ctas["job"]["name"])
 
 
-def test_a_job_page_leads_with_what_it_read_and_wrote(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_a_job_page_leads_with_what_it_read_and_wrote(page: Page, seeded: Server) -> None:
     ctas = load_fixture(FIXTURES / "trino" / "04-ctas-complete.json")
     with seeded.client() as http:
         job_id = next(j["id"] for j in http.get("/api/v1/jobs", params={"q": ctas["job"]["name"]}).json()["jobs"])
@@ -132,7 +132,7 @@ def test_a_job_page_leads_with_what_it_read_and_wrote(page: Page, seeded: Server
     expect(page.locator("#detail-heading")).to_have_text("memory.default.nation_copy")
 
 
-def test_jobs_by_latest_run_state_user_and_namespace(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_jobs_by_latest_run_state_user_and_namespace(page: Page, seeded: Server) -> None:
     page.goto("/ui/#/jobs")
     rows = page.locator("#jobs tbody tr[data-name]")
     expect(rows).to_have_count(3)

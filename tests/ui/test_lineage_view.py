@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.server_fixtures import Server
-from tests.ui.test_datasets_view import ARTIFACTS, browser, page  # noqa: F401  (fixtures)
+from tests.support.browser import ARTIFACTS
 
 NS = "trino://trino:8080"
 LONG_NAME = "fan.up_19_whose_name_is_far_longer_than_any_box_can_hold"
@@ -170,7 +170,7 @@ def expected(graph: dict[str, Any]) -> tuple[set[int], set[tuple[int, int, str]]
     return {n["id"] for n in graph["nodes"]}, {(e["from"], e["to"], e["kind"]) for e in graph["edges"]}
 
 
-def test_the_picture_draws_the_graph_the_api_answers(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_the_picture_draws_the_graph_the_api_answers(page: Page, seeded: Server) -> None:
     mart = dataset_id(seeded, "mart.sales_by_region")
     page.goto(f"/ui/#/datasets/{mart}")
     expect(page.locator("#lineage-status")).to_contain_text("edges")
@@ -212,7 +212,7 @@ def test_the_picture_draws_the_graph_the_api_answers(page: Page, seeded: Server)
     expect(page.locator("#lineage-truncated")).to_have_count(0)
 
 
-def test_every_box_opens_its_dataset_by_keyboard(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_every_box_opens_its_dataset_by_keyboard(page: Page, seeded: Server) -> None:
     mart = dataset_id(seeded, "mart.sales_by_region")
     stage = dataset_id(seeded, "stage.orders_clean")
     page.goto(f"/ui/#/datasets/{mart}")
@@ -238,7 +238,7 @@ def test_every_box_opens_its_dataset_by_keyboard(page: Page, seeded: Server) -> 
     expect(page.locator("#lineage-svg a.node.current")).to_have_attribute("data-id", str(stage))
 
 
-def test_fifty_datasets_without_overlap_and_without_needless_crossings(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_fifty_datasets_without_overlap_and_without_needless_crossings(page: Page, seeded: Server) -> None:
     hub = dataset_id(seeded, "hub.center")
     page.goto(f"/ui/#/datasets/{hub}")
     graph = api(seeded, f"datasets/{hub}/lineage", direction="both", depth=2, limit=100)
@@ -274,7 +274,7 @@ def test_fifty_datasets_without_overlap_and_without_needless_crossings(page: Pag
     expect(nodes).to_have_count(25)
 
 
-def test_choosing_a_field_shows_its_input_fields(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_choosing_a_field_shows_its_input_fields(page: Page, seeded: Server) -> None:
     stage = dataset_id(seeded, "stage.orders_clean")
     detail = api(seeded, f"datasets/{stage}")
     page.goto(f"/ui/#/datasets/{stage}")
@@ -314,7 +314,7 @@ def test_choosing_a_field_shows_its_input_fields(page: Page, seeded: Server) -> 
     expect(page.locator("#fields-table tbody tr")).to_have_count(3)
 
 
-def test_the_queries_that_wrote_and_read_it_with_their_sql(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_the_queries_that_wrote_and_read_it_with_their_sql(page: Page, seeded: Server) -> None:
     stage = dataset_id(seeded, "stage.orders_clean")
     page.goto(f"/ui/#/datasets/{stage}")
     section = page.locator("#dataset-runs")
@@ -342,7 +342,7 @@ def label_box(view: Page, name: str) -> dict[str, Any]:
     )
 
 
-def test_boxes_take_the_room_the_panel_has(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_boxes_take_the_room_the_panel_has(page: Page, seeded: Server) -> None:
     """Two columns in a wide panel: boxes as wide as the longest name needs, no name cut. In a
     700 px panel the same graph fits without scrolling, names cut in the middle, in full in the
     box's title and the text list; the picture follows the panel when it is resized."""
@@ -374,7 +374,7 @@ def test_boxes_take_the_room_the_panel_has(page: Page, seeded: Server) -> None: 
     page.locator("#lineage").screenshot(path=str(ARTIFACTS / "dataset-lineage-700.png"))
 
 
-def test_jobs_drawn_between_the_datasets_and_opened_by_keyboard(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_jobs_drawn_between_the_datasets_and_opened_by_keyboard(page: Page, seeded: Server) -> None:
     mart = dataset_id(seeded, "mart.sales_by_region")
     page.goto(f"/ui/#/datasets/{mart}")
     expect(page.locator("#lineage-svg a.node")).to_have_count(5)
@@ -435,7 +435,7 @@ def test_jobs_drawn_between_the_datasets_and_opened_by_keyboard(page: Page, seed
     expect(page.locator("#job-heading")).to_have_text("query_2")
 
 
-def test_a_field_traced_through_the_hops(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_a_field_traced_through_the_hops(page: Page, seeded: Server) -> None:
     kpis = dataset_id(seeded, "report.kpis")
     page.goto(f"/ui/#/datasets/{kpis}")
     page.locator("#fields-table").get_by_role("button", name="total").click()
@@ -478,7 +478,7 @@ def test_a_field_traced_through_the_hops(page: Page, seeded: Server) -> None:  #
 
 
 @pytest.mark.parametrize("field", [f for f in ODD_FIELDS if f not in (".", "..")])
-def test_a_field_of_any_name_is_traced_as_itself(page: Page, seeded: Server, field: str) -> None:  # noqa: F811
+def test_a_field_of_any_name_is_traced_as_itself(page: Page, seeded: Server, field: str) -> None:
     target = dataset_id(seeded, "odd.target")
     page.goto(f"/ui/#/datasets/{target}")
     page.locator("#fields-table button").nth(ODD_FIELDS.index(field)).click()
@@ -498,7 +498,7 @@ def test_a_field_of_any_name_is_traced_as_itself(page: Page, seeded: Server, fie
 
 
 @pytest.mark.parametrize("field", [".", ".."])
-def test_a_field_named_like_a_dot_segment_says_why_it_is_not_traced(page: Page, seeded: Server, field: str) -> None:  # noqa: F811
+def test_a_field_named_like_a_dot_segment_says_why_it_is_not_traced(page: Page, seeded: Server, field: str) -> None:
     """A browser removes "." and ".." (as %2E, %2E%2E too) from a URL's path: the view says so, and
     never shows what the shortened URL answers (the dataset's graph) as the field's lineage."""
     target = dataset_id(seeded, "odd.target")

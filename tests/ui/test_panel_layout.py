@@ -16,7 +16,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from tests.conftest import FIXTURES, load_fixture
 from tests.server_fixtures import Server
-from tests.ui.test_datasets_view import ARTIFACTS, browser, page  # noqa: F401  (fixtures)
+from tests.support.browser import ARTIFACTS
 
 WIDTHS = (700, 900, 1280)
 MIN_NAME_PX = 180
@@ -141,7 +141,7 @@ def lead_width(view: Page, table: str) -> float:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_the_lists_fit_the_panel(page: Page, seeded: Server, width: int) -> None:  # noqa: F811
+def test_the_lists_fit_the_panel(page: Page, seeded: Server, width: int) -> None:
     page.set_viewport_size({"width": width, "height": 900})
     page.goto("/ui/")
     rows = page.locator("#datasets tbody tr[data-name]")
@@ -195,7 +195,7 @@ def test_the_lists_fit_the_panel(page: Page, seeded: Server, width: int) -> None
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_a_dataset_and_a_job_fit_the_panel(page: Page, seeded: Server, width: int) -> None:  # noqa: F811
+def test_a_dataset_and_a_job_fit_the_panel(page: Page, seeded: Server, width: int) -> None:
     page.set_viewport_size({"width": width, "height": 900})
     segment = dataset_id(seeded, LAKE, "/warehouse/reports/monthly_revenue_by_customer_segment/2024/03")
     page.goto(f"/ui/#/datasets/{segment}")
@@ -227,7 +227,7 @@ def test_a_dataset_and_a_job_fit_the_panel(page: Page, seeded: Server, width: in
     page.screenshot(path=str(ARTIFACTS / f"panel-job-{width}.png"), full_page=True)
 
 
-def test_every_page_has_its_own_title(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_every_page_has_its_own_title(page: Page, seeded: Server) -> None:
     heading = page.locator("h1")
     current = page.locator(".nav a[aria-current=page]")
 
@@ -272,7 +272,7 @@ def dash(cell: Locator) -> None:
     assert "none" not in cell.inner_text().replace(cell.locator(".missing .visually-hidden").inner_text(), "")
 
 
-def test_what_was_not_sent_is_a_dash(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_what_was_not_sent_is_a_dash(page: Page, seeded: Server) -> None:
     page.set_viewport_size({"width": 1280, "height": 900})
     page.goto("/ui/")
     orders = page.locator('#datasets tbody tr[data-namespace="warehouse"][data-name="orders"]')
@@ -298,7 +298,7 @@ def test_what_was_not_sent_is_a_dash(page: Page, seeded: Server) -> None:  # noq
     dash(untyped.locator("td.io").nth(0))  # read nothing
 
 
-def test_the_favicon_loads(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_the_favicon_loads(page: Page, seeded: Server) -> None:
     failed: list[str] = []
     page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.goto("/ui/")

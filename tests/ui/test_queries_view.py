@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 
 from tests.conftest import FIXTURES, load_fixture
 from tests.server_fixtures import Server
-from tests.ui.test_datasets_view import ARTIFACTS, browser, page  # noqa: F401  (fixtures)
+from tests.support.browser import ARTIFACTS
 
 SCHEDULER = "airflow://scheduler:8080"
 HOSTILE_JOB = "<img src=x onerror=alert(1)>\u202eload"
@@ -77,11 +77,11 @@ def api_runs(server: Server, **params: str) -> list[dict[str, Any]]:
                 return runs
 
 
-def shown(page: Page) -> list[str]:  # noqa: F811
+def shown(page: Page) -> list[str]:
     return page.locator("#queries tbody tr[data-run]").evaluate_all("rs => rs.map(r => r.dataset.run)")
 
 
-def test_the_timeline_newest_first_with_what_each_run_read_and_wrote(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_the_timeline_newest_first_with_what_each_run_read_and_wrote(page: Page, seeded: Server) -> None:
     page.goto("/ui/#/queries")
     expect(page).to_have_title("Queries · Metadata Store")
     expect(page.locator("h1")).to_have_text("Queries")
@@ -123,7 +123,7 @@ def test_the_timeline_newest_first_with_what_each_run_read_and_wrote(page: Page,
     expect(page.locator("#job-heading")).to_have_text(ctas["job"]["name"])
 
 
-def test_the_filters(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_the_filters(page: Page, seeded: Server) -> None:
     page.goto("/ui/#/queries")
     rows = page.locator("#queries tbody tr[data-run]")
     expect(rows).to_have_count(50)
@@ -164,7 +164,7 @@ def test_the_filters(page: Page, seeded: Server) -> None:  # noqa: F811
     expect(page.locator("#queries tbody")).to_contain_text("No queries match these filters.")
 
 
-def test_hostile_names_are_text_with_their_markers(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_hostile_names_are_text_with_their_markers(page: Page, seeded: Server) -> None:
     page.goto("/ui/#/queries")
     page.get_by_label("State", exact=True).select_option("ABORT")
     row = page.locator("#queries tbody tr[data-run]")
@@ -182,7 +182,7 @@ def test_hostile_names_are_text_with_their_markers(page: Page, seeded: Server) -
     )
 
 
-def test_the_jobs_part_lands_on_the_queries_by_keyboard(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_the_jobs_part_lands_on_the_queries_by_keyboard(page: Page, seeded: Server) -> None:
     page.goto("/ui/")
     link = page.get_by_role("link", name="Queries", exact=True)
     link.focus()
@@ -194,7 +194,7 @@ def test_the_jobs_part_lands_on_the_queries_by_keyboard(page: Page, seeded: Serv
     expect(page.get_by_label("User", exact=True)).to_be_focused()
 
 
-def test_from_a_dataset_to_every_query_that_read_or_wrote_it(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_from_a_dataset_to_every_query_that_read_or_wrote_it(page: Page, seeded: Server) -> None:
     with seeded.client() as http:
         found = http.get("/api/v1/datasets", params={"q": "daily_007"}).json()["datasets"]
     daily = next(d for d in found if d["name"] == "warehouse.public.daily_007")

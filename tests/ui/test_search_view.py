@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 from tests.conftest import FIXTURES, load_fixture
 from tests.server_fixtures import Server
-from tests.ui.test_datasets_view import ARTIFACTS, browser, page  # noqa: F401  (fixtures)
+from tests.support.browser import ARTIFACTS
 
 HOSTILE = "<img src=x onerror=alert(1)>\u202eevil"
 
@@ -59,7 +59,7 @@ def search(server: Server, q: str) -> list[dict[str, Any]]:
         return response.json()["results"]
 
 
-def hits(page: Page) -> list[tuple[str, str]]:  # noqa: F811
+def hits(page: Page) -> list[tuple[str, str]]:
     return [
         tuple(h)
         for h in page.locator("#search-results > li.hit").evaluate_all(
@@ -68,7 +68,7 @@ def hits(page: Page) -> list[tuple[str, str]]:  # noqa: F811
     ]
 
 
-def test_typed_hits_in_the_apis_order_each_opening_its_page(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_typed_hits_in_the_apis_order_each_opening_its_page(page: Page, seeded: Server) -> None:
     page.goto("/ui/#/jobs")
     box = page.get_by_label("Search datasets, jobs and fields")
     box.fill("nation")
@@ -104,7 +104,7 @@ def test_typed_hits_in_the_apis_order_each_opening_its_page(page: Page, seeded: 
     expect(page.locator("#detail-heading")).to_have_text("archive.r1")
 
 
-def test_a_field_hit_opens_its_dataset_with_the_field_traced(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_a_field_hit_opens_its_dataset_with_the_field_traced(page: Page, seeded: Server) -> None:
     page.goto("/ui/")
     page.get_by_label("Search datasets, jobs and fields").fill("regionkey")
     want = search(seeded, "regionkey")
@@ -121,7 +121,7 @@ def test_a_field_hit_opens_its_dataset_with_the_field_traced(page: Page, seeded:
     expect(page.locator("#field-trace-edges tbody tr")).to_contain_text("tpch.tiny.nation.regionkey")
 
 
-def test_hostile_names_in_hits_are_text_and_escape_closes(page: Page, seeded: Server) -> None:  # noqa: F811
+def test_hostile_names_in_hits_are_text_and_escape_closes(page: Page, seeded: Server) -> None:
     page.goto("/ui/")
     box = page.get_by_label("Search datasets, jobs and fields")
     box.fill("onerror")
