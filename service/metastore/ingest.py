@@ -29,7 +29,7 @@ from psycopg.rows import class_row
 from metastore import metrics
 from metastore.config import Config
 from metastore.db import Database, Pool
-from metastore.errors import ApiError
+from metastore.errors import SCHEMA_MISMATCH, ApiError
 from metastore.spool import Record, Spool, SpoolFull, Ticket
 
 log = logging.getLogger("metastore.ingest")
@@ -38,8 +38,9 @@ log = logging.getLogger("metastore.ingest")
 Source = tuple[str, str | None]
 UNAUTHENTICATED: Source = ("unauthenticated", None)
 
-# Failures that say the database cannot write at all now, not that one event is to blame.
-_ENVIRONMENT = ("08", "53", "55", "57P", "40")
+# Failures that say the database cannot write at all now (or its schema is not this release's:
+# the deploy will fix it), not that one event is to blame.
+_ENVIRONMENT = ("08", "53", "55", "57P", "40", *SCHEMA_MISMATCH)
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,10 @@ TLS_RELOADS = Counter("metastore_tls_reloads_total", "Certificate reloads by res
 TLS_CERT_EXPIRY = Gauge(
     "metastore_tls_certificate_expiry_timestamp_seconds", "Expiry (notAfter) of the served TLS certificate, Unix time."
 )
+TLS_CERT_NOT_BEFORE = Gauge(
+    "metastore_tls_certificate_not_before_timestamp_seconds",
+    "Start (notBefore) of the served TLS certificate's validity, Unix time: with the expiry, its lifetime.",
+)
 DATABASE_TLS = Gauge(
     "metastore_database_tls_verified",
     "1 when the database connection verifies the server's certificate and name (sslmode=verify-full), else 0; "
