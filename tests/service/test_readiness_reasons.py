@@ -203,6 +203,16 @@ def test_credentials_from_files_are_read_at_each_new_connection(
             while http.post("/api/v1/lineage", json=run_event(job="rotated")).status_code != 201:
                 assert time.monotonic() < deadline
                 time.sleep(0.5)
+        # A file that goes away: the next connection cannot be made, and /readyz says why.
+        password_file.unlink()
+        with psycopg.connect(scram.dba, autocommit=True) as dba:
+            dba.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'metastore_service'")
+        # (The first probe after the drop may only see the pool time out: the next ones say why.)
+        deadline = time.monotonic() + 20
+        while (ready := readiness(server)).json()["status"] != "login refused":
+            assert time.monotonic() < deadline, ready.json()
+            time.sleep(0.5)
+        assert f"cannot read METASTORE_DATABASE_PASSWORD_FILE={password_file}" in ready.json()["reason"]
         with psycopg.connect(scram.dba, autocommit=True) as dba:
             dba.execute(sql.SQL("ALTER ROLE metastore_service PASSWORD {}").format(sql.Literal(SERVICE_PASSWORD)))
     finally:
