@@ -10,27 +10,32 @@ help: ## list the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  %-14s %s\n", $$1, $$2}'
 
 # Only Python (3.11+) is needed for the virtualenv and `make dev`: every dependency is a wheel.
-$(PY): pyproject.toml
+# Each kind of work installs what it needs, once (pip's progress shown): running the service
+# (`local`: the embedded PostgreSQL), testing, benchmarking, linting; `venv` takes all of them.
+$(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(PY)
 
-venv: $(PY) ## create the virtualenv with the service and its development tools
+$(VENV)/.installed-%: pyproject.toml | $(PY)
+	@echo "== installing what '$*' needs into $(VENV) (once)"
+	$(PY) -m pip install --progress-bar on -e '.[$*]'
+	@touch $@
+
+venv: $(VENV)/.installed-dev ## create the virtualenv with the service and all its development tools
 
 system-deps: ## install the Debian packages the tests need, when missing (PostgreSQL 15, Chromium, ...)
 	scripts/system-deps.sh
 
-dev: $(PY) ## run the service on http://127.0.0.1:8080 against a local embedded PostgreSQL
+dev: $(VENV)/.installed-local ## run the service on http://127.0.0.1:8080 against a local embedded PostgreSQL
 	$(PY) -m devtools.dev
 
-test: system-deps $(PY) ## run the tests (each starts its own throwaway PostgreSQL)
+test: system-deps $(VENV)/.installed-test ## run the tests (each starts its own throwaway PostgreSQL)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-db: system-deps $(PY) ## only the SQL suite (tests/db): the functions, migrations, roles, as the app role
+test-db: system-deps $(VENV)/.installed-test ## only the SQL suite (tests/db): the functions, migrations, roles, as the app role
 	$(PY) -m pytest tests/db tests/test_sql_files.py $(PYTEST_ARGS)
 
-e2e: system-deps $(PY) ## end to end with a real Trino 476 from Maven Central (cached in ~/.cache/metastore-e2e), then the listener's cost
+e2e: system-deps $(VENV)/.installed-test ## end to end with a real Trino 476 from Maven Central (cached in ~/.cache/metastore-e2e), then the listener's cost
 	@status=0; \
 	bash tests/e2e/fetch_trino.sh >/dev/null || status=$$?; \
 	[ $$status -ne 0 ] || $(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
@@ -38,46 +43,46 @@ e2e: system-deps $(PY) ## end to end with a real Trino 476 from Maven Central (c
 	$(PY) -m tests.e2e.trino_server reap; \
 	exit $$status
 
-trino-budget: system-deps $(PY) ## emit() time of Trino 476's own OpenLineage client, retry included: healthy, locked and frozen database, sync and async (20 emits per case; ARGS="--env KEY=VALUE ...")
+trino-budget: system-deps $(VENV)/.installed-test ## emit() time of Trino 476's own OpenLineage client, retry included: healthy, locked and frozen database, sync and async (20 emits per case; ARGS="--env KEY=VALUE ...")
 	$(PY) -m tests.trino_client.budget --emits 20 $(ARGS) bench/results/trino-budget.json
 
-bench: system-deps $(PY) ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk and Go, which system-deps installs)
+bench: system-deps $(VENV)/.installed-bench ## benchmarks: ingest against its floors, backfill, read API, memory (minutes; needs wrk and Go, which system-deps installs)
 	$(PY) -m bench.run
 
-bench-smoke: $(PY) ## a seconds-long run of the benchmark harness, so that it does not rot
+bench-smoke: $(VENV)/.installed-bench ## a seconds-long run of the benchmark harness, so that it does not rot
 	$(PY) -m bench.run --smoke --out $${TMPDIR:-/tmp}/metastore-bench-smoke
 
-bench-replay: $(PY) ## feed, export, import and replay between two stores: events/s (about a minute; bench/results/replay.json)
+bench-replay: $(VENV)/.installed-bench ## feed, export, import and replay between two stores: events/s (about a minute; bench/results/replay.json)
 	$(PY) -m bench.replay
 
-scale: $(PY) ## storage, ingest, get_dataset, partitions and retention at 0, 1 and 5 million events; lz4 vs pglz (~15 min, ~15 GB)
+scale: $(VENV)/.installed-bench ## storage, ingest, get_dataset, partitions and retention at 0, 1 and 5 million events; lz4 vs pglz (~15 min, ~15 GB)
 	$(PY) -m bench.scale
 
-soak: system-deps $(PY) ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods and a SIGTERM; sync, async, async with spool (bench/results/soak.json)
+soak: system-deps $(VENV)/.installed-bench ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods and a SIGTERM; sync, async, async with spool (and its disk full, a damaged segment) (bench/results/soak.json)
 	$(PY) -m bench.soak
 
-floods: $(PY) ## each flood (slow uploads, gzip bombs, idle and half-open connections, methods, slowloris, full queue) at default settings: the memory bound (bench/results/memory.json, minutes)
+floods: $(VENV)/.installed-bench ## each flood (slow uploads, gzip bombs, idle and half-open connections, methods, slowloris, full queue) at default settings: the memory bound (bench/results/memory.json, minutes)
 	$(PY) -m bench.floods --measure
 
 helm-check: ## lint, render and validate the Helm chart; hadolint the Dockerfile
 	helm/check.sh
 
-lint: $(PY) ## ruff, ruff format and mypy
+lint: $(VENV)/.installed-lint ## ruff, ruff format and mypy
 	$(VENV)/bin/ruff check service devtools tests bench helm
 	$(VENV)/bin/ruff format --check service devtools tests bench helm
 	$(VENV)/bin/mypy
 
-format: $(PY) ## apply ruff's fixes and formatting
+format: $(VENV)/.installed-lint ## apply ruff's fixes and formatting
 	$(VENV)/bin/ruff check --fix service devtools tests bench helm
 	$(VENV)/bin/ruff format service devtools tests bench helm
 
-schema: $(PY) ## rewrite db/schema.sql from a fresh deploy (commit it with the change)
+schema: $(VENV)/.installed-test ## rewrite db/schema.sql from a fresh deploy (commit it with the change)
 	$(PY) -m tests.schema_dump
 
-settings: $(PY) ## print the settings table for the README
+settings: $(VENV)/.installed-local ## print the settings table for the README
 	$(PY) -m metastore settings
 
-clean-dev: ## delete the development database in .dev/
-	rm -rf .dev
+clean-dev: ## delete the development database (in .dev/, or where `make dev` said it is)
+	python3 -m devtools.dev clean
 
 .PHONY: help venv system-deps dev test test-db e2e trino-budget bench bench-smoke bench-replay scale soak floods helm-check lint format schema settings clean-dev

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The system packages the tests and tools need, installed when missing (Debian; as root):
 # PostgreSQL 15 (a TLS-capable server for the libpq TLS tests, and the second version CI runs),
-# Chromium (the view's browser tests), wrk and Go (benchmarks: bench/openloop), Maven
-# (Trino for the end-to-end tests) and a JDK (Maven builds Trino's OpenLineage client for
-# tests/trino_client). Elsewhere it only says what is missing.
+# Chromium (the view's browser tests), nginx (the view's tests behind a reverse proxy under a
+# path prefix, as Cockpit shows it: the tests run their own unprivileged instance), wrk and Go
+# (benchmarks: bench/openloop), Maven (Trino for the end-to-end tests) and a JDK (Maven builds
+# Trino's OpenLineage client for tests/trino_client). Elsewhere it only says what is missing.
 set -euo pipefail
 
 missing=()
 [ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql-15)
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-dejavu-core)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 command -v wrk >/dev/null || missing+=(wrk)
 command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || missing+=(golang-go)
 command -v mvn >/dev/null || missing+=(maven)

@@ -15,10 +15,21 @@ from metastore.errors import ApiError
 _FILES = (
     ("index.html", "text/html; charset=utf-8"),
     ("app.js", "text/javascript; charset=utf-8"),
+    ("router.js", "text/javascript; charset=utf-8"),
+    ("dom.js", "text/javascript; charset=utf-8"),
+    ("datasets.js", "text/javascript; charset=utf-8"),
     ("jobs.js", "text/javascript; charset=utf-8"),
     ("lineage.js", "text/javascript; charset=utf-8"),
     ("style.css", "text/css; charset=utf-8"),
+    ("favicon.svg", "image/svg+xml"),
 )
+
+
+def _to_the_view() -> HTTPResponse:
+    # Relative, so a proxy that serves the store under a path prefix keeps it (`/` and `/ui` both
+    # resolve `ui/` to the view), and not marked as HTML: Cockpit's proxy rewrites the Location
+    # of non-HTML responses only (into its own prefix, which comes to the same URL).
+    return redirect("ui/", content_type="text/plain; charset=utf-8")
 
 
 def routes(app: Sanic[Any, Any], config: Config) -> None:
@@ -33,11 +44,11 @@ def routes(app: Sanic[Any, Any], config: Config) -> None:
 
     @app.get("/")
     async def root(request: Request) -> HTTPResponse:
-        return redirect("/ui/")
+        return _to_the_view()
 
     @app.get("/ui", strict_slashes=True)
     async def ui_root(request: Request) -> HTTPResponse:
-        return redirect("/ui/")
+        return _to_the_view()
 
     @app.get("/ui/", strict_slashes=True)
     async def ui_index(request: Request) -> HTTPResponse:

@@ -244,7 +244,8 @@ def test_fifty_datasets_without_overlap_and_without_needless_crossings(page: Pag
     )
     assert overflow == 0
     long = page.locator("#lineage-svg a.node").filter(has_text="fan.up_19")
-    expect(long.locator("text.node-name")).to_have_text(re.compile(r"^fan\.up_19_whose.*…$"))
+    # Cut in the middle: its start and its end stay.
+    expect(long.locator("text.node-name")).to_have_text(re.compile(r"^fan\.up_19_\w+…\w+_hold$"))
     expect(long.locator("title")).to_have_text(f"{NS} · {LONG_NAME}")
     # Name order alone crosses all 91 pairs of second-hop edges; the layout untangles them.
     assert page.locator("#lineage-svg").get_attribute("data-crossings") == "0"
@@ -309,3 +310,48 @@ def test_the_queries_that_wrote_and_read_it_with_their_sql(page: Page, seeded: S
     )
     page.set_viewport_size({"width": 1280, "height": 1400})
     page.screenshot(path=str(ARTIFACTS / "dataset-lineage-page.png"), full_page=True)
+
+
+def label_box(view: Page, name: str) -> dict[str, Any]:
+    node = view.locator("#lineage-svg a.node").filter(has=view.locator("title", has_text=f"{NS} · {name}"))
+    return dict(
+        node.evaluate(
+            """n => ({ label: n.querySelector('text.node-name').textContent,
+                       box: n.querySelector('rect').getBBox().width,
+                       svg: n.ownerSVGElement.getBoundingClientRect().width,
+                       canvas: document.querySelector('#lineage-canvas').clientWidth,
+                       title: n.querySelector('title').textContent })"""
+        )
+    )
+
+
+def test_boxes_take_the_room_the_panel_has(page: Page, seeded: Server) -> None:  # noqa: F811
+    """Two columns in a wide panel: boxes as wide as the longest name needs, no name cut. In a
+    700 px panel the same graph fits without scrolling, names cut in the middle, in full in the
+    box's title and the text list; the picture follows the panel when it is resized."""
+    hub = dataset_id(seeded, "hub.center")
+    page.goto(f"/ui/#/datasets/{hub}")
+    page.get_by_label("Depth").select_option("1")
+    page.get_by_label("Direction").select_option("upstream")
+    expect(page.locator("#lineage-svg a.node")).to_have_count(21)
+    wide = label_box(page, LONG_NAME)
+    assert wide["label"] == LONG_NAME, wide
+    assert wide["box"] > 208  # the fixed width boxes had, which cut this name
+    assert wide["svg"] <= wide["canvas"]
+    page.locator("#lineage").screenshot(path=str(ARTIFACTS / "dataset-lineage-wide.png"))
+
+    page.set_viewport_size({"width": 700, "height": 900})
+    expect(page.locator("#lineage-svg text.node-name[data-elided]").first).to_be_visible()
+    narrow = label_box(page, LONG_NAME)
+    assert narrow["svg"] <= narrow["canvas"], narrow  # two columns fit a 700 px panel
+    assert re.fullmatch(r"fan\.up_19_\w+…\w+_hold", narrow["label"]), narrow
+    assert narrow["title"] == f"{NS} · {LONG_NAME}"
+    expect(page.locator("#lineage-edges")).to_contain_text(f"{NS} · {LONG_NAME} → {NS} · hub.center")
+    # Every label still inside its box.
+    overflow = page.locator("#lineage-svg a.node").evaluate_all(
+        """ns => ns.filter(n => { const r = n.querySelector('rect').getBBox();
+              return [...n.querySelectorAll('text')].some(t => { const b = t.getBBox();
+                return b.x < r.x || b.x + b.width > r.x + r.width; }); }).length"""
+    )
+    assert overflow == 0
+    page.locator("#lineage").screenshot(path=str(ARTIFACTS / "dataset-lineage-700.png"))

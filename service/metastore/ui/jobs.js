@@ -1,7 +1,10 @@
-// The jobs view: jobs with their latest run, and a job's page with its runs and SQL.
-// Same rules as app.js: no third-party code, data reaches the page through textContent only.
+// The jobs pages: jobs with their latest run, and a job's page with its runs and SQL.
+// No third-party code; data reaches the page through textContent only.
 
-import { $, api, el, formatTime, getJSON, plural, timeCell, visibleName, visibleText } from "./app.js";
+import {
+  $, api, el, foldedFacts, formatTime, getJSON, missing, nameOrMissing, plural, setStatus, setTitle, textOrMissing,
+  timeCell, timeText, visibleName, visibleText,
+} from "./dom.js";
 
 const jobsState = { cursors: [null], page: 0, loadToken: 0, lastFocus: null, wired: false };
 
@@ -10,7 +13,7 @@ function stateBadge(state) {
 }
 
 function formatDuration(seconds) {
-  if (seconds === null || seconds === undefined) return "";
+  if (seconds === null || seconds === undefined) return missing();
   const s = Number(seconds);
   if (s < 1) return `${Math.round(s * 1000)} ms`;
   if (s < 120) return `${s.toFixed(1)} s`;
@@ -32,25 +35,27 @@ function jobFilters() {
   return params;
 }
 
-function setJobsStatus(text, { error = false, retry = null } = {}) {
-  const status = $("#jobs-status");
-  status.replaceChildren(text);
-  status.classList.toggle("error", error);
-  if (retry) status.append(" ", el("button", { type: "button", onclick: retry }, "Retry"));
+function setJobsStatus(text, options = {}) {
+  setStatus($("#jobs-status"), text, options);
 }
 
 function jobRow(job) {
   const run = job.latest_run;
   const open = el("button", { type: "button", onclick: () => openJob(job.id) }, visibleName(job.name));
+  const name = el("td", { class: "name" }, open, foldedFacts([
+    ["Type", textOrMissing(jobType(job), "no type sent"), "narrow"],
+    ["Started", timeText(run?.started_at), "wide"],
+    ["Last seen", timeText(job.last_seen), "wide"],
+  ]));
   return el("tr", { "data-id": job.id, "data-name": job.name },
-    el("td", { class: "name" }, open),
+    name,
     el("td", { class: "ns" }, visibleName(job.namespace)),
-    el("td", {}, jobType(job)),
+    el("td", { class: "fold-narrow" }, textOrMissing(jobType(job), "no type sent")),
     el("td", {}, stateBadge(run?.state)),
-    timeCell(run?.started_at),
+    timeCell(run?.started_at, "fold-wide"),
     el("td", { class: "num" }, formatDuration(run?.duration_s)),
-    el("td", {}, run?.trino_user ? visibleName(run.trino_user) : ""),
-    timeCell(job.last_seen));
+    el("td", { class: "user" }, nameOrMissing(run?.trino_user, "no user")),
+    timeCell(job.last_seen, "fold-wide"));
 }
 
 async function loadJobs() {
@@ -120,25 +125,31 @@ export function sqlBlock(sql, label) {
   return el("div", { class: "sql-block" }, el("div", { class: "sql-actions" }, copy, done), code);
 }
 
+const RUN_COLUMNS = [["Run", "col-lead"], ["State", "col-state"], ["Started", "col-time fold-wide"],
+  ["Ended", "col-time fold-wide"], ["Duration", "col-duration num"], ["User", "col-user"],
+  ["Source", "col-source fold-narrow"], ["Error", "col-error"]];
+
 function runsTable(runs) {
   if (runs.length === 0) return el("p", { class: "muted" }, "No runs.");
-  return el("div", { class: "table-wrap" }, el("table", { id: "runs" },
-    el("thead", {}, el("tr", {}, ...["Run", "State", "Started", "Ended", "Duration", "User", "Source", "Error"].map(
-      (title) => el("th", { scope: "col", class: title === "Duration" ? "num" : "" }, title)))),
+  return el("div", { class: "table-wrap" }, el("table", { id: "runs", class: "list" },
+    el("thead", {}, el("tr", {}, ...RUN_COLUMNS.map(([title, cls]) => el("th", { scope: "col", class: cls }, title)))),
     el("tbody", {}, ...runs.map((run) => el("tr", { "data-run": run.run_id },
-      el("td", { class: "ns" }, visibleName(run.run_id)),
+      el("td", { class: "ns lead" }, visibleName(run.run_id), foldedFacts([
+        ["Started", timeText(run.started_at), "wide"],
+        ["Ended", timeText(run.ended_at), "wide"],
+        ["Source", nameOrMissing(run.trino_source, "no source"), "narrow"],
+      ])),
       el("td", {}, stateBadge(run.state)),
-      timeCell(run.started_at),
-      timeCell(run.ended_at),
+      timeCell(run.started_at, "fold-wide"),
+      timeCell(run.ended_at, "fold-wide"),
       el("td", { class: "num" }, formatDuration(run.duration_s)),
-      el("td", {}, run.trino_user ? visibleName(run.trino_user) : ""),
-      el("td", {}, run.trino_source ? visibleName(run.trino_source) : ""),
-      el("td", { class: "error-text" }, run.error_message || ""))))));
+      el("td", { class: "user" }, nameOrMissing(run.trino_user, "no user")),
+      el("td", { class: "fold-narrow" }, nameOrMissing(run.trino_source, "no source")),
+      el("td", { class: "error-text" }, run.error_message || missing("no error")))))));
 }
 
 async function showJob(id) {
   const view = $("#job-view");
-  view.hidden = false;
   const detail = $("#job-detail");
   detail.replaceChildren(el("p", { role: "status" }, "Loading job…"));
   let job;
@@ -149,15 +160,16 @@ async function showJob(id) {
     view.focus();
     return;
   }
-  document.title = `${visibleText(job.name)} · Jobs · Metadata Store`;
+  if (window.location.hash !== `#/jobs/${id}`) return; // another page was opened meanwhile
+  setTitle(visibleText(job.name), "Jobs");
   detail.replaceChildren(
     el("div", { class: "detail-card" },
       el("h2", { id: "job-heading", tabindex: "-1" }, visibleName(job.name)),
       el("dl", { class: "props" },
         el("dt", {}, "Namespace"), el("dd", {}, visibleName(job.namespace)),
-        el("dt", {}, "Type"), el("dd", {}, jobType(job) || "not sent"),
-        el("dt", {}, "First seen"), el("dd", {}, formatTime(job.first_seen)),
-        el("dt", {}, "Last seen"), el("dd", {}, formatTime(job.last_seen)))),
+        el("dt", {}, "Type"), el("dd", { id: "job-type" }, textOrMissing(jobType(job), "no type sent")),
+        el("dt", {}, "First seen"), el("dd", {}, job.first_seen ? formatTime(job.first_seen) : missing()),
+        el("dt", {}, "Last seen"), el("dd", {}, job.last_seen ? formatTime(job.last_seen) : missing()))),
     el("section", { class: "detail-card", id: "job-sql", "aria-label": "Latest SQL" },
       el("h3", {}, job.sql_dialect ? `Latest SQL (${job.sql_dialect})` : "Latest SQL"),
       sqlBlock(job.latest_sql, "SQL of the job")),
@@ -166,7 +178,7 @@ async function showJob(id) {
   $("#job-heading").focus();
 }
 
-// The queries that read and wrote a dataset, for its page (app.js).
+// The queries that read and wrote a dataset, for its page (datasets.js).
 export async function datasetRunsSection(datasetId) {
   const section = el("section", { class: "detail-card", id: "dataset-runs", "aria-label": "Queries" },
     el("h3", {}, "Queries that wrote and read it"));
@@ -218,21 +230,24 @@ function wire() {
   restartJobs();
 }
 
-// Shows the jobs list or a job for #/jobs and #/jobs/<id>, hides both otherwise; true when shown.
-export function routeJobs(hash) {
-  const job = hash.match(/^#\/jobs\/(\d+)$/);
-  const list = hash === "#/jobs";
-  $("#jobs-view").hidden = !list;
-  $("#job-view").hidden = !job;
-  for (const link of document.querySelectorAll(".nav a")) {
-    if ((link.dataset.nav === "jobs") === Boolean(job || list)) link.setAttribute("aria-current", "page");
-    else link.removeAttribute("aria-current");
-  }
-  if (list) {
-    wire();
-    document.title = "Jobs · Metadata Store";
-    if (jobsState.lastFocus && document.body.contains(jobsState.lastFocus)) jobsState.lastFocus.focus();
-  }
-  if (job) showJob(job[1]);
-  return Boolean(job || list);
-}
+const HEADING = "Jobs";
+const SUBTITLE = "The jobs and queries that OpenLineage events name, with their runs.";
+
+export const jobPages = [
+  {
+    pattern: /^#\/jobs$/, sections: ["#jobs-view"], nav: "jobs", heading: HEADING, home: "#/jobs",
+    subtitle: SUBTITLE, title: "Jobs",
+    open() {
+      wire();
+      if (jobsState.lastFocus && document.body.contains(jobsState.lastFocus)) jobsState.lastFocus.focus();
+    },
+  },
+  {
+    pattern: /^#\/jobs\/(\d+)$/, sections: ["#job-view"], nav: "jobs", heading: HEADING, home: "#/jobs",
+    subtitle: SUBTITLE, title: "Jobs",
+    open(match) {
+      wire(); // the list behind it, for the way back
+      showJob(match[1]);
+    },
+  },
+];

@@ -1,11 +1,14 @@
 // A dataset's lineage as a picture (SVG, laid out here: no third-party code) and as text, and
 // the column lineage of one field. Data reaches the page through textContent only.
 
-import { api, el, getJSON, plural, visibleName, visibleText } from "./app.js";
+import { api, el, getJSON, missing, plural, visibleName, visibleText } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
-// padX leaves room for the symlink bows drawn left of the first column.
-const BOX = { width: 208, height: 44, columnGap: 64, rowGap: 14, pad: 16, padX: 32, inset: 10 };
+// Boxes are as wide as their longest label needs, within the panel's share per column and between
+// minWidth and maxWidth; padX leaves room for the symlink bows drawn left of the first column.
+const BOX = {
+  width: 208, minWidth: 150, maxWidth: 520, height: 44, columnGap: 56, rowGap: 14, pad: 16, padX: 28, inset: 10,
+};
 
 function svg(tag, attrs = {}, ...children) {
   const node = document.createElementNS(SVG, tag);
@@ -14,23 +17,51 @@ function svg(tag, attrs = {}, ...children) {
   return node;
 }
 
-// Shortens each label to what its box holds in the font the browser uses (the full name is in the
-// box's title and the text list): the longest prefix that fits, by bisection.
-function fitLabels(root) {
-  const room = BOX.width - 2 * BOX.inset;
-  for (const text of root.querySelectorAll("text")) {
-    const full = Array.from(text.textContent);
-    if (text.getComputedTextLength() <= room) continue;
-    let lo = 0;
-    let hi = full.length;
-    while (lo < hi) {
-      const mid = Math.ceil((lo + hi) / 2);
-      text.textContent = `${full.slice(0, mid).join("")}…`;
-      if (text.getComputedTextLength() <= room) lo = mid;
-      else hi = mid - 1;
-    }
-    text.textContent = `${full.slice(0, lo).join("")}…`;
+// Shortens a label to what `room` holds in the font the browser uses, keeping its start and its
+// end (names share prefixes; the table is at the end): the longest such cut, by bisection.
+function elideMiddle(text, room) {
+  const full = Array.from(text.textContent);
+  if (text.getComputedTextLength() <= room) return;
+  const keep = (n) => {
+    const head = Math.ceil(n / 2);
+    text.textContent = `${full.slice(0, head).join("")}…${full.slice(full.length - (n - head)).join("")}`;
+  };
+  let lo = 0;
+  let hi = full.length - 1;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    keep(mid);
+    if (text.getComputedTextLength() <= room) lo = mid;
+    else hi = mid - 1;
   }
+  keep(lo);
+  text.dataset.elided = "true";
+}
+
+// Every label to its box (the full name is in the box's title, its link's name and the text list).
+function fitLabels(root, width) {
+  for (const text of root.querySelectorAll(".node text")) elideMiddle(text, width - 2 * BOX.inset);
+}
+
+// The widest label of a graph, measured in the picture's fonts.
+function widestLabel(canvas, graph) {
+  const texts = graph.nodes.flatMap((node) => [
+    svg("text", { class: "node-name" }, visibleText(node.name)),
+    svg("text", { class: "node-ns" }, visibleText(node.namespace)),
+  ]);
+  const probe = svg("svg", { class: "lineage-svg", width: 0, height: 0, "aria-hidden": "true" },
+    svg("g", { class: "node" }, ...texts));
+  canvas.append(probe);
+  const widest = Math.max(0, ...texts.map((t) => t.getComputedTextLength()));
+  probe.remove();
+  return widest;
+}
+
+// The box width for a graph in a panel `room` pixels wide.
+function boxWidth(graph, room, widest) {
+  const count = new Set(graph.nodes.map(column)).size;
+  const share = Math.floor((room - 2 * BOX.padX - (count - 1) * BOX.columnGap) / Math.max(count, 1));
+  return Math.max(BOX.minWidth, Math.min(BOX.maxWidth, Math.ceil(widest) + 2 * BOX.inset + 1, share));
 }
 
 // Column of a node: upstream to the left, downstream to the right, the dataset (and its aliases) at 0.
@@ -59,7 +90,7 @@ function crossings(order, edges, colOf) {
 
 // Layered layout: one column per hop, rows ordered by the barycenter of each node's neighbours in
 // the column just swept, several sweeps each way, keeping the order with the fewest crossings.
-export function layout(graph) {
+export function layout(graph, width = BOX.width) {
   const colOf = new Map(graph.nodes.map((n) => [n.id, column(n)]));
   const lineage = graph.edges.filter((e) => e.kind === "lineage" && colOf.has(e.from) && colOf.has(e.to));
   const keys = [...new Set(colOf.values())].sort((a, b) => a - b);
@@ -105,11 +136,13 @@ export function layout(graph) {
     const used = ids.length * BOX.height + (ids.length - 1) * BOX.rowGap;
     const top = (height - used) / 2; // each column centred, so short columns sit beside the dataset
     ids.forEach((id, r) => positions.set(id, {
-      x: BOX.padX + c * (BOX.width + BOX.columnGap), y: top + r * (BOX.height + BOX.rowGap), column: key, row: r,
+      x: BOX.padX + c * (width + BOX.columnGap), y: top + r * (BOX.height + BOX.rowGap), w: width, column: key, row: r,
     }));
   });
-  const width = BOX.padX * 2 + keys.length * BOX.width + (keys.length - 1) * BOX.columnGap;
-  return { positions, width, height, crossings: best.score, order: keys.flatMap((k) => best.columns.get(k)) };
+  return {
+    positions, width: BOX.padX * 2 + keys.length * width + (keys.length - 1) * BOX.columnGap, height,
+    crossings: best.score, order: keys.flatMap((k) => best.columns.get(k)),
+  };
 }
 
 function edgePath(a, b, kind) {
@@ -122,8 +155,8 @@ function edgePath(a, b, kind) {
     return `M${x} ${y1} C${x - bow} ${y1} ${x - bow} ${y2} ${x} ${y2}`;
   }
   const forward = b.x > a.x;
-  const x1 = forward ? a.x + BOX.width : a.x;
-  const x2 = forward ? b.x : b.x + BOX.width;
+  const x1 = forward ? a.x + a.w : a.x;
+  const x2 = forward ? b.x : b.x + b.w;
   const y1 = a.y + BOX.height / 2;
   const y2 = b.y + BOX.height / 2;
   const mid = (x1 + x2) / 2;
@@ -134,11 +167,11 @@ function label(node) {
   return `${visibleText(node.namespace)} · ${visibleText(node.name)}`;
 }
 
-function picture(graph) {
-  const { positions, width, height, order, crossings: crossed } = layout(graph);
+function picture(graph, box) {
+  const { positions, width, height, order, crossings: crossed } = layout(graph, box);
   const byId = new Map(graph.nodes.map((n) => [n.id, n]));
   const root = svg("svg", {
-    id: "lineage-svg", width, height, "data-crossings": crossed, viewBox: `0 0 ${width} ${height}`, role: "group",
+    id: "lineage-svg", class: "lineage-svg", "data-box-width": box, width, height, "data-crossings": crossed, viewBox: `0 0 ${width} ${height}`, role: "group",
     "aria-label": `Lineage: ${plural(graph.nodes.length, "dataset")}, ${plural(graph.edges.length, "edge")}`,
   });
   root.append(svg("defs", {}, svg("marker", {
@@ -167,7 +200,7 @@ function picture(graph) {
     if (current) link.setAttribute("aria-current", "page");
     link.append(
       svg("title", {}, label(node)),
-      svg("rect", { x: p.x, y: p.y, width: BOX.width, height: BOX.height, rx: 6 }),
+      svg("rect", { x: p.x, y: p.y, width: p.w, height: BOX.height, rx: 6 }),
       svg("text", { x: p.x + BOX.inset, y: p.y + 18, class: "node-name" }, visibleText(node.name)),
       svg("text", { x: p.x + BOX.inset, y: p.y + 35, class: "node-ns" }, visibleText(node.namespace)),
     );
@@ -208,6 +241,18 @@ export function lineageSection(dataset) {
     ...[25, 50, 100, 200].map((n) => el("option", { value: String(n) }, String(n))));
   limit.value = "100";
   let token = 0;
+  // Drawn again when the panel's width changes the boxes' (Cockpit's panel, a window resized).
+  let shown = null;
+  const draw = () => {
+    if (!shown || !canvas.isConnected) return;
+    const box = boxWidth(shown.graph, canvas.clientWidth, shown.widest);
+    if (box === shown.box) return;
+    shown.box = box;
+    canvas.replaceChildren(picture(shown.graph, box));
+    fitLabels(canvas, box);
+  };
+  // After the observer's turn: a redraw resizes the canvas, which must not notify it again in it.
+  new ResizeObserver(() => requestAnimationFrame(draw)).observe(canvas);
   const load = async () => {
     const mine = ++token;
     const url = api(`datasets/${encodeURIComponent(dataset.id)}/lineage`);
@@ -223,6 +268,7 @@ export function lineageSection(dataset) {
       if (mine !== token) return;
       status.classList.add("error");
       status.textContent = error.message;
+      shown = null;
       canvas.replaceChildren();
       text.replaceChildren();
       return;
@@ -235,8 +281,8 @@ export function lineageSection(dataset) {
       status.append(" ", el("strong", { class: "truncated", id: "lineage-truncated" },
         `Truncated: there is more lineage than shown; lower the depth, pick one direction or allow more datasets.`));
     }
-    canvas.replaceChildren(picture(graph));
-    fitLabels(canvas);
+    shown = { graph, widest: widestLabel(canvas, graph), box: 0 };
+    draw();
     text.replaceChildren(edgeList(graph));
   };
   direction.addEventListener("change", load);
@@ -300,19 +346,21 @@ export function fieldsSection(dataset) {
       "aria-controls": "field-lineage", "data-field": name }, visibleName(name));
     button.addEventListener("click", () => choose(name, button));
     buttons.push(button);
-    const derived = [...new Set((sources.get(name) || []).map(
-      (edge) => `${visibleText(edge.input.name)}.${visibleText(edge.input_field)}`))];
+    const derived = new Map((sources.get(name) || []).map(
+      (edge) => [`${edge.input.name}\u0000${edge.input_field}`, [edge.input.name, edge.input_field]]));
+    const inputs = [...derived.values()].flatMap(([table, column], i) => [
+      ...(i ? [", "] : []), visibleName(table), ".", visibleName(column)]);
     return el("tr", { "data-field": name },
       el("td", { class: "name" }, button),
-      el("td", {}, typeof field.type === "string" ? visibleText(field.type) : ""),
-      el("td", { class: "ns" }, derived.join(", ")));
+      el("td", { class: "ns" }, typeof field.type === "string" && field.type ? visibleName(field.type) : missing("no type")),
+      el("td", { class: "ns" }, ...(inputs.length ? inputs : [missing("no input fields named")])));
   });
   const whole = lineage.filter((edge) => edge.field === null);
   section.append(
     el("p", { class: "muted" }, "Choose a field to see the input fields it is derived from."),
-    el("div", { class: "table-wrap" }, el("table", { id: "fields-table" },
-      el("thead", {}, el("tr", {}, ...["Field", "Type", "Derived from"].map(
-        (title) => el("th", { scope: "col" }, title)))),
+    el("div", { class: "table-wrap" }, el("table", { id: "fields-table", class: "list" },
+      el("thead", {}, el("tr", {}, ...[["Field", "col-field"], ["Type", "col-type"], ["Derived from", "col-lead"]].map(
+        ([title, cls]) => el("th", { scope: "col", class: cls }, title)))),
       el("tbody", {}, ...rows))),
     panel);
   if (whole.length) {
