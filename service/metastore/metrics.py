@@ -99,6 +99,9 @@ SPOOL_QUARANTINED = Counter(
     "that changed on disk; the records in them are lost).",
     ["damage"],
 )
+# At 0 from the start: an alert's increase() then sees the first damaged record found at run time.
+for _damage in ("torn", "corrupt"):
+    SPOOL_QUARANTINED.labels(_damage)
 SPOOL_QUARANTINE_BYTES = Gauge(
     "metastore_spool_quarantine_bytes", "Bytes in the spool's quarantine directory (kept for inspection)."
 )

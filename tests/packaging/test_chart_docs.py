@@ -53,3 +53,23 @@ def test_every_alert_has_a_rule_test_that_makes_it_fire() -> None:
         for test in yaml.safe_load(path.read_text())["tests"]:
             fired |= {case["alertname"] for case in test.get("alert_rule_test", []) if case.get("exp_alerts")}
     assert set(alerts()) <= fired, set(alerts()) - fired
+
+
+def exposed_metric_names() -> set[str]:
+    from prometheus_client import REGISTRY
+
+    # The modules that register the service's metrics (forwarding has its own).
+    from metastore import forward, metrics  # noqa: F401
+
+    names: set[str] = set()
+    for family in REGISTRY.collect():
+        suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}.get(family.type, ("",))
+        names |= {family.name + suffix for suffix in suffixes}
+    return names
+
+
+def test_every_metric_an_alert_reads_is_one_the_service_exposes() -> None:
+    template = (CHART / "templates" / "prometheusrule.yaml").read_text()
+    read = set(re.findall(r"\b((?:metastore|process)_\w+)\{", template))
+    assert {"metastore_spool_writable", "metastore_spool_quarantined_total", "process_start_time_seconds"} <= read
+    assert read <= exposed_metric_names(), read - exposed_metric_names()
