@@ -53,29 +53,11 @@ from typing import Any
 
 import kubernetes_validate.utils as kv  # type: ignore[import-untyped,import-not-found,unused-ignore]
 import yaml  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from strict_yaml import StrictLoader  # helm/, beside this file
 
 Resource = dict[str, Any]
 TMP = "/tmp"  # noqa: S108 - a mount path to look for, no file is made there
 QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-
-
-class StrictLoader(yaml.SafeLoader):  # type: ignore[misc,unused-ignore]
-    """PyYAML's safe loader, refusing a key given twice in one mapping."""
-
-
-def _mapping(loader: StrictLoader, node: Any, deep: bool = False) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                "while reading a mapping", node.start_mark, f"the key {key!r} is given twice", key_node.start_mark
-            )
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep)
-
-
-StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
 def quantity(value: Any) -> int:

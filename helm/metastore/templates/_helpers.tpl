@@ -83,29 +83,43 @@ with more labels that never replace the chart's. */}}
 below base + connections x perConnection + inflightFactor x METASTORE_MAX_INFLIGHT_BYTES +
 queueFactor x METASTORE_ASYNC_QUEUE_BYTES, and that must fit headroomPercent of the limit. */}}
 {{- define "metastore.memoryModel" -}}
-{{- /* Fitted to the peaks `make floods` measured (bench/results/memory.json): RSS <= 80 MiB
-     + 75 KiB per connection + 3.5 x the bytes in flight + 5 x writers x max(batch, body)
-     (the writers' batch and its copies) + 1.8 x the async queue held in memory. */ -}}
-{{- $base := mul 80 1048576 }}
-{{- $perConnection := mul 75 1024 }}
+{{- /* The service's documented memory bound (docs/operations.md, "Sizing"; the constants of
+     bench/results/memory.json, which tests/packaging/test_chart_memory.py holds this to), for the
+     chart's shape, which always has a spool:
+       80 MiB + connections x 90 KiB + 1.0 x bytes in flight
+       + libpq's send buffers: sync mode, poolMax x max(group commit 1 MiB, large event 256 KiB)
+         + 1 large-event call x the body limit; async mode with asyncQueueFull=sync, poolMax x
+         the body limit (an ingest connection may store any event when the queue is full)
+       + 4.1 x writers x max(batch 4 MiB, the body limit).
+     The service's defaults of METASTORE_GROUP_COMMIT_BYTES, _LARGE_EVENT_BYTES, _LARGE_EVENT_CALLS
+     and _ASYNC_BATCH_BYTES apply: the chart does not set them. With a spool the async queue waits
+     on disk; its bytes (a queue in memory counts 1.6 x) still get the room left. */ -}}
+{{- $mib := 1048576 }}
+{{- $base := mul 80 $mib }}
+{{- $perConnection := mul 90 1024 }}
 {{- $headroomPercent := 80 }}
 {{- $c := .Values.config }}
 {{- $limit := include "metastore.bytes" (required "resources.memory.limit is required" .Values.resources.memory.limit) | int64 }}
 {{- $budget := div (mul $limit $headroomPercent) 100 }}
-{{- $batch := max (int64 (default 4194304 $c.asyncBatchBytes)) (int64 $c.maxBodyBytes) }}
-{{- $writers := mul 5 (mul (int64 $c.asyncWriters) $batch) }}
-{{- $fixed := add $base (mul $c.maxConnections $perConnection) (div (mul 35 $c.maxInflightBytes) 10) $writers }}
+{{- $body := int64 $c.maxBodyBytes }}
+{{- $sendBuffers := add (mul (int64 $c.poolMax) (max $mib 262144)) $body }}
+{{- if eq $c.ingestMode "async" }}
+{{- $sendBuffers = ternary (mul (int64 $c.poolMax) $body) 0 (eq $c.asyncQueueFull "sync") }}
+{{- end }}
+{{- $batch := max 4194304 $body }}
+{{- $writers := div (mul 41 (mul (int64 $c.asyncWriters) $batch)) 10 }}
+{{- $fixed := add $base (mul $c.maxConnections $perConnection) (int64 $c.maxInflightBytes) $sendBuffers $writers }}
 {{- $room := sub $budget $fixed }}
 {{- $queue := 0 }}
 {{- if kindIs "invalid" $c.asyncQueueBytes }}
-{{- $queue = div (mul $room 10) 18 }}
-{{- if lt $queue 1048576 }}
-{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the process (80 MiB), config.maxConnections=%d (75 KiB each), 3.5 x config.maxInflightBytes=%d and 5 x config.asyncWriters x max(batch, body) need %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) (add $fixed (div (mul 18 1048576) 10))) }}
+{{- $queue = div (mul $room 10) 16 }}
+{{- if lt $queue $mib }}
+{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the service's memory bound (docs/operations.md, \"Sizing\": 80 MiB, config.maxConnections=%d x 90 KiB, config.maxInflightBytes=%d, libpq's send buffers %d, 4.1 x config.asyncWriters x max(4 MiB, config.maxBodyBytes) = %d) needs %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) $sendBuffers $writers (add $fixed (div (mul 16 $mib) 10))) }}
 {{- end }}
 {{- else }}
 {{- $queue = int64 $c.asyncQueueBytes }}
-{{- if gt (add $fixed (div (mul 18 $queue) 10)) $budget }}
-{{- fail (printf "config.asyncQueueBytes=%d cannot fit resources.memory.limit=%s: 80 MiB + config.maxConnections x 75 KiB + 3.5 x config.maxInflightBytes + 5 x writers x max(batch, body) + 1.8 x config.asyncQueueBytes = %d bytes, above %d%% of the limit (%d); at most %d fits (leave asyncQueueBytes null to derive it)" $queue (toString .Values.resources.memory.limit) (add $fixed (div (mul 18 $queue) 10)) $headroomPercent $budget (div (mul (max $room 0) 10) 18)) }}
+{{- if gt (add $fixed (div (mul 16 $queue) 10)) $budget }}
+{{- fail (printf "config.asyncQueueBytes=%d cannot fit resources.memory.limit=%s: the service's memory bound (docs/operations.md, \"Sizing\") of %d bytes + 1.6 x config.asyncQueueBytes = %d bytes, above %d%% of the limit (%d); at most %d fits (leave asyncQueueBytes null to derive it)" $queue (toString .Values.resources.memory.limit) $fixed (add $fixed (div (mul 16 $queue) 10)) $headroomPercent $budget (div (mul (max $room 0) 10) 16)) }}
 {{- end }}
 {{- end }}
 {{- dict "limit" $limit "budget" $budget "fixed" $fixed "asyncQueueBytes" $queue | toJson }}
