@@ -219,8 +219,8 @@ def _revert(dsn: str, args: argparse.Namespace, limits: migrations.Limits) -> in
     latest = migrations.latest_version()
     if args.to != 0 and args.to not in {c.version for c in migrations.changes()}:
         raise migrations.MigrationError(
-            f"--to {args.to}: this release has no change {args.to} (its changes are 1 to {latest}; --to 0 reverts "
-            "them all); nothing was changed",
+            f"--to {args.to}: this release has no change {args.to} (its changes are {migrations.describe_versions()}; "
+            "--to 0 reverts them all); nothing was changed",
             exit_code=2,
         )
     confirmed = _confirm_revert(dsn, args, limits)

@@ -256,6 +256,17 @@ def default_group_roles(dbname: str) -> tuple[str, str]:
     return base[: 63 - len("_app")] + "_app", base[: 63 - len("_reader")] + "_reader"
 
 
+def describe_versions() -> str:
+    """This release's change numbers as runs, e.g. "1 to 7, 9" (a number may be left unused)."""
+    runs: list[list[int]] = []
+    for version in sorted(c.version for c in changes()):
+        if runs and version == runs[-1][-1] + 1:
+            runs[-1].append(version)
+        else:
+            runs.append([version])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]} to {r[-1]}" for r in runs)
+
+
 def check_target(target: int | None, partial: bool = False) -> None:
     """A deploy goes to this release's latest change: db/functions are this release's only, and
     over an older schema they would name tables that are not there (every call failing at run
@@ -265,7 +276,8 @@ def check_target(target: int | None, partial: bool = False) -> None:
         return
     if target not in {c.version for c in changes()}:
         raise MigrationError(
-            f"--to {target}: this release has no change {target} (its changes are 1 to {latest}); nothing was changed",
+            f"--to {target}: this release has no change {target} (its changes are {describe_versions()}); nothing was "
+            "changed",
             exit_code=2,
         )
     if not partial:
