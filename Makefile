@@ -79,7 +79,7 @@ format: $(VENV)/.installed-lint ## apply ruff's fixes and formatting
 schema: $(VENV)/.installed-test ## rewrite db/schema.sql from a fresh deploy (commit it with the change)
 	$(PY) -m tests.schema_dump
 
-settings: $(VENV)/.installed-local ## print the settings table for the README
+settings: $(VENV)/.installed-local ## print the settings table (docs/service.md holds it)
 	$(PY) -m metastore settings
 
 clean-dev: ## delete the development database (in .dev/, or where `make dev` said it is)

@@ -4,7 +4,9 @@ alike.
 
 - ingest: the same Trino CTAS COMPLETE events (a new query each) into a database of each, rounds
   alternating which goes first: ms per event (client round trip) one per `ingest_event` call, and in
-  sets of 10 and 100 per `ingest_events` call.
+  sets of 10 and 100 per `ingest_events` call; the server CPU per event (the backend's user and system
+  time, which other work on the machine hardly moves) and the bytes of the schema per event. With
+  `--start`, each query is its START (no datasets, as Trino sends it) and then its COMPLETE.
 - backfill: `CALL metastore.backfill()` over `--backfill` such events stored in each, twice each
   (this db/'s in `--sessions` sessions at once);
   with `--bulk`, over make bench's generated events instead, inserted straight into metastore.events
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import statistics
 import subprocess
 import tarfile
 import tempfile
@@ -27,7 +30,8 @@ from typing import Any
 
 import psycopg
 
-from bench.lineage import ctas
+from bench.jobs_runs import backend_cpu_s
+from bench.lineage import ctas, schema_bytes
 from bench.run import generate_events
 from devtools import localpg
 from devtools.localpg import LocalPostgres
@@ -61,6 +65,11 @@ def store(conn: psycopg.Connection[Any], bodies: list[bytes]) -> None:
         conn.execute("SELECT count(*) FROM metastore.ingest_events(%s::bytea[])", (bodies,)).fetchone()
 
 
+def query(i: int, start: bool) -> list[bytes]:
+    """Query i's events: its COMPLETE, after its START with --start."""
+    return [ctas(i, start=True), ctas(i)] if start else [ctas(i)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="git revision to compare with (e.g. a commit of main)")
@@ -69,6 +78,7 @@ def main() -> None:
     parser.add_argument("--bulk", action="store_true", help="backfill make bench's generated events, once each")
     parser.add_argument("--sessions", type=int, default=1, help="backfill sessions sharing the work (this db/ only)")
     parser.add_argument("--durable", action="store_true", help="fsync and synchronous commit on, as make bench has")
+    parser.add_argument("--start", action="store_true", help="each query a START, then its COMPLETE")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalPostgres() as server:
         if args.durable:
@@ -76,23 +86,57 @@ def main() -> None:
             server.start(durable=True)
         dbs = {"base": checkout_db(args.base, Path(tmp)), "this": migrations.db_dir()}
         conns = {label: provision(server, f"ab_{label}", db) for label, db in dbs.items()}
+        empty = {label: schema_bytes(conn) for label, conn in conns.items()}
         spent = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
+        cpu = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
+        counted = {mode: 0 for mode, _, _ in MODES}
+        # Per round, this over base: the median says more than the sums on a machine shared with other work.
+        ratios: dict[str, list[float]] = {mode: [] for mode, _, _ in MODES}
+        cpu_ratios: dict[str, list[float]] = {mode: [] for mode, _, _ in MODES}
         n = 0
+        per_query = 2 if args.start else 1
         for r in range(args.rounds):
             for mode, size, reps in MODES:
                 sets = []
                 for _ in range(reps):
-                    sets.append([ctas(n + i) for i in range(size)])
-                    n += size
+                    # size events per call: whole queries, START before COMPLETE.
+                    events = [body for i in range(size // per_query or 1) for body in query(n + i, args.start)]
+                    n += size // per_query or 1
+                    sets += [events[k : k + size] for k in range(0, len(events), size)]
+                counted[mode] += sum(len(bodies) for bodies in sets)
+                took: dict[str, tuple[float, float]] = {}
                 for label in ("base", "this") if r % 2 == 0 else ("this", "base"):
+                    pid = conns[label].info.backend_pid
+                    before = backend_cpu_s(pid)
                     started = time.perf_counter()
                     for bodies in sets:
                         store(conns[label], bodies)
-                    spent[(label, mode)] += time.perf_counter() - started
-        per_mode = args.rounds * 100
+                    took[label] = (time.perf_counter() - started, backend_cpu_s(pid) - before)
+                    spent[(label, mode)] += took[label][0]
+                    cpu[(label, mode)] += took[label][1]
+                ratios[mode].append(took["this"][0] / took["base"][0])
+                if took["base"][1] > 0:
+                    cpu_ratios[mode].append(took["this"][1] / took["base"][1])
+        stored = {}
+        for label, conn in conns.items():
+            row = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
+            stored[label] = int(row[0]) if row else 0
+            conn.execute("VACUUM ANALYZE")
+        assert stored["base"] == stored["this"], stored
         for mode, _, _ in MODES:
-            base, this = (spent[(label, mode)] / per_mode * 1000 for label in ("base", "this"))
-            print(f"ingest, {mode}: base {base:.3f} ms/event, this {this:.3f} ms/event, this/base {this / base:.2f}")
+            base, this = (spent[(label, mode)] / counted[mode] * 1000 for label in ("base", "this"))
+            cbase, cthis = (cpu[(label, mode)] / counted[mode] * 1e6 for label in ("base", "this"))
+            print(
+                f"ingest, {mode}: base {base:.3f} ms/event, this {this:.3f} ms/event, this/base {this / base:.2f} "
+                f"(median of rounds {statistics.median(ratios[mode]):.2f}); server CPU base {cbase:.0f} us/event, "
+                f"this {cthis:.0f} us/event, this/base {cthis / cbase:.2f} "
+                f"(median of rounds {statistics.median(cpu_ratios[mode]) if cpu_ratios[mode] else float('nan'):.2f})"
+            )
+        size = {label: (schema_bytes(conn) - empty[label]) / stored[label] for label, conn in conns.items()}
+        print(
+            f"storage of the schema per event ({stored['this']} events): base {size['base']:.0f} B, "
+            f"this {size['this']:.0f} B, this/base {size['this'] / size['base']:.3f}"
+        )
         for conn in conns.values():
             conn.close()
         conns = {label: provision(server, f"backfill_{label}", db) for label, db in dbs.items()}
@@ -107,14 +151,19 @@ def main() -> None:
             for label, conn in conns.items():
                 if args.bulk:
                     generate_events(conn, args.backfill)
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), backend_cpu_s(conn.info.backend_pid)
                 if label == "this" and args.sessions > 1:
                     migrations.backfill(conn.info.dsn, args.sessions)
                 else:
                     conn.execute("CALL metastore.backfill()")
                 seconds = time.perf_counter() - started
+                # The server CPU of the calling session (of one session only: not with --sessions).
+                cpu_us = (backend_cpu_s(conn.info.backend_pid) - cpu) / args.backfill * 1e6
                 rate = args.backfill / seconds
-                print(f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {rate:.0f} events/s")
+                print(
+                    f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {rate:.0f} events/s, "
+                    f"server CPU {cpu_us:.0f} us/event"
+                )
         for conn in conns.values():
             conn.close()
 

@@ -41,10 +41,12 @@ NOOP = """CREATE OR REPLACE FUNCTION metastore.derive_lineage(
     RETURNS void
 LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $fn$ BEGIN END $fn$"""
 CTAS = json.loads((ROOT / "tests" / "fixtures" / "openlineage" / "trino" / "04-ctas-complete.json").read_text())
+START = json.loads((ROOT / "tests" / "fixtures" / "openlineage" / "trino" / "03-ctas-start.json").read_text())
 
 
-def ctas(i: int, job: str | None = None) -> bytes:
-    event: dict[str, Any] = copy.deepcopy(CTAS)
+def ctas(i: int, job: str | None = None, start: bool = False) -> bytes:
+    """Query i's COMPLETE (or with start, its START: no datasets, as Trino sends it)."""
+    event: dict[str, Any] = copy.deepcopy(START if start else CTAS)
     event["eventTime"] = f"2026-07-20T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}.{i:06d}Z"
     event["run"]["runId"] = f"01900000-0000-7000-8000-{i:012d}"
     event["job"]["name"] = job or f"20260720_000000_{i:05d}_bench"

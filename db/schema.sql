@@ -177,6 +177,7 @@ DECLARE
     v_done      bigint := 0;
     v_layer     boolean;
     v_jobs      boolean;
+    v_runs_io   boolean;
     v_ids       bigint[];
     v_times     timestamptz[];
     v_payloads  jsonb[];
@@ -194,11 +195,13 @@ BEGIN
     v_size := least(p_batch_size, c_set);
     v_layer := pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL;
     v_jobs := pg_catalog.to_regclass('metastore.runs') IS NOT NULL;
+    v_runs_io := pg_catalog.to_regclass('metastore.run_datasets') IS NOT NULL;
     -- The rules a rebuild derives with: a deploy that changed them since it started restarts it.
     SELECT pg_catalog.md5(pg_catalog.string_agg(p.prosrc, '' ORDER BY p.proname, p.oid)) INTO v_rules
       FROM pg_catalog.pg_proc AS p
      WHERE p.pronamespace = 'metastore'::regnamespace
-       AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run');
+       AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run',
+                         'derive_run_datasets');
 
     -- 1. Join the rebuild under way, or start one.
     SELECT s.generation, s.rebuild INTO v_found FROM metastore.derive_state AS s;
@@ -300,6 +303,9 @@ BEGIN
             END IF;
             IF v_jobs THEN
                 PERFORM metastore.derive_job_run(v_payloads, v_events);
+                IF v_runs_io THEN
+                    PERFORM metastore.derive_run_datasets(v_events, v_datasets);
+                END IF;
             END IF;
             v_done := v_done + pg_catalog.cardinality(v_ids);
         END IF;
@@ -352,6 +358,17 @@ BEGIN
     -- Rows of the other tables that no event of the new generation reached, a table per
     -- transaction, locked in the key order ingest takes them in (jobs by namespace and name, runs by
     -- job and run id, collation C), and only while the generation is the one this session finishes.
+    IF v_runs_io THEN
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.run_datasets AS t
+             WHERE (t.run_id, t.dataset_id, t.direction) IN (
+                    SELECT s.run_id, s.dataset_id, s.direction FROM metastore.run_datasets AS s
+                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        END IF;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    END IF;
     IF v_jobs THEN
         SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
         IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
@@ -441,7 +458,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, dataset_activity, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges, column_lineage, jobs and runs from metastore.events with the rules live ingest uses (metastore.derive_datasets, derive_lineage, derive_job_run), while ingest goes on. Run it with CALL outside a transaction block, in one session or in several at once (they share the work). A call starts a rebuild (a new generation, at a cut taken under a brief SHARE lock on metastore.events) or joins the one under way (or leaves, when one with the same rules ended since it began), derives the events up to the cut p_batch_size (at most 1000) per transaction, and the last session out removes what no event reached; a rebuild stopped at any point resumes at the next call, and one whose rules a deploy changed starts again. Ids of datasets, jobs and runs are kept. Error codes: 22023 p_batch_size not positive; 55P03 the cut''s lock not obtained within about 2 s (retry).';
+COMMENT ON PROCEDURE metastore.backfill(IN p_batch_size integer) IS 'Rebuilds datasets, dataset_activity, event_datasets, dataset_symlinks, dataset_schema_versions, lineage_edges, column_lineage, jobs, runs and run_datasets from metastore.events with the rules live ingest uses (metastore.derive_datasets, derive_lineage, derive_job_run, derive_run_datasets), while ingest goes on. Run it with CALL outside a transaction block, in one session or in several at once (they share the work). A call starts a rebuild (a new generation, at a cut taken under a brief SHARE lock on metastore.events) or joins the one under way (or leaves, when one with the same rules ended since it began), derives the events up to the cut p_batch_size (at most 1000) per transaction, and the last session out removes what no event reached; a rebuild stopped at any point resumes at the next call, and one whose rules a deploy changed starts again. Ids of datasets, jobs and runs are kept. Error codes: 22023 p_batch_size not positive; 55P03 the cut''s lock not obtained within about 2 s (retry).';
 
 CREATE FUNCTION metastore.check_event(p_payload jsonb) RETURNS metastore.checked_event
     LANGUAGE plpgsql STABLE
@@ -606,6 +623,7 @@ COMMENT ON FUNCTION metastore.create_partitions(p_from date, p_days_ahead intege
 CREATE FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit integer) RETURNS bigint[]
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
     v_all bigint[] := ARRAY(SELECT DISTINCT x FROM unnest(p_ids) AS x WHERE x IS NOT NULL ORDER BY x);
@@ -657,6 +675,7 @@ DECLARE
     c_hop      constant integer := 100;
     c_columns  constant integer := 1000;
     v_aliases  bigint[] := metastore.dataset_aliases(ARRAY[p_id], c_hop);
+    v_hide     record := metastore.hidden_names();
 BEGIN
     -- db/functions is applied whatever the deploy's target: before change 6 the page stays as it was.
     IF to_regclass('metastore.column_lineage') IS NULL THEN
@@ -686,17 +705,23 @@ BEGIN
                        ORDER BY c.output_field, d.namespace, d.name, c.input_field,
                                 c.transformation_type, c.transformation_subtype), '[]')
               FROM (SELECT * FROM metastore.column_lineage AS c WHERE c.output_dataset_id = p_id
+                       AND c.input_dataset_id <> ALL (v_hide.dataset_ids)
                      ORDER BY c.output_field, c.input_dataset_id, c.input_field,
                               c.transformation_type, c.transformation_subtype
                      LIMIT c_columns) AS c
-              JOIN metastore.datasets_view AS d ON d.id = c.input_dataset_id),
+              JOIN metastore.datasets_view AS d ON d.id = c.input_dataset_id
+             WHERE d.namespace <> ALL (v_hide.namespaces)),
         -- One hop, from the dataset and its symlink aliases.
         'upstream', (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind,
                        'jobs', n.jobs, 'last_seen', n.last_seen) ORDER BY d.namespace, d.name), '[]')
               FROM (SELECT e.upstream_id AS id, count(DISTINCT e.job_sha256) AS jobs, max(e.last_seen) AS last_seen
-                      FROM metastore.lineage_edges AS e WHERE e.downstream_id = ANY (v_aliases)
+                      FROM metastore.lineage_edges AS e
+                      JOIN metastore.datasets AS u ON u.id = e.upstream_id
+                     WHERE e.downstream_id = ANY (v_aliases)
+                       AND u.id <> ALL (v_hide.dataset_ids) AND u.namespace <> ALL (v_hide.namespaces)
+                       AND e.job_sha256 <> ALL (v_hide.job_edge_keys) AND e.job_namespace <> ALL (v_hide.namespaces)
                      GROUP BY e.upstream_id ORDER BY e.upstream_id LIMIT c_hop) AS n
               JOIN metastore.datasets_view AS d ON d.id = n.id),
         'downstream', (
@@ -704,133 +729,30 @@ BEGIN
                        'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind,
                        'jobs', n.jobs, 'last_seen', n.last_seen) ORDER BY d.namespace, d.name), '[]')
               FROM (SELECT e.downstream_id AS id, count(DISTINCT e.job_sha256) AS jobs, max(e.last_seen) AS last_seen
-                      FROM metastore.lineage_edges AS e WHERE e.upstream_id = ANY (v_aliases)
+                      FROM metastore.lineage_edges AS e
+                      JOIN metastore.datasets AS w ON w.id = e.downstream_id
+                     WHERE e.upstream_id = ANY (v_aliases)
+                       AND w.id <> ALL (v_hide.dataset_ids) AND w.namespace <> ALL (v_hide.namespaces)
+                       AND e.job_sha256 <> ALL (v_hide.job_edge_keys) AND e.job_namespace <> ALL (v_hide.namespaces)
                      GROUP BY e.downstream_id ORDER BY e.downstream_id LIMIT c_hop) AS n
               JOIN metastore.datasets_view AS d ON d.id = n.id));
 END
 $$;
 
-COMMENT ON FUNCTION metastore.dataset_layer(p_id bigint) IS 'For metastore.get_dataset: a dataset''s current fields (its newest schema version by eventTime), its schema_versions (newest 20), column_lineage (output field <- input dataset and field, at most 1000; field null: the dataset-level list), and one hop of upstream and downstream datasets (at most 100 each, with the number of jobs), crossing symlinks.';
+COMMENT ON FUNCTION metastore.dataset_layer(p_id bigint) IS 'For metastore.get_dataset: a dataset''s current fields (its newest schema version by eventTime), its schema_versions (newest 20), column_lineage (output field <- input dataset and field, at most 1000; field null: the dataset-level list), and one hop of upstream and downstream datasets (at most 100 each, with the number of jobs), crossing symlinks. Hidden datasets and jobs (metastore.hide) are left out.';
 
 CREATE FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text DEFAULT 'both'::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET "TimeZone" TO 'UTC'
     AS $$
-DECLARE
-    v_start     bigint[];
-    v_nodes     bigint[];
-    v_depths    integer[];
-    v_sides     text[];
-    v_seen      bigint[];
-    v_frontier  bigint[];
-    v_next      bigint[];
-    v_new       bigint[];
-    v_cap       integer;
-    v_dir       text;
-    v_truncated boolean := false;
-    v_room      integer;
-    v_edges     jsonb;
-    v_cut       boolean;
-    v_max_edges integer := 4 * p_node_limit;
 BEGIN
-    IF p_direction IS NULL OR p_direction NOT IN ('upstream', 'downstream', 'both') THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('direction must be upstream, downstream or both, not %s', coalesce(p_direction, 'null'));
-    END IF;
-    IF p_depth IS NULL OR p_depth < 1 OR p_depth > 10 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('depth must be from 1 to 10, not %s', p_depth);
-    END IF;
-    IF p_node_limit IS NULL OR p_node_limit < 1 OR p_node_limit > 1000 THEN
-        RAISE EXCEPTION USING ERRCODE = '22023',
-            MESSAGE = format('node limit must be from 1 to 1000, not %s', p_node_limit);
-    END IF;
-    IF NOT EXISTS (SELECT FROM metastore.datasets AS d WHERE d.id = p_id) THEN
-        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
-    END IF;
-
-    -- The dataset and its aliases are depth 0; each hop then adds the aliases of what it reached.
-    v_start := metastore.dataset_aliases(ARRAY[p_id], p_node_limit);
-    v_nodes := v_start;
-    v_depths := array_fill(0, ARRAY[cardinality(v_start)]);
-    v_sides := array_fill('self'::text, ARRAY[cardinality(v_start)]);
-
-    -- Each direction on its own from the start (up then down would reach siblings). A node seen
-    -- once is never expanded again in that direction: cycles end there. A node the other direction
-    -- listed already (A -> B -> A) is expanded all the same, but listed once.
-    FOREACH v_dir IN ARRAY CASE WHEN p_direction = 'both' THEN ARRAY['upstream', 'downstream']
-                                ELSE ARRAY[p_direction] END LOOP
-        v_seen := v_start;
-        v_frontier := v_start;
-        FOR v_depth IN 1..p_depth LOOP
-            EXIT WHEN cardinality(v_frontier) = 0 OR v_truncated;
-            v_room := p_node_limit - cardinality(v_nodes);
-            -- Room for every node listed already and one more than fits: past that, the graph is cut.
-            v_cap := v_room + 1 + cardinality(v_nodes);
-            IF v_dir = 'upstream' THEN
-                v_next := ARRAY(SELECT DISTINCT e.upstream_id FROM metastore.lineage_edges AS e
-                                 WHERE e.downstream_id = ANY (v_frontier) AND e.upstream_id <> ALL (v_seen)
-                                 ORDER BY 1 LIMIT v_cap);
-            ELSE
-                v_next := ARRAY(SELECT DISTINCT e.downstream_id FROM metastore.lineage_edges AS e
-                                 WHERE e.upstream_id = ANY (v_frontier) AND e.downstream_id <> ALL (v_seen)
-                                 ORDER BY 1 LIMIT v_cap);
-            END IF;
-            EXIT WHEN cardinality(v_next) = 0;
-            v_next := ARRAY(SELECT x FROM unnest(metastore.dataset_aliases(v_next, v_cap)) WITH ORDINALITY AS a (x, o)
-                             WHERE x <> ALL (v_seen) ORDER BY o);
-            v_seen := v_seen || v_next;
-            v_frontier := v_next;
-            v_new := ARRAY(SELECT x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
-                            WHERE x <> ALL (v_nodes) ORDER BY o);
-            IF cardinality(v_new) > v_room THEN
-                v_new := v_new[1:v_room];
-                v_truncated := true;
-            END IF;
-            v_nodes := v_nodes || v_new;
-            v_depths := v_depths || array_fill(v_depth, ARRAY[cardinality(v_new)]);
-            v_sides := v_sides || array_fill(v_dir, ARRAY[cardinality(v_new)]);
-        END LOOP;
-    END LOOP;
-
-    -- Edges between the nodes found: lineage per (upstream, downstream) with its number of jobs,
-    -- and the symlinks crossed.
-    SELECT coalesce(jsonb_agg(g.edge ORDER BY g.k1, g.k2, g.k3), '[]'), count(*) > v_max_edges
-      INTO v_edges, v_cut
-      FROM (SELECT * FROM (
-                SELECT jsonb_build_object('kind', 'lineage', 'from', e.upstream_id, 'to', e.downstream_id,
-                                          'jobs', count(*), 'first_seen', min(e.first_seen),
-                                          'last_seen', max(e.last_seen)) AS edge,
-                       0 AS k1, e.upstream_id AS k2, e.downstream_id AS k3
-                  FROM metastore.lineage_edges AS e
-                 WHERE e.upstream_id = ANY (v_nodes) AND e.downstream_id = ANY (v_nodes)
-                 GROUP BY e.upstream_id, e.downstream_id
-                UNION ALL
-                SELECT jsonb_build_object('kind', 'symlink', 'from', s.dataset_id, 'to', s.symlink_id, 'type', s.type),
-                       1, s.dataset_id, s.symlink_id
-                  FROM metastore.dataset_symlinks AS s
-                 WHERE s.dataset_id = ANY (v_nodes) AND s.symlink_id = ANY (v_nodes)) AS u
-             ORDER BY u.k1, u.k2, u.k3
-             LIMIT v_max_edges + 1) AS g;
-    IF v_cut THEN
-        v_edges := v_edges - v_max_edges;
-    END IF;
-
-    RETURN jsonb_build_object(
-        'id', p_id,
-        'direction', p_direction,
-        'depth', p_depth,
-        'nodes', (SELECT jsonb_agg(jsonb_build_object('id', d.id, 'namespace', d.namespace, 'name', d.name,
-                                                      'kind', d.kind, 'depth', n.depth, 'side', n.side)
-                                   ORDER BY n.o)
-                    FROM unnest(v_nodes, v_depths, v_sides) WITH ORDINALITY AS n (id, depth, side, o)
-                    JOIN metastore.datasets_view AS d ON d.id = n.id),
-        'edges', v_edges,
-        'truncated', v_truncated OR v_cut);
+    -- The graph without job nodes: one implementation (metastore.lineage_graph), this signature kept
+    -- for callers of the previous release.
+    RETURN metastore.lineage_graph(p_id, p_direction, p_depth, p_node_limit, NULL);
 END
 $$;
 
-COMMENT ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) IS 'The lineage graph around a dataset: {id, direction, depth, nodes, edges, truncated}. nodes: the dataset and its symlink aliases (side self, depth 0), then what p_depth hops upstream and/or downstream reach (each with its aliases), at most p_node_limit. edges: lineage (from upstream to downstream, with the number of jobs) and symlink (from the dataset carrying the identifier to it) between listed nodes, at most 4 x p_node_limit. truncated: a limit cut the graph. Error codes: 22023 direction not upstream/downstream/both, depth outside 1..10, node limit outside 1..1000; P0002 no such dataset.';
+COMMENT ON FUNCTION metastore.dataset_lineage(p_id bigint, p_direction text, p_depth integer, p_node_limit integer) IS 'The lineage graph around a dataset: {id, direction, depth, nodes, edges, truncated}. nodes: the dataset and its symlink aliases (side self, depth 0), then what p_depth hops upstream and/or downstream reach (each with its aliases), at most p_node_limit. edges: lineage (from upstream to downstream, with the number of jobs) and symlink (from the dataset carrying the identifier to it) between listed nodes, at most 4 x p_node_limit. truncated: a limit cut the graph. Hidden datasets and jobs (metastore.hide) are not there. metastore.lineage_graph with p_include null. Error codes: 22023 direction not upstream/downstream/both, depth outside 1..10, node limit outside 1..1000; P0002 no such dataset.';
 
 CREATE FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer DEFAULT 20) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -838,6 +760,7 @@ CREATE FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer DEFA
     SET "TimeZone" TO 'UTC'
     AS $_$
 DECLARE
+    v_hide  record := metastore.hidden_names();
     v_ids   bigint[];
     v_times timestamptz[];
     v_runs  jsonb;
@@ -845,7 +768,9 @@ BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 100, not %s', p_limit);
     END IF;
-    IF NOT EXISTS (SELECT FROM metastore.datasets_view AS d WHERE d.id = p_dataset_id) THEN
+    IF NOT EXISTS (SELECT FROM metastore.datasets AS d
+                    WHERE d.id = p_dataset_id AND d.id <> ALL (v_hide.dataset_ids)
+                      AND d.namespace <> ALL (v_hide.namespaces)) THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_dataset_id);
     END IF;
 
@@ -880,36 +805,41 @@ BEGIN
                    JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = e.run_id
                   WHERE l.dataset_id = $1 AND l.event_id = ANY ($2) AND l.event_time = ANY ($3)
                     AND e.event_time = ANY ($3) AND l.direction IN (''input'', ''output'')
+                    AND j.id <> ALL ($5) AND j.namespace <> ALL ($6)
                   GROUP BY r.id, r.run_id, r.state, r.started_at, r.ended_at, r.duration, r.error_message,
                            r.trino_user, r.trino_source, j.id, j.namespace, j.name, j.latest_sql
                   ORDER BY seen DESC, r.id DESC
                   LIMIT $4) AS x'
         INTO v_runs
-        USING p_dataset_id, v_ids, v_times, p_limit;
+        USING p_dataset_id, v_ids, v_times, p_limit, v_hide.job_ids, v_hide.namespaces;
     RETURN jsonb_build_object('dataset_id', p_dataset_id, 'runs', v_runs);
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer) IS 'The latest runs (at most p_limit, newest first) that read or wrote a dataset, among its newest 4 * p_limit read and write links, each with its state, times, job and the job''s latest SQL: {"dataset_id", "runs": [...]}. Error codes: P0002 no such dataset; 22023 limit outside 1..100.';
+COMMENT ON FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer) IS 'The latest runs (at most p_limit, newest first) that read or wrote a dataset, among its newest 4 * p_limit read and write links, each with its state, times, job and the job''s latest SQL: {"dataset_id", "runs": [...]}. A hidden dataset (metastore.hide) is not found, runs of hidden jobs are not listed. Error codes: P0002 no such dataset; 22023 limit outside 1..100.';
 
 CREATE FUNCTION metastore.dataset_summary(p_namespaces_limit integer DEFAULT 500) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    -- What the view's filters offer: every scheme and the busiest namespaces, with counts.
+    -- What the view's filters offer: every scheme and the busiest namespaces, with counts; what the
+    -- owner hid (metastore.hide) is not counted.
+    WITH h AS (SELECT * FROM metastore.hidden_names()),
+    v AS NOT MATERIALIZED (SELECT d.scheme, d.namespace FROM metastore.datasets AS d, h
+           WHERE d.id <> ALL (h.dataset_ids) AND d.namespace <> ALL (h.namespaces))
     SELECT jsonb_build_object(
-        'datasets', (SELECT count(*) FROM metastore.datasets),
+        'datasets', (SELECT count(*) FROM v),
         'schemes', (SELECT coalesce(jsonb_agg(jsonb_build_object('scheme', s.scheme, 'datasets', s.n)
                                               ORDER BY s.scheme NULLS LAST), '[]')
-                      FROM (SELECT v.scheme, count(*) AS n FROM metastore.datasets AS v GROUP BY v.scheme) AS s),
+                      FROM (SELECT v.scheme, count(*) AS n FROM v GROUP BY v.scheme) AS s),
         'namespaces', (SELECT coalesce(jsonb_agg(jsonb_build_object('namespace', n.namespace, 'datasets', n.n)
                                                  ORDER BY n.namespace), '[]')
-                         FROM (SELECT v.namespace, count(*) AS n FROM metastore.datasets AS v
+                         FROM (SELECT v.namespace, count(*) AS n FROM v
                                 GROUP BY v.namespace ORDER BY count(*) DESC, v.namespace
                                 LIMIT greatest(p_namespaces_limit, 0)) AS n))
 $$;
 
-COMMENT ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) IS 'Counts for the view''s filters: all datasets, per scheme (null: no scheme), and per namespace (the p_namespaces_limit namespaces with most datasets, ordered by name).';
+COMMENT ON FUNCTION metastore.dataset_summary(p_namespaces_limit integer) IS 'Counts for the view''s filters: all datasets, per scheme (null: no scheme), and per namespace (the p_namespaces_limit namespaces with most datasets, ordered by name); hidden datasets and namespaces (metastore.hide) are not counted.';
 
 CREATE FUNCTION metastore.datasets_with_field(p_field text, p_limit integer DEFAULT 100) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -970,19 +900,23 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) IS 'Datasets whose current fields (metastore.get_dataset''s "fields") have a top-level field named exactly p_field: {field, datasets}, in (namespace, name) byte order as metastore.list_datasets, at most p_limit. Error codes: 22023 field empty or over 1000 bytes, limit outside 1..1000.';
+COMMENT ON FUNCTION metastore.datasets_with_field(p_field text, p_limit integer) IS 'Datasets whose current fields (metastore.get_dataset''s "fields") have a top-level field named exactly p_field: {field, datasets}, in (namespace, name) byte order as metastore.list_datasets, at most p_limit; hidden datasets (metastore.hide) are left out. Error codes: 22023 field empty or over 1000 bytes, limit outside 1..1000.';
 
 CREATE FUNCTION metastore.datasets_with_field_among(p_ids bigint[], p_field text, p_limit integer) RETURNS jsonb
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
     AS $_$
+DECLARE
+    v_hide record := metastore.hidden_names();
 BEGIN
     -- PL/pgSQL, not SQL: db/functions are applied at every version, also before change 6 made these tables.
     RETURN (SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.namespace COLLATE "C", d.name COLLATE "C"), '[]')
       FROM (SELECT d.*
               FROM metastore.datasets_view AS d
              WHERE d.id = ANY (p_ids)
+               -- What the owner hid (metastore.hide) is not listed.
+               AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
                AND EXISTS (SELECT FROM metastore.dataset_schema_versions AS v
                             WHERE v.dataset_id = d.id
                               AND jsonb_path_query_array(v.fields, '$[*].name') @> jsonb_build_array(p_field)
@@ -995,7 +929,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.datasets_with_field_among(p_ids bigint[], p_field text, p_limit integer) IS 'metastore.datasets_with_field''s page among the datasets p_ids: those whose current fields have a top-level field named p_field, at most p_limit, in (namespace, name) byte order. Owner only.';
+COMMENT ON FUNCTION metastore.datasets_with_field_among(p_ids bigint[], p_field text, p_limit integer) IS 'metastore.datasets_with_field''s page among the datasets p_ids: those whose current fields have a top-level field named p_field, at most p_limit, in (namespace, name) byte order, without the hidden ones (metastore.hide). Owner only.';
 
 CREATE FUNCTION metastore.derive_datasets(p_event_ids bigint[], p_events metastore.valid_event[], p_roll_up boolean) RETURNS jsonb
     LANGUAGE plpgsql
@@ -1560,6 +1494,68 @@ $_$;
 
 COMMENT ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb) IS 'Derives stored events'' schema versions (the non-empty "fields" of schema facets of inputs, outputs and a DatasetEvent''s dataset), dataset lineage edges (each input to each output, through the job) and column lineage (columnLineage facets of outputs: one row per distinct output field, empty for the dataset-level list, input dataset and field, transformation type and subtype, both empty when not given; keyed by the sha256 of the four, so of any length) into dataset_schema_versions, lineage_edges and column_lineage. Arrays aligned by position: p_events[i] is what metastore.validate_event read from p_payloads[i] (its mentions: metastore.extract_datasets), stored as p_event_ids[i]; only the datasets of those mentions are resolved (or given, already resolved: p_dataset_ids, as metastore.derive_datasets returns them). Any split of the events into calls, applied in any order, gives the same rows; a row of an older generation than the current one (metastore.derive_generation) is replaced, not merged into. The rules live here only: live ingest (store_events) and backfill both call it.';
 
+CREATE FUNCTION metastore.derive_run_datasets(p_events metastore.valid_event[], p_dataset_ids jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
+DECLARE
+    v_moved jsonb;
+BEGIN
+    -- One statement (a call per set; its fixed cost is most of what a set of one event costs):
+    -- the set's runs, a probe of jobs and one of runs per distinct run (callers call this only
+    -- where change 11 is deployed, after change 7); each event's inputs and outputs (a symlink
+    -- identifier is the same data under another name: readers cross metastore.dataset_symlinks),
+    -- inserted in key order as every writer takes them, a row of an older generation taken over
+    -- (metastore.backfill rebuilds); and the runs whose first eventTime is one of the set's while
+    -- they had events before: it moved, and their other rows follow below. The generation is the
+    -- runs' own: derive_job_run has just written them with the current one.
+    WITH k AS (
+        SELECT u.job_namespace, u.job_name, u.run_id, min(u.event_time) AS first_time, count(*) AS events
+          FROM unnest(p_events) AS u
+         WHERE u.run_id IS NOT NULL AND u.job_name IS NOT NULL AND u.job_namespace IS NOT NULL
+         GROUP BY u.job_namespace, u.job_name, u.run_id
+    ), r AS (
+        SELECT k.job_namespace, k.job_name, k.run_id, x.id, x.first_event_time, x.generation,
+               x.first_event_time = k.first_time AND x.event_count > k.events AS moved
+          FROM k
+          JOIN metastore.jobs AS j ON j.name_key = sha256(metastore.dataset_key(k.job_namespace, k.job_name))
+          JOIN metastore.runs AS x ON x.job_id = j.id AND x.run_id = k.run_id
+    ), ins AS (
+        INSERT INTO metastore.run_datasets AS t (run_id, dataset_id, direction, run_time, generation)
+        SELECT DISTINCT r.id, (p_dataset_ids ->> jsonb_build_array(m.namespace, m.name)::text)::bigint, m.direction,
+               r.first_event_time, r.generation
+          FROM unnest(p_events) AS u
+         CROSS JOIN LATERAL unnest(u.mentions) AS m
+          JOIN r ON r.job_namespace = u.job_namespace AND r.job_name = u.job_name AND r.run_id = u.run_id
+         WHERE m.symlink_of_namespace IS NULL AND m.direction IN ('input', 'output')
+           AND p_dataset_ids ? jsonb_build_array(m.namespace, m.name)::text
+         ORDER BY 1, 2, 3
+        ON CONFLICT (run_id, dataset_id, direction) DO UPDATE
+           SET run_time = excluded.run_time, generation = excluded.generation
+         WHERE t.generation <> excluded.generation OR t.run_time <> excluded.run_time
+        RETURNING 1
+    )
+    SELECT jsonb_object_agg(r.id::text, r.first_event_time) FILTER (WHERE r.moved)
+      INTO v_moved
+      FROM r;
+
+    -- An event earlier than a run's first (a START after its COMPLETE) moved its first_event_time:
+    -- its rows follow, so that the timeline of a dataset keeps the order of the runs timeline.
+    IF v_moved IS NOT NULL THEN
+        UPDATE metastore.run_datasets AS t
+           SET run_time = (m.value #>> '{}')::timestamptz
+          FROM jsonb_each(v_moved) AS m
+         WHERE t.run_id = m.key::bigint AND t.run_time <> (m.value #>> '{}')::timestamptz;
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.derive_run_datasets(p_events metastore.valid_event[], p_dataset_ids jsonb) IS 'Applies a set of stored events (p_events as metastore.validate_event read them) to metastore.run_datasets: each run''s inputs and outputs (not symlink identifiers), with p_dataset_ids the ids of the datasets they mention (as metastore.derive_datasets returns them), and each run''s first_event_time as run_time. Runs must exist (metastore.derive_job_run first, in the same transaction). A row of an older generation is replaced. Called by store_events and backfill; not for applications.';
+
 CREATE FUNCTION metastore.ensure_partitions() RETURNS integer
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1666,6 +1662,251 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
 $$;
 
 COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention, in the event''s order: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), each followed by every symlinks-facet identifier of it (same direction, with symlink_of_* naming the dataset that carries it). Nothing else. Namespaces and names may be of any length. A SQL function that PostgreSQL inlines. Error codes: 22023 malformed inputs/outputs/dataset (raised by metastore.malformed_datasets).';
+
+CREATE FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text DEFAULT 'both'::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    v_hide      record;
+    -- Nodes, numbered from 1 in the order found (1: the field asked for): the JSON text of
+    -- [dataset id, field] as key, then dataset, field, depth, side.
+    v_keys      text[];
+    v_nd        bigint[];
+    v_nf        text[];
+    v_ndepth    integer[];
+    v_nside     text[];
+    -- Edges: from and to (node numbers), kind, transformation type and subtype, first and last seen.
+    v_efrom     integer[] := '{}';
+    v_eto       integer[] := '{}';
+    v_ekind     text[] := '{}';
+    v_ett       text[] := '{}';
+    v_ets       text[] := '{}';
+    v_efirst    timestamptz[] := '{}';
+    v_elast     timestamptz[] := '{}';
+    -- One hop's column lineage rows: the frontier node it starts from (origin), the field it starts
+    -- from (the origin's, or the same field of a symlink alias), the field it reaches, and the row.
+    v_origin    bigint[];
+    v_sds       bigint[];
+    v_sf        text[];
+    v_dds       bigint[];
+    v_df        text[];
+    v_tt        text[];
+    v_ts        text[];
+    v_first     timestamptz[];
+    v_last      timestamptz[];
+    v_seen      text[];
+    v_fr_ds     bigint[];
+    v_fr_f      text[];
+    v_dir       text;
+    v_room      integer;
+    v_truncated boolean := false;
+    v_max_edges integer := 4 * p_node_limit;
+    v_edges     jsonb;
+    v_cut       boolean;
+BEGIN
+    IF p_field IS NULL OR p_field = '' OR octet_length(p_field) > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'field must be a name of 1 to 1000 bytes';
+    END IF;
+    IF p_direction IS NULL OR p_direction NOT IN ('upstream', 'downstream', 'both') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('direction must be upstream, downstream or both, not %s', coalesce(p_direction, 'null'));
+    END IF;
+    IF p_depth IS NULL OR p_depth < 1 OR p_depth > 10 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('depth must be from 1 to 10, not %s', p_depth);
+    END IF;
+    IF p_node_limit IS NULL OR p_node_limit < 1 OR p_node_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('node limit must be from 1 to 1000, not %s', p_node_limit);
+    END IF;
+    v_hide := metastore.hidden_names();
+    IF NOT EXISTS (SELECT FROM metastore.datasets AS d
+                    WHERE d.id = p_id AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
+    END IF;
+
+    v_keys := ARRAY[jsonb_build_array(p_id, p_field)::text];
+    v_nd := ARRAY[p_id];
+    v_nf := ARRAY[p_field];
+    v_ndepth := ARRAY[0];
+    v_nside := ARRAY['self'];
+
+    -- Each direction on its own from the field, as the dataset graph; a field seen once in a
+    -- direction is not walked from again (cycles end there). Each hop is a few statements over sets.
+    FOREACH v_dir IN ARRAY CASE WHEN p_direction = 'both' THEN ARRAY['upstream', 'downstream']
+                                ELSE ARRAY[p_direction] END LOOP
+        v_seen := v_keys[1:1];
+        v_fr_ds := ARRAY[p_id];
+        v_fr_f := ARRAY[p_field];
+        FOR v_depth IN 1..p_depth LOOP
+            EXIT WHEN cardinality(v_fr_ds) = 0 OR v_truncated;
+            -- The frontier's fields and the same fields of their datasets' symlink aliases (the same
+            -- data under another name), then the column lineage rows of each, in a stable order.
+            WITH fr AS (
+                SELECT f.ds, f.field FROM unnest(v_fr_ds, v_fr_f) AS f (ds, field)
+            ), ex AS (
+                SELECT fr.ds AS origin, fr.ds, fr.field FROM fr
+                UNION
+                SELECT fr.ds, a.x, fr.field
+                  FROM fr
+                 CROSS JOIN LATERAL unnest(
+                        CASE WHEN EXISTS (SELECT FROM metastore.dataset_symlinks AS s
+                                           WHERE s.dataset_id = fr.ds OR s.symlink_id = fr.ds)
+                             THEN metastore.dataset_aliases(ARRAY[fr.ds], 20) ELSE '{}' END) AS a (x)
+                  JOIN metastore.datasets AS d ON d.id = a.x
+                 WHERE a.x <> fr.ds AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+            ), hop AS (
+                SELECT ex.origin, ex.ds AS src_ds, ex.field AS src_f,
+                       c.output_dataset_id AS dst_ds, c.output_field AS dst_f,
+                       c.transformation_type, c.transformation_subtype, c.first_seen, c.last_seen
+                  FROM ex
+                  JOIN metastore.column_lineage AS c
+                    ON c.input_dataset_id = ex.ds AND left(c.input_field, 200) = left(ex.field, 200)
+                   AND c.input_field = ex.field
+                 WHERE v_dir = 'downstream' AND c.output_field <> ''
+                UNION ALL
+                SELECT ex.origin, ex.ds, ex.field, c.input_dataset_id, c.input_field,
+                       c.transformation_type, c.transformation_subtype, c.first_seen, c.last_seen
+                  FROM ex
+                  JOIN metastore.column_lineage AS c ON c.output_dataset_id = ex.ds AND c.output_field = ex.field
+                 WHERE v_dir = 'upstream'
+            )
+            SELECT array_agg(h.origin ORDER BY h.o), array_agg(h.src_ds ORDER BY h.o), array_agg(h.src_f ORDER BY h.o),
+                   array_agg(h.dst_ds ORDER BY h.o), array_agg(h.dst_f ORDER BY h.o),
+                   array_agg(h.transformation_type ORDER BY h.o), array_agg(h.transformation_subtype ORDER BY h.o),
+                   array_agg(h.first_seen ORDER BY h.o), array_agg(h.last_seen ORDER BY h.o)
+              INTO v_origin, v_sds, v_sf, v_dds, v_df, v_tt, v_ts, v_first, v_last
+              FROM (SELECT hop.*, row_number() OVER (ORDER BY hop.origin, hop.src_ds, hop.src_f COLLATE "C",
+                                                              hop.dst_ds, hop.dst_f COLLATE "C",
+                                                              hop.transformation_type COLLATE "C",
+                                                              hop.transformation_subtype COLLATE "C") AS o
+                      FROM hop
+                      JOIN metastore.datasets AS d ON d.id = hop.dst_ds
+                     WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)) AS h
+             WHERE h.o <= v_max_edges + 1;
+            EXIT WHEN v_origin IS NULL;
+            IF cardinality(v_origin) > v_max_edges THEN
+                v_truncated := true;
+            END IF;
+
+            -- New nodes: the aliases' fields the rows start from (beside their frontier node, at its
+            -- depth), then the fields reached, in the rows' order, as many as there is room for.
+            v_room := p_node_limit - cardinality(v_keys);
+            WITH r AS (
+                SELECT * FROM unnest(v_origin, v_sds, v_sf, v_dds, v_df) WITH ORDINALITY AS r (origin, sds, sf, dds, df, o)
+            ), k AS (
+                SELECT k.key FROM unnest(v_keys) AS k (key)
+            ), cand AS (
+                SELECT jsonb_build_array(r.sds, r.sf)::text AS key, r.sds AS ds, r.sf AS field,
+                       jsonb_build_array(r.origin, r.sf)::text AS origin_key, NULL::integer AS depth, 2 * r.o AS o
+                  FROM r WHERE r.sds <> r.origin
+                UNION ALL
+                SELECT jsonb_build_array(r.dds, r.df)::text, r.dds, r.df, NULL, v_depth, 2 * r.o + 1 FROM r
+            ), fresh AS (
+                SELECT DISTINCT ON (c.key) c.* FROM cand AS c
+                 WHERE NOT EXISTS (SELECT FROM k WHERE k.key = c.key)
+                 ORDER BY c.key, c.o
+            ), kept AS (
+                SELECT f.*, row_number() OVER (ORDER BY f.o) AS n FROM fresh AS f
+            )
+            SELECT v_keys || coalesce(array_agg(kp.key ORDER BY kp.n) FILTER (WHERE kp.n <= v_room), '{}'),
+                   v_nd || coalesce(array_agg(kp.ds ORDER BY kp.n) FILTER (WHERE kp.n <= v_room), '{}'),
+                   v_nf || coalesce(array_agg(kp.field ORDER BY kp.n) FILTER (WHERE kp.n <= v_room), '{}'),
+                   v_ndepth || coalesce(array_agg(coalesce(kp.depth, v_ndepth[array_position(v_keys, kp.origin_key)])
+                                                  ORDER BY kp.n) FILTER (WHERE kp.n <= v_room), '{}'),
+                   v_nside || coalesce(array_agg(CASE WHEN kp.depth IS NULL
+                                                           AND v_nside[array_position(v_keys, kp.origin_key)] = 'self'
+                                                      THEN 'self' ELSE v_dir END ORDER BY kp.n)
+                                           FILTER (WHERE kp.n <= v_room), '{}'),
+                   v_truncated OR coalesce(max(kp.n) > v_room, false)
+              INTO v_keys, v_nd, v_nf, v_ndepth, v_nside, v_truncated
+              FROM kept AS kp;
+
+            -- Edges between listed nodes: lineage from input to output field, and a symlink from the
+            -- field of the dataset carrying the identifier to the same field of the identifier.
+            WITH r AS (
+                SELECT * FROM unnest(v_origin, v_sds, v_sf, v_dds, v_df, v_tt, v_ts, v_first, v_last)
+                       AS r (origin, sds, sf, dds, df, tt, ts, first_seen, last_seen)
+            ), k AS (
+                SELECT k.key, k.n FROM unnest(v_keys) WITH ORDINALITY AS k (key, n)
+            ), e AS (
+                SELECT DISTINCT CASE WHEN v_dir = 'downstream' THEN s.n ELSE d.n END::integer AS f,
+                       CASE WHEN v_dir = 'downstream' THEN d.n ELSE s.n END::integer AS t,
+                       'lineage' AS kind, r.tt, r.ts, r.first_seen, r.last_seen
+                  FROM r
+                  JOIN k AS s ON s.key = jsonb_build_array(r.sds, r.sf)::text
+                  JOIN k AS d ON d.key = jsonb_build_array(r.dds, r.df)::text
+                UNION
+                SELECT CASE WHEN y.carried THEN s.n ELSE o.n END::integer,
+                       CASE WHEN y.carried THEN o.n ELSE s.n END::integer,
+                       'symlink', NULL, NULL, NULL::timestamptz, NULL::timestamptz
+                  FROM (SELECT DISTINCT r.origin, r.sds, r.sf FROM r WHERE r.sds <> r.origin) AS a
+                  JOIN k AS s ON s.key = jsonb_build_array(a.sds, a.sf)::text
+                  JOIN k AS o ON o.key = jsonb_build_array(a.origin, a.sf)::text
+                 CROSS JOIN LATERAL (SELECT EXISTS (SELECT FROM metastore.dataset_symlinks AS l
+                                                     WHERE l.dataset_id = a.sds AND l.symlink_id = a.origin)) AS y (carried)
+            )
+            SELECT v_efrom || coalesce(array_agg(e.f ORDER BY e.f, e.t, e.kind, e.tt, e.ts), '{}'),
+                   v_eto || coalesce(array_agg(e.t ORDER BY e.f, e.t, e.kind, e.tt, e.ts), '{}'),
+                   v_ekind || coalesce(array_agg(e.kind ORDER BY e.f, e.t, e.kind, e.tt, e.ts), '{}'),
+                   v_ett || coalesce(array_agg(e.tt ORDER BY e.f, e.t, e.kind, e.tt, e.ts), '{}'),
+                   v_ets || coalesce(array_agg(e.ts ORDER BY e.f, e.t, e.kind, e.tt, e.ts), '{}'),
+                   v_efirst || coalesce(array_agg(e.first_seen ORDER BY e.f, e.t, e.kind, e.tt, e.ts), '{}'),
+                   v_elast || coalesce(array_agg(e.last_seen ORDER BY e.f, e.t, e.kind, e.tt, e.ts), '{}')
+              INTO v_efrom, v_eto, v_ekind, v_ett, v_ets, v_efirst, v_elast
+              FROM e;
+
+            -- The next frontier: the fields reached that this direction has not walked from.
+            SELECT coalesce(array_agg(x.dds ORDER BY x.o), '{}'), coalesce(array_agg(x.df ORDER BY x.o), '{}'),
+                   v_seen || coalesce(array_agg(x.key ORDER BY x.o), '{}')
+              INTO v_fr_ds, v_fr_f, v_seen
+              FROM (SELECT DISTINCT ON (k.key) k.key, r.dds, r.df, r.o
+                      FROM unnest(v_dds, v_df) WITH ORDINALITY AS r (dds, df, o)
+                     CROSS JOIN LATERAL (SELECT jsonb_build_array(r.dds, r.df)::text AS key) AS k
+                     -- Set operations by hash, not = ANY (a comparison with each element).
+                     WHERE EXISTS (SELECT FROM unnest(v_keys) AS n (key) WHERE n.key = k.key)
+                       AND NOT EXISTS (SELECT FROM unnest(v_seen) AS n (key) WHERE n.key = k.key)
+                     ORDER BY k.key, r.o) AS x;
+        END LOOP;
+    END LOOP;
+
+    -- Each edge once (both directions may find one in a cycle), at most 4 x p_node_limit.
+    SELECT coalesce(jsonb_agg(x.edge ORDER BY x.f, x.t, x.kind, x.tt, x.ts), '[]'), count(*) > v_max_edges
+      INTO v_edges, v_cut
+      FROM (SELECT DISTINCT ON (e.f, e.t, e.kind, e.tt, e.ts) e.f, e.t, e.kind, e.tt, e.ts,
+                   CASE WHEN e.kind = 'symlink' THEN jsonb_build_object('kind', 'symlink', 'from', e.f, 'to', e.t)
+                        ELSE jsonb_build_object(
+                                 'kind', 'lineage', 'from', e.f, 'to', e.t,
+                                 'transformation', CASE WHEN e.tt = '' AND e.ts = '' THEN NULL
+                                                        ELSE jsonb_build_object('type', nullif(e.tt, ''),
+                                                                                'subtype', nullif(e.ts, '')) END,
+                                 'first_seen', e.fs, 'last_seen', e.ls) END AS edge
+              FROM unnest(v_efrom, v_eto, v_ekind, v_ett, v_ets, v_efirst, v_elast) AS e (f, t, kind, tt, ts, fs, ls)
+             ORDER BY e.f, e.t, e.kind, e.tt, e.ts
+             LIMIT v_max_edges + 1) AS x;
+    IF v_cut THEN
+        v_edges := v_edges - v_max_edges;
+        v_truncated := true;
+    END IF;
+
+    RETURN jsonb_build_object(
+        'id', p_id,
+        'field', p_field,
+        'direction', p_direction,
+        'depth', p_depth,
+        'nodes', (SELECT jsonb_agg(jsonb_build_object('id', n.o, 'dataset_id', d.id, 'namespace', d.namespace,
+                                                      'name', d.name, 'field', n.field, 'depth', n.depth,
+                                                      'side', n.side) ORDER BY n.o)
+                    FROM unnest(v_nd, v_nf, v_ndepth, v_nside) WITH ORDINALITY AS n (ds, field, depth, side, o)
+                    JOIN metastore.datasets AS d ON d.id = n.ds),
+        'edges', v_edges,
+        'truncated', v_truncated);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) IS 'The lineage of field p_field of dataset p_id across hops, from the columnLineage facets (metastore.column_lineage): {id, field, direction, depth, nodes, edges, truncated}. nodes: {id (1, 2, ... in the order found; 1 is the field asked for), dataset_id, namespace, name, field, depth, side}. edges: lineage from an input field to an output field derived from it, with its transformation ({type, subtype}, null when the facet gave none), first_seen and last_seen to the hour; symlink from a field of the dataset that carries a symlink identifier to the same field of the identifier (the walk crosses symlinks both ways, as the dataset graph). At most p_node_limit nodes and 4 x p_node_limit edges (truncated: a limit cut the graph). The facet''s dataset-level list (fields that affect the whole dataset) is not followed. Hidden datasets (metastore.hide) are not there. Error codes: 22023 field empty or over 1000 bytes, direction not upstream/downstream/both, depth outside 1..10, node limit outside 1..1000; P0002 no such dataset.';
 
 CREATE FUNCTION metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) RETURNS bigint
     LANGUAGE plpgsql
@@ -2016,6 +2257,7 @@ CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAUL
     SET "TimeZone" TO 'UTC'
     AS $_$
 DECLARE
+    v_hide    record := metastore.hidden_names();
     v_dataset jsonb;
     v_first   timestamptz;
     v_before  timestamptz;
@@ -2033,7 +2275,8 @@ BEGIN
 
     SELECT to_jsonb(v), v.first_seen, v.last_seen + interval '1 microsecond'
       INTO v_dataset, v_first, v_before
-      FROM metastore.datasets_view AS v WHERE v.id = p_id;
+      FROM metastore.datasets_view AS v
+     WHERE v.id = p_id AND v.id <> ALL (v_hide.dataset_ids) AND v.namespace <> ALL (v_hide.namespaces);
     IF v_dataset IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
     END IF;
@@ -2066,18 +2309,23 @@ BEGIN
         v_span := v_span * 8;
     END LOOP;
 
-    -- Their events' headers, from the partitions of those eventTimes only.
+    -- Their events' headers, from the partitions of those eventTimes only; not those of a hidden
+    -- job (the feed still serves them).
     v_events := '[]';
     IF cardinality(v_ids) > 0 THEN
         EXECUTE
-            'SELECT jsonb_agg(to_jsonb(r) - ''position'' ORDER BY r.position)
+            'SELECT coalesce(jsonb_agg(to_jsonb(r) - ''position'' ORDER BY r.position), ''[]'')
                FROM (SELECT l.event_id, l.direction, e.event_kind, e.event_type, e.event_time, e.run_id,
                             e.job_namespace, e.job_name, e.received_at, l.position
                        FROM unnest($1, $2, $3) WITH ORDINALITY AS l (event_id, event_time, direction, position)
                        JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
-                      WHERE e.event_time = ANY ($2)) AS r'
+                      WHERE e.event_time = ANY ($2)
+                        AND (e.job_namespace IS NULL OR e.job_namespace <> ALL ($5))
+                        AND (cardinality($4) = 0 OR e.job_name IS NULL
+                             OR sha256(metastore.dataset_key(e.job_namespace, e.job_name)) <> ALL (
+                                    SELECT j.name_key FROM metastore.jobs AS j WHERE j.id = ANY ($4)))) AS r'
             INTO v_events
-            USING v_ids, v_times, v_dirs;
+            USING v_ids, v_times, v_dirs, v_hide.job_ids, v_hide.namespaces;
     END IF;
 
     RETURN v_dataset || jsonb_build_object(
@@ -2087,21 +2335,21 @@ BEGIN
                        ORDER BY d.namespace, d.name, s.type), '[]')
               FROM metastore.dataset_symlinks_view AS s
               JOIN metastore.datasets_view AS d ON d.id = s.symlink_id
-             WHERE s.dataset_id = p_id),
+             WHERE s.dataset_id = p_id AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)),
         'symlink_of', (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind, 'type', s.type)
                        ORDER BY d.namespace, d.name, s.type), '[]')
               FROM metastore.dataset_symlinks_view AS s
               JOIN metastore.datasets_view AS d ON d.id = s.dataset_id
-             WHERE s.symlink_id = p_id),
+             WHERE s.symlink_id = p_id AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)),
         'events', v_events)
         -- Fields, schema versions, column lineage and one hop of lineage.
         || metastore.dataset_layer(p_id);
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time), and (metastore.dataset_layer) its fields, schema_versions, column_lineage, upstream and downstream. Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
+COMMENT ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) IS 'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) and its most recent events, newest eventTime first (job, run, event type, direction, time), and (metastore.dataset_layer) its fields, schema_versions, column_lineage, upstream and downstream. What the owner hid (metastore.hide) is not there: a hidden dataset is not found, hidden datasets are not listed, events of hidden jobs not shown. Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
 
 CREATE FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer DEFAULT 50) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -2109,18 +2357,66 @@ CREATE FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer DEFAULT 50) 
     SET "TimeZone" TO 'UTC'
     AS $$
 DECLARE
-    v_job jsonb;
+    -- A job's datasets are those of its latest runs, this many: a query run every minute for a
+    -- year has half a million.
+    c_runs  constant integer := 1000;
+    c_side  constant integer := 100;
+    v_hide  record := metastore.hidden_names();
+    v_job   jsonb;
+    v_io    jsonb;
 BEGIN
     IF p_runs_limit IS NULL OR p_runs_limit < 0 OR p_runs_limit > 1000 THEN
         RAISE EXCEPTION USING
             ERRCODE = '22023', MESSAGE = format('runs_limit must be from 0 to 1000, not %s', p_runs_limit);
     END IF;
-    SELECT to_jsonb(j) INTO v_job FROM metastore.jobs_view AS j WHERE j.id = p_id;
+    SELECT to_jsonb(j) INTO v_job FROM metastore.jobs_view AS j
+     WHERE j.id = p_id AND j.id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces);
     IF v_job IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no job has id %s', p_id);
     END IF;
+    -- What its latest runs read and wrote (metastore.run_datasets, from change 11 on), each dataset with
+    -- its symlinks both ways; at most c_side of each side, in (namespace, name) order.
+    v_io := jsonb_build_object('inputs', '[]'::jsonb, 'outputs', '[]'::jsonb, 'datasets_truncated', false);
+    IF to_regclass('metastore.run_datasets') IS NOT NULL THEN
+        SELECT jsonb_build_object(
+                   'inputs', coalesce(jsonb_agg(x.dataset ORDER BY x.namespace COLLATE "C", x.name COLLATE "C", x.id)
+                                          FILTER (WHERE x.direction = 'input' AND x.n <= c_side), '[]'),
+                   'outputs', coalesce(jsonb_agg(x.dataset ORDER BY x.namespace COLLATE "C", x.name COLLATE "C", x.id)
+                                           FILTER (WHERE x.direction = 'output' AND x.n <= c_side), '[]'),
+                   'datasets_truncated', coalesce(bool_or(x.n > c_side), false))
+          INTO v_io
+          FROM (SELECT y.direction, y.id, y.namespace, y.name, y.n,
+                       jsonb_build_object(
+                           'id', y.id, 'namespace', y.namespace, 'name', y.name, 'kind', y.kind,
+                           'symlinks', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                                  'id', t.id, 'namespace', t.namespace, 'name', t.name, 'type', s.type)
+                                                  ORDER BY t.namespace COLLATE "C", t.name COLLATE "C", s.type), '[]')
+                                          FROM metastore.dataset_symlinks AS s
+                                          JOIN metastore.datasets AS t ON t.id = s.symlink_id
+                                         WHERE s.dataset_id = y.id
+                                           AND t.id <> ALL (v_hide.dataset_ids) AND t.namespace <> ALL (v_hide.namespaces)),
+                           'symlink_of', (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                                                    'id', t.id, 'namespace', t.namespace, 'name', t.name, 'type', s.type)
+                                                    ORDER BY t.namespace COLLATE "C", t.name COLLATE "C", s.type), '[]')
+                                            FROM metastore.dataset_symlinks AS s
+                                            JOIN metastore.datasets AS t ON t.id = s.dataset_id
+                                           WHERE s.symlink_id = y.id
+                                             AND t.id <> ALL (v_hide.dataset_ids)
+                                             AND t.namespace <> ALL (v_hide.namespaces))) AS dataset
+                  FROM (SELECT io.direction, d.id, d.namespace, d.name, d.kind,
+                               row_number() OVER (PARTITION BY io.direction
+                                                  ORDER BY d.namespace COLLATE "C", d.name COLLATE "C", d.id) AS n
+                          FROM (SELECT DISTINCT rd.direction, rd.dataset_id
+                                  FROM (SELECT r.id FROM metastore.runs AS r WHERE r.job_id = p_id
+                                         ORDER BY r.first_event_time DESC, r.id DESC LIMIT c_runs) AS r
+                                  JOIN metastore.run_datasets AS rd ON rd.run_id = r.id) AS io
+                          JOIN metastore.datasets AS d ON d.id = io.dataset_id
+                         WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)) AS y
+                 WHERE y.n <= c_side + 1) AS x;
+    END IF;
+
     -- Its latest runs, newest first, through the (job_id, first_event_time, id) index.
-    RETURN v_job || jsonb_build_object(
+    RETURN v_job || v_io || jsonb_build_object(
         'runs', (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'id', r.id, 'run_id', r.run_id, 'state', r.state, 'started_at', r.started_at,
@@ -2136,7 +2432,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer) IS 'One job with its latest SQL (sql job facet), job type, and its latest p_runs_limit runs, newest first. Error codes: P0002 no such job; 22023 runs_limit outside 0..1000.';
+COMMENT ON FUNCTION metastore.get_job(p_id bigint, p_runs_limit integer) IS 'One job with its latest SQL (sql job facet), job type, the datasets its latest 1000 runs read (inputs) and wrote (outputs), at most 100 each (datasets_truncated: more), each with its symlinks both ways, and its latest p_runs_limit runs, newest first. A hidden job (metastore.hide) is not found, hidden datasets are not listed. Error codes: P0002 no such job; 22023 runs_limit outside 0..1000.';
 
 CREATE FUNCTION metastore.get_run(p_id bigint) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -2147,6 +2443,7 @@ DECLARE
     -- Run facets shown as sent, each from the latest event of the run that carries it.
     c_facets constant text[] := ARRAY['errorMessage', 'nominalTime', 'processing_engine', 'parent',
                                       'trino_query_context'];
+    v_hide   record := metastore.hidden_names();
     v_run    jsonb;
     v_result jsonb;
 BEGIN
@@ -2156,7 +2453,7 @@ BEGIN
       INTO v_run
       FROM metastore.runs_view AS r
       JOIN metastore.jobs_view AS j ON j.id = r.job_id
-     WHERE r.id = p_id;
+     WHERE r.id = p_id AND j.id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces);
     IF v_run IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no run has id %s', p_id);
     END IF;
@@ -2176,7 +2473,7 @@ BEGIN
                FROM ev
                JOIN metastore.event_datasets AS l ON l.event_id = ev.id AND l.event_time = ev.event_time
                JOIN metastore.datasets_view AS d ON d.id = l.dataset_id
-              WHERE l.event_time >= $4 AND l.event_time <= $5)
+              WHERE l.event_time >= $4 AND l.event_time <= $5 AND d.id <> ALL ($7) AND d.namespace <> ALL ($8))
          SELECT jsonb_build_object(
                     ''events'', (SELECT coalesce(jsonb_agg(jsonb_build_object(
                                      ''id'', ev.id, ''event_type'', ev.event_type, ''event_time'', ev.event_time)
@@ -2199,12 +2496,13 @@ BEGIN
                                          ORDER BY k.key, ev.event_time DESC, ev.id DESC) AS f))'
         INTO v_result
         USING v_run ->> 'run_id', v_run -> 'job' ->> 'namespace', v_run -> 'job' ->> 'name',
-              (v_run ->> 'first_event_time')::timestamptz, (v_run ->> 'last_event_time')::timestamptz, c_facets;
+              (v_run ->> 'first_event_time')::timestamptz, (v_run ->> 'last_event_time')::timestamptz, c_facets,
+              v_hide.dataset_ids, v_hide.namespaces;
     RETURN v_run || v_result;
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.get_run(p_id bigint) IS 'One run: its state, times, error, Trino user and source, its job, its events (newest first, at most 1000), the datasets they read (inputs) and wrote (outputs), the SQL of its latest event with an sql facet, and the run facets errorMessage, nominalTime, processing_engine, parent and trino_query_context as sent (each from the latest event that carries it). Error codes: P0002 no such run.';
+COMMENT ON FUNCTION metastore.get_run(p_id bigint) IS 'One run: its state, times, error, Trino user and source, its job, its events (newest first, at most 1000), the datasets they read (inputs) and wrote (outputs), the SQL of its latest event with an sql facet, and the run facets errorMessage, nominalTime, processing_engine, parent and trino_query_context as sent (each from the latest event that carries it). The run of a hidden job (metastore.hide) is not found, hidden datasets are not listed. Error codes: P0002 no such run.';
 
 CREATE FUNCTION metastore.group_role(p_kind text) RETURNS text
     LANGUAGE plpgsql STABLE
@@ -2227,6 +2525,110 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.group_role(p_kind text) IS 'The name of this installation''s group role of the given kind (app or reader), as recorded in metastore.group_roles. Error codes: 22023 unknown kind.';
+
+CREATE FUNCTION metastore.hidden_list(p_all boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+BEGIN
+    RETURN jsonb_build_object('hidden', (
+        SELECT coalesce(jsonb_agg(to_jsonb(h) - 'name_key' ORDER BY h.id), '[]')
+          FROM metastore.hidden AS h
+         WHERE coalesce(p_all, false) OR h.unhidden_at IS NULL));
+END
+$$;
+
+COMMENT ON FUNCTION metastore.hidden_list(p_all boolean) IS 'The entries of metastore.hidden in the order they were made: those hidden now, or with p_all every one, shown again or not (who and when for both). Owner only.';
+
+CREATE FUNCTION metastore.hidden_names(OUT dataset_ids bigint[], OUT job_ids bigint[], OUT job_edge_keys bytea[], OUT namespaces text[]) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+BEGIN
+    dataset_ids := '{}';
+    job_ids := '{}';
+    job_edge_keys := '{}';
+    namespaces := '{}';
+    -- db/functions is applied at every version: before the change that made the list, none is hidden.
+    IF to_regclass('metastore.hidden') IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT coalesce(array_agg(h.namespace) FILTER (WHERE h.kind = 'namespace'), '{}'),
+           -- A job's key in metastore.lineage_edges (job_sha256).
+           coalesce(array_agg(sha256(convert_to(jsonb_build_array(h.namespace, h.name)::text, 'UTF8')))
+                        FILTER (WHERE h.kind = 'job'), '{}')
+      INTO namespaces, job_edge_keys
+      FROM metastore.hidden AS h
+     WHERE h.unhidden_at IS NULL;
+    -- By name: the rows that hold those names now (a dataset seen again after a rebuild removed it
+    -- has a new id and the same name).
+    dataset_ids := ARRAY(SELECT d.id FROM metastore.hidden AS h
+                           JOIN metastore.datasets AS d ON d.name_key = h.name_key
+                          WHERE h.kind = 'dataset' AND h.unhidden_at IS NULL);
+    job_ids := ARRAY(SELECT j.id FROM metastore.hidden AS h
+                       JOIN metastore.jobs AS j ON j.name_key = h.name_key
+                      WHERE h.kind = 'job' AND h.unhidden_at IS NULL);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.hidden_names(OUT dataset_ids bigint[], OUT job_ids bigint[], OUT job_edge_keys bytea[], OUT namespaces text[]) IS 'What metastore.hidden hides now: the ids of the hidden datasets and jobs, the hidden jobs'' keys in metastore.lineage_edges (job_sha256), and the hidden namespaces (every dataset and job of one). Empty arrays when nothing is hidden. For the read functions; not for applications.';
+
+CREATE FUNCTION metastore.hide(p_kind text, p_namespace text, p_name text DEFAULT NULL::text, p_reason text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    -- A record, not metastore.hidden: db/functions is applied before change 11 too.
+    v_entry   record;
+    v_already boolean := false;
+BEGIN
+    IF p_kind IS NULL OR p_kind NOT IN ('dataset', 'job', 'namespace') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('kind must be dataset, job or namespace, not %s', coalesce(p_kind, 'null'));
+    END IF;
+    IF p_namespace IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'a namespace is required';
+    END IF;
+    IF (p_kind = 'namespace') <> (p_name IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = CASE WHEN p_kind = 'namespace' THEN 'a namespace is hidden by its name alone: no name'
+                           ELSE format('a %s is hidden by its namespace and name', p_kind) END;
+    END IF;
+    IF octet_length(p_reason) > 2000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'the reason must be at most 2000 bytes';
+    END IF;
+    INSERT INTO metastore.hidden AS h (kind, namespace, name, reason, hidden_by, hidden_at)
+    VALUES (p_kind, p_namespace, p_name, p_reason, session_user, clock_timestamp())
+    ON CONFLICT (kind, name_key) WHERE unhidden_at IS NULL DO NOTHING
+    RETURNING h.* INTO v_entry;
+    IF NOT FOUND THEN
+        -- Hidden already: said so, the entry as it was recorded.
+        v_already := true;
+        SELECT h.* INTO STRICT v_entry FROM metastore.hidden AS h
+         WHERE h.kind = p_kind AND h.name_key = sha256(metastore.dataset_key(p_namespace, coalesce(p_name, '')))
+           AND h.unhidden_at IS NULL;
+    END IF;
+    RETURN jsonb_build_object(
+        'hidden', to_jsonb(v_entry) - 'name_key',
+        'already_hidden', v_already,
+        -- What it hides now; a name nothing has yet is hidden from when something has it.
+        'datasets', CASE p_kind
+                        WHEN 'dataset' THEN (SELECT count(*) FROM metastore.datasets AS d
+                                              WHERE d.name_key = v_entry.name_key)
+                        WHEN 'namespace' THEN (SELECT count(*) FROM metastore.datasets AS d
+                                                WHERE d.namespace = p_namespace)
+                        ELSE 0 END,
+        'jobs', CASE p_kind
+                    WHEN 'job' THEN (SELECT count(*) FROM metastore.jobs AS j WHERE j.name_key = v_entry.name_key)
+                    WHEN 'namespace' THEN (SELECT count(*) FROM metastore.jobs AS j WHERE j.namespace = p_namespace)
+                    ELSE 0 END);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.hide(p_kind text, p_namespace text, p_name text, p_reason text) IS 'Hides a dataset (p_kind dataset, namespace and name), a job (job, namespace and name) or every dataset and job of a namespace (namespace, no name) from every read function: lists, details (404), search, lineage, runs'' inputs and outputs, counts, namespaces. By name, so that it stays hidden when a rebuild or a new event makes its row again, until metastore.unhide. Records who (session_user), when and why (p_reason). The events stay, and the event feed serves them. Returns {"hidden": the entry, "already_hidden", "datasets", "jobs": how many it hides now}. Owner only. Error codes: 22023 an unknown kind, no namespace, a name missing (dataset, job) or given (namespace), a reason over 2000 bytes.';
 
 CREATE FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT 'unauthenticated'::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT result jsonb) RETURNS record
     LANGUAGE plpgsql SECURITY DEFINER
@@ -2480,6 +2882,240 @@ $$;
 
 COMMENT ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) IS 'The string at p_value, or null when absent and not required. Error codes: 22023 missing or not a non-empty string; 22001 longer than p_max_bytes (null: no limit).';
 
+CREATE FUNCTION metastore.lineage_graph(p_id bigint, p_direction text, p_depth integer, p_node_limit integer, p_include text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    v_hide      record;
+    v_hiding    boolean;
+    v_jobs_mode boolean;
+    v_start     bigint[];
+    v_nodes     bigint[];
+    v_depths    integer[];
+    v_sides     text[];
+    -- Job nodes (jobs mode): lineage_edges' job keys, the jobs' ids, their hop and side.
+    v_jobs      bytea[] := '{}';
+    v_job_ids   bigint[] := '{}';
+    v_jdepths   integer[] := '{}';
+    v_jsides    text[] := '{}';
+    v_hop_jobs  bytea[];
+    v_hop_ids   bigint[];
+    v_seen      bigint[];
+    v_jseen     bytea[];
+    v_frontier  bigint[];
+    v_next      bigint[];
+    v_new       bigint[];
+    v_cap       integer;
+    v_dir       text;
+    v_truncated boolean := false;
+    v_room      integer;
+    v_edges     jsonb;
+    v_cut       boolean;
+    v_max_edges integer := 4 * p_node_limit;
+BEGIN
+    IF p_direction IS NULL OR p_direction NOT IN ('upstream', 'downstream', 'both') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('direction must be upstream, downstream or both, not %s', coalesce(p_direction, 'null'));
+    END IF;
+    IF p_depth IS NULL OR p_depth < 1 OR p_depth > 10 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('depth must be from 1 to 10, not %s', p_depth);
+    END IF;
+    IF p_node_limit IS NULL OR p_node_limit < 1 OR p_node_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('node limit must be from 1 to 1000, not %s', p_node_limit);
+    END IF;
+    IF p_include IS NOT NULL AND p_include <> 'jobs' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('include must be jobs, not %s', p_include);
+    END IF;
+    v_jobs_mode := p_include IS NOT NULL;
+    v_hide := metastore.hidden_names();
+    v_hiding := cardinality(v_hide.dataset_ids) > 0 OR cardinality(v_hide.namespaces) > 0;
+    IF NOT EXISTS (SELECT FROM metastore.datasets AS d
+                    WHERE d.id = p_id AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
+    END IF;
+
+    -- The dataset and its aliases are depth 0; each hop then adds the aliases of what it reached.
+    -- What is hidden is not there: not listed, not walked through.
+    v_start := metastore.dataset_aliases(ARRAY[p_id], p_node_limit);
+    IF v_hiding THEN
+        v_start := ARRAY(SELECT a.x FROM unnest(v_start) WITH ORDINALITY AS a (x, o)
+                           JOIN metastore.datasets AS d ON d.id = a.x
+                          WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                          ORDER BY a.o);
+    END IF;
+    v_nodes := v_start;
+    v_depths := array_fill(0, ARRAY[cardinality(v_start)]);
+    v_sides := array_fill('self'::text, ARRAY[cardinality(v_start)]);
+
+    -- Each direction on its own from the start (up then down would reach siblings). A node seen
+    -- once is never expanded again in that direction: cycles end there. A node the other direction
+    -- listed already (A -> B -> A) is expanded all the same, but listed once.
+    FOREACH v_dir IN ARRAY CASE WHEN p_direction = 'both' THEN ARRAY['upstream', 'downstream']
+                                ELSE ARRAY[p_direction] END LOOP
+        v_seen := v_start;
+        v_jseen := '{}';
+        v_frontier := v_start;
+        FOR v_depth IN 1..p_depth LOOP
+            EXIT WHEN cardinality(v_frontier) = 0 OR v_truncated;
+            v_room := p_node_limit - cardinality(v_nodes) - cardinality(v_jobs);
+            v_hop_jobs := NULL;
+            IF v_jobs_mode THEN
+                -- The jobs of this hop first (the most recently seen first), then only the datasets
+                -- they reach: every dataset listed hangs on a job listed.
+                -- A job not seen yet in this direction, with its id (jobs.name_key is the key of its
+                -- namespace and name; lineage_edges keys it by their JSON text).
+                SELECT coalesce(array_agg(h.job_sha256 ORDER BY h.o), '{}'), coalesce(array_agg(j.id ORDER BY h.o), '{}')
+                  INTO v_hop_jobs, v_hop_ids
+                  FROM (SELECT e.job_sha256, min(e.job_namespace) AS job_namespace, min(e.job_name) AS job_name,
+                               row_number() OVER (ORDER BY max(e.last_seen) DESC, e.job_sha256) AS o
+                          FROM metastore.lineage_edges AS e
+                         WHERE CASE WHEN v_dir = 'upstream' THEN e.downstream_id ELSE e.upstream_id END = ANY (v_frontier)
+                           AND e.job_sha256 <> ALL (v_jseen)
+                           AND e.job_sha256 <> ALL (v_hide.job_edge_keys) AND e.job_namespace <> ALL (v_hide.namespaces)
+                         GROUP BY e.job_sha256
+                         ORDER BY max(e.last_seen) DESC, e.job_sha256
+                         LIMIT v_room + 1) AS h
+                  JOIN metastore.jobs AS j ON j.name_key = sha256(metastore.dataset_key(h.job_namespace, h.job_name));
+                v_jseen := v_jseen || v_hop_jobs;
+                IF cardinality(v_hop_jobs) > v_room THEN
+                    v_hop_jobs := v_hop_jobs[1:v_room];
+                    v_hop_ids := v_hop_ids[1:v_room];
+                    v_truncated := true;
+                END IF;
+                -- Listed once (the other direction may have listed one: A -> J -> B -> J' -> A).
+                SELECT v_jobs || coalesce(array_agg(h.key ORDER BY h.o), '{}'),
+                       v_job_ids || coalesce(array_agg(h.id ORDER BY h.o), '{}'),
+                       v_jdepths || coalesce(array_agg(v_depth ORDER BY h.o), '{}'),
+                       v_jsides || coalesce(array_agg(v_dir ORDER BY h.o), '{}')
+                  INTO v_jobs, v_job_ids, v_jdepths, v_jsides
+                  FROM unnest(v_hop_jobs, v_hop_ids) WITH ORDINALITY AS h (key, id, o)
+                 WHERE h.key <> ALL (v_jobs);
+                EXIT WHEN v_truncated;
+                v_room := p_node_limit - cardinality(v_nodes) - cardinality(v_jobs);
+            END IF;
+            -- Room for every node listed already and one more than fits: past that, the graph is cut.
+            v_cap := v_room + 1 + cardinality(v_nodes);
+            IF v_dir = 'upstream' THEN
+                v_next := ARRAY(SELECT DISTINCT e.upstream_id FROM metastore.lineage_edges AS e
+                                 WHERE e.downstream_id = ANY (v_frontier) AND e.upstream_id <> ALL (v_seen)
+                                   AND (v_hop_jobs IS NULL OR e.job_sha256 = ANY (v_hop_jobs))
+                                   AND e.job_sha256 <> ALL (v_hide.job_edge_keys)
+                                   AND e.job_namespace <> ALL (v_hide.namespaces)
+                                 ORDER BY 1 LIMIT v_cap);
+            ELSE
+                v_next := ARRAY(SELECT DISTINCT e.downstream_id FROM metastore.lineage_edges AS e
+                                 WHERE e.upstream_id = ANY (v_frontier) AND e.downstream_id <> ALL (v_seen)
+                                   AND (v_hop_jobs IS NULL OR e.job_sha256 = ANY (v_hop_jobs))
+                                   AND e.job_sha256 <> ALL (v_hide.job_edge_keys)
+                                   AND e.job_namespace <> ALL (v_hide.namespaces)
+                                 ORDER BY 1 LIMIT v_cap);
+            END IF;
+            -- A hidden dataset leads nowhere, not even to its symlinks' names.
+            IF v_hiding THEN
+                v_next := ARRAY(SELECT a.x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
+                                  JOIN metastore.datasets AS d ON d.id = a.x
+                                 WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                                 ORDER BY a.o);
+            END IF;
+            EXIT WHEN cardinality(v_next) = 0;
+            v_next := ARRAY(SELECT x FROM unnest(metastore.dataset_aliases(v_next, v_cap)) WITH ORDINALITY AS a (x, o)
+                             WHERE x <> ALL (v_seen) ORDER BY o);
+            IF v_hiding THEN
+                v_next := ARRAY(SELECT a.x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
+                                  JOIN metastore.datasets AS d ON d.id = a.x
+                                 WHERE d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                                 ORDER BY a.o);
+            END IF;
+            v_seen := v_seen || v_next;
+            v_frontier := v_next;
+            v_new := ARRAY(SELECT x FROM unnest(v_next) WITH ORDINALITY AS a (x, o)
+                            WHERE x <> ALL (v_nodes) ORDER BY o);
+            IF cardinality(v_new) > v_room THEN
+                v_new := v_new[1:v_room];
+                v_truncated := true;
+            END IF;
+            v_nodes := v_nodes || v_new;
+            v_depths := v_depths || array_fill(v_depth, ARRAY[cardinality(v_new)]);
+            v_sides := v_sides || array_fill(v_dir, ARRAY[cardinality(v_new)]);
+        END LOOP;
+    END LOOP;
+
+    -- Edges between the nodes found, at most 4 x p_node_limit: dataset to dataset (with the number
+    -- of jobs), or in jobs mode dataset to job (input) and job to dataset (output); and the
+    -- symlinks crossed.
+    SELECT coalesce(jsonb_agg(g.edge ORDER BY g.k1, g.k2, g.k3, g.k4), '[]'), count(*) > v_max_edges
+      INTO v_edges, v_cut
+      FROM (SELECT * FROM (
+                SELECT jsonb_build_object('kind', 'lineage', 'from', e.upstream_id, 'to', e.downstream_id,
+                                          'jobs', count(*), 'first_seen', min(e.first_seen),
+                                          'last_seen', max(e.last_seen)) AS edge,
+                       0 AS k1, e.upstream_id AS k2, e.downstream_id AS k3, NULL::bigint AS k4
+                  FROM metastore.lineage_edges AS e
+                 WHERE NOT v_jobs_mode AND e.upstream_id = ANY (v_nodes) AND e.downstream_id = ANY (v_nodes)
+                   AND e.job_sha256 <> ALL (v_hide.job_edge_keys) AND e.job_namespace <> ALL (v_hide.namespaces)
+                 GROUP BY e.upstream_id, e.downstream_id
+                UNION ALL
+                SELECT jsonb_build_object('kind', 'input', 'from', e.upstream_id, 'to', j.id,
+                                          'first_seen', min(e.first_seen), 'last_seen', max(e.last_seen)),
+                       1, e.upstream_id, j.id, NULL
+                  FROM metastore.lineage_edges AS e
+                  JOIN unnest(v_jobs, v_job_ids) AS j (key, id) ON j.key = e.job_sha256
+                 WHERE v_jobs_mode AND e.upstream_id = ANY (v_nodes)
+                 GROUP BY e.upstream_id, j.id
+                UNION ALL
+                SELECT jsonb_build_object('kind', 'output', 'from', j.id, 'to', e.downstream_id,
+                                          'first_seen', min(e.first_seen), 'last_seen', max(e.last_seen)),
+                       2, j.id, e.downstream_id, NULL
+                  FROM metastore.lineage_edges AS e
+                  JOIN unnest(v_jobs, v_job_ids) AS j (key, id) ON j.key = e.job_sha256
+                 WHERE v_jobs_mode AND e.downstream_id = ANY (v_nodes)
+                 GROUP BY j.id, e.downstream_id
+                UNION ALL
+                SELECT jsonb_build_object('kind', 'symlink', 'from', s.dataset_id, 'to', s.symlink_id, 'type', s.type),
+                       3, s.dataset_id, s.symlink_id, NULL
+                  FROM metastore.dataset_symlinks AS s
+                 WHERE s.dataset_id = ANY (v_nodes) AND s.symlink_id = ANY (v_nodes)) AS u
+             ORDER BY u.k1, u.k2, u.k3
+             LIMIT v_max_edges + 1) AS g;
+    IF v_cut THEN
+        v_edges := v_edges - v_max_edges;
+    END IF;
+
+    RETURN jsonb_build_object(
+        'id', p_id,
+        'direction', p_direction,
+        'depth', p_depth,
+        'nodes', (SELECT coalesce(jsonb_agg(x.node ORDER BY x.o), '[]') FROM (
+                    SELECT n.o, CASE WHEN v_jobs_mode THEN jsonb_build_object('type', 'dataset') ELSE '{}' END
+                                || jsonb_build_object('id', d.id, 'namespace', d.namespace, 'name', d.name,
+                                                      'kind', d.kind, 'depth', n.depth, 'side', n.side) AS node
+                      FROM unnest(v_nodes, v_depths, v_sides) WITH ORDINALITY AS n (id, depth, side, o)
+                      JOIN metastore.datasets_view AS d ON d.id = n.id
+                    UNION ALL
+                    -- Jobs after the datasets, in the order they were reached.
+                    SELECT cardinality(v_nodes) + n.o,
+                           jsonb_build_object(
+                               'type', 'job', 'id', j.id, 'namespace', j.namespace, 'name', j.name,
+                               'depth', n.depth, 'side', n.side,
+                               'latest_run', (SELECT jsonb_build_object('id', r.id, 'state', r.state,
+                                                                        'started_at', r.started_at,
+                                                                        'ended_at', r.ended_at)
+                                                FROM metastore.runs AS r WHERE r.job_id = j.id
+                                               ORDER BY r.first_event_time DESC, r.id DESC LIMIT 1))
+                      FROM unnest(v_job_ids, v_jdepths, v_jsides) WITH ORDINALITY AS n (id, depth, side, o)
+                      JOIN metastore.jobs AS j ON j.id = n.id
+                  ) AS x),
+        'edges', v_edges,
+        'truncated', v_truncated OR v_cut);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.lineage_graph(p_id bigint, p_direction text, p_depth integer, p_node_limit integer, p_include text) IS 'The lineage graph around a dataset: {id, direction, depth, nodes, edges, truncated}. nodes: the dataset and its symlink aliases (side self, depth 0), then what p_depth hops upstream and/or downstream reach (each with its aliases), at most p_node_limit. edges: lineage (from upstream to downstream, with the number of jobs) and symlink (from the dataset carrying the identifier to it) between listed nodes, at most 4 x p_node_limit. With p_include ''jobs'' the jobs of each hop are nodes too (type job, listed after the datasets; the node limit counts both; datasets carry type dataset), and the edges are input (dataset to job), output (job to dataset) and symlink. truncated: a limit cut the graph. Hidden datasets and jobs (metastore.hide) are not there. Error codes: 22023 direction not upstream/downstream/both, depth outside 1..10, node limit outside 1..1000, include not jobs; P0002 no such dataset.';
+
 CREATE FUNCTION metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2492,7 +3128,7 @@ DECLARE
     -- all 1024 bytes are sorted (Incremental Sort), so a deep page costs what the first does.
     -- $1 after this key (null: from the start; a bound here would make the planner probe
     -- datasets_order_idx for its first key even when the trigram index serves q), $2 up to this prefix (the end of a namespace), $3 namespace,
-    -- $4 scheme, $5 kind, $6 limit, $7 the LIKE pattern of q.
+    -- $4 scheme, $5 kind, $6 limit, $7 the LIKE pattern of q, $8 and $9 the hidden datasets and namespaces.
     c_page constant text := $q$
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
           FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
@@ -2513,10 +3149,14 @@ DECLARE
                                              AND v.scheme = $4))
                    AND ($5::text IS NULL OR v.kind = $5)
                    AND ($7::text IS NULL OR pg_catalog.lower(v.name) LIKE $7)
+                   AND v.id <> ALL ($8) AND v.namespace <> ALL ($9)
                  ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
                           metastore.dataset_key(v.namespace, v.name)
                  LIMIT $6) AS p
     $q$;
+    v_hide   record;
+    v_skip_lo bytea;
+    v_skip_hi bytea;
     v_after  jsonb;
     v_from   bytea;
     v_to     bytea;
@@ -2556,27 +3196,52 @@ BEGIN
         v_to := pg_catalog.substr(pg_catalog.substr(v_to, 1, pg_catalog.length(v_to) - 1) || '\x01'::bytea, 1, 1024);
     END IF;
 
+    -- What the owner hid (metastore.hide) is not listed.
+    v_hide := metastore.hidden_names();
+
     IF p_q IS NULL THEN
-        -- Without q, one plan fits every call: datasets_order_idx, walked in order.
-        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
-          INTO v_rows
-          FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
-                       v.input_events, v.output_events,
-                       (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
-                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
-                       metastore.dataset_key(v.namespace, v.name) AS sort_key
-                  FROM metastore.datasets_view AS v
-                 WHERE pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
-                       >= pg_catalog.substr(coalesce(v_from, '\x'), 1, 1024)
-                   AND metastore.dataset_key(v.namespace, v.name) > coalesce(v_from, '\x')
-                   AND (v_to IS NULL OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= v_to)
-                   AND (p_namespace IS NULL OR v.namespace = p_namespace)
-                   AND (p_scheme IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left(pg_catalog.lower(p_scheme), 200)
-                                             AND v.scheme = pg_catalog.lower(p_scheme)))
-                   AND (p_kind IS NULL OR v.kind = p_kind)
-                 ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
-                          metastore.dataset_key(v.namespace, v.name)
-                 LIMIT p_limit + 1) AS p;
+        -- Without q, one plan fits every call: datasets_order_idx, walked in order. A hidden
+        -- namespace is a range of that index (its bytes followed by 0, up to them followed by 1): the
+        -- walk stops before it and goes on past it, instead of reading its rows one by one (a hidden
+        -- namespace of a million datasets would hold up a page for seconds). One of more than 1022
+        -- bytes shares the index's 1024-byte prefix with others: left to the row filter.
+        v_rows := '[]';
+        LOOP
+            SELECT k.lo, k.hi INTO v_skip_lo, v_skip_hi
+              FROM (SELECT metastore.dataset_key(n.ns, '') AS lo,
+                           substr(metastore.dataset_key(n.ns, ''), 1, octet_length(metastore.dataset_key(n.ns, '')) - 1)
+                           || '\x01'::bytea AS hi
+                      FROM unnest(v_hide.namespaces) AS n (ns)
+                     WHERE octet_length(n.ns) <= 1022) AS k
+             WHERE k.hi > coalesce(v_from, '\x'::bytea)
+             ORDER BY k.lo
+             LIMIT 1;
+            SELECT v_rows || coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
+              INTO v_rows
+              FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
+                           v.input_events, v.output_events,
+                           (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
+                             WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
+                           metastore.dataset_key(v.namespace, v.name) AS sort_key
+                      FROM metastore.datasets_view AS v
+                     WHERE pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
+                           >= pg_catalog.substr(coalesce(v_from, '\x'), 1, 1024)
+                       AND metastore.dataset_key(v.namespace, v.name) > coalesce(v_from, '\x')
+                       AND (v_to IS NULL OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= v_to)
+                       AND (v_skip_lo IS NULL
+                            OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) < v_skip_lo)
+                       AND (p_namespace IS NULL OR v.namespace = p_namespace)
+                       AND (p_scheme IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left(pg_catalog.lower(p_scheme), 200)
+                                                 AND v.scheme = pg_catalog.lower(p_scheme)))
+                       AND (p_kind IS NULL OR v.kind = p_kind)
+                       AND v.id <> ALL (v_hide.dataset_ids) AND v.namespace <> ALL (v_hide.namespaces)
+                     ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
+                              metastore.dataset_key(v.namespace, v.name)
+                     LIMIT p_limit + 1 - pg_catalog.jsonb_array_length(v_rows)) AS p;
+            EXIT WHEN pg_catalog.jsonb_array_length(v_rows) > p_limit OR v_skip_lo IS NULL
+                      OR (v_to IS NOT NULL AND pg_catalog.substr(v_skip_lo, 1, 1024) > v_to);
+            v_from := v_skip_hi;
+        END LOOP;
     ELSE
         -- q is a case-insensitive substring of the name, as a LIKE pattern (\, % and _ taken
         -- literally) on lower(name), which the trigram index (V0002, where pg_trgm exists) serves.
@@ -2585,7 +3250,8 @@ BEGIN
         v_like := '%' || pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
                       pg_catalog.lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
         EXECUTE c_page INTO v_rows
-          USING v_from, v_to, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like;
+          USING v_from, v_to, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like,
+                v_hide.dataset_ids, v_hide.namespaces;
     END IF;
 
     IF pg_catalog.jsonb_array_length(v_rows) > p_limit THEN
@@ -2599,40 +3265,93 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) IS 'One page of datasets ordered by (namespace, name), in code point order (metastore.dataset_key): {"datasets": [...], "next_cursor": text or null}. Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
+COMMENT ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) IS 'One page of datasets ordered by (namespace, name), in code point order (metastore.dataset_key): {"datasets": [...], "next_cursor": text or null}. Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). Hidden datasets and namespaces (metastore.hide) are not listed. Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
 
 CREATE FUNCTION metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_q text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    -- The previous release's signature: jobs by name, through the one implementation.
+    RETURN metastore.list_jobs(p_limit, p_cursor, p_namespace, p_q, 'name', NULL, NULL);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) IS 'One page of jobs ordered by (namespace, name), each with its latest run (by first eventTime): {"jobs": [...], "next_cursor": text or null}. Filters: exact namespace, q (case-insensitive substring of the name); hidden jobs and namespaces (metastore.hide) are not listed. The seven-argument list_jobs with sort name. Error codes: 22023 limit outside 1..1000 or a cursor not returned by this function.';
+
+CREATE FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text, p_sort text, p_state text, p_user text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET "TimeZone" TO 'UTC'
+    SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 DECLARE
-    v_after jsonb;
-    -- Bounds in metastore.dataset_key order (jobs_order_idx): from the start to past every key (no
-    -- text holds the byte 0xff).
-    v_from  bytea := '\x'::bytea;
-    v_to    bytea := '\xff'::bytea;
-    v_like  text;
-    v_rows  jsonb;
-    v_last  jsonb;
-    v_next  text;
+    -- Jobs (sort=name) or runs (sort=latest_run) looked at per page, at most: a rare state or user
+    -- gives a page with fewer jobs, or none, and a cursor to go on from.
+    c_scan   constant integer := 10000;
+    c_states constant text[] := ARRAY['START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER'];
+    v_hide   record;
+    v_sort   text := coalesce(p_sort, 'name');
+    v_states text[];
+    v_after  jsonb;
+    v_second text;
+    -- sort=name: bounds in metastore.dataset_key order (jobs_order_idx), as the four-argument one.
+    v_from   bytea := '\x'::bytea;
+    v_to     bytea := '\xff'::bytea;
+    -- sort=latest_run: the latest run's (first_event_time, id) to go on after.
+    v_t      timestamptz := 'infinity';
+    v_i      bigint := 9223372036854775807;
+    v_like   text;
+    v_chunk  integer;
+    v_seen   integer := 0;
+    v_ids    bigint[];
+    v_keys   bytea[];
+    v_times  timestamptz[];
+    v_runs   bigint[];
+    v_complete boolean;
+    v_page   jsonb := '[]';
+    v_more   jsonb;
+    v_last   jsonb;
+    v_next   text;
+    v_few    bigint[];
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
     END IF;
+    IF v_sort NOT IN ('name', 'latest_run') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('sort must be name or latest_run, not %s', p_sort);
+    END IF;
+    IF p_state IS NOT NULL THEN
+        v_states := ARRAY(SELECT DISTINCT upper(btrim(s)) FROM unnest(string_to_array(p_state, ',')) AS s);
+        IF cardinality(v_states) = 0 OR NOT v_states <@ c_states THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('state must be one or more of %s, separated by commas, not %s',
+                                 array_to_string(c_states, ', '), p_state);
+        END IF;
+    END IF;
     IF p_cursor IS NOT NULL THEN
+        -- By name: [namespace, name]; by latest run: [its first eventTime, its id].
+        v_second := CASE v_sort WHEN 'name' THEN 'string' ELSE 'number' END;
         BEGIN
             v_after := convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
+            IF v_sort = 'latest_run' THEN
+                v_t := (v_after ->> 0)::timestamptz;
+                v_i := (v_after ->> 1)::bigint;
+            END IF;
         EXCEPTION WHEN data_exception THEN
             v_after := NULL;
         END;
         IF jsonb_typeof(v_after) IS DISTINCT FROM 'array' OR jsonb_array_length(v_after) <> 2
            OR jsonb_typeof(v_after -> 0) IS DISTINCT FROM 'string'
-           OR jsonb_typeof(v_after -> 1) IS DISTINCT FROM 'string' THEN
+           OR jsonb_typeof(v_after -> 1) IS DISTINCT FROM v_second
+           OR v_t IS NULL OR v_i IS NULL THEN
             RAISE EXCEPTION USING
-                ERRCODE = '22023', MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
+                ERRCODE = '22023',
+                MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged, with the same sort';
         END IF;
-        v_from := metastore.dataset_key(v_after ->> 0, v_after ->> 1);
+        IF v_sort = 'name' THEN
+            v_from := metastore.dataset_key(v_after ->> 0, v_after ->> 1);
+        END IF;
     END IF;
     IF p_namespace IS NOT NULL THEN
         -- The namespace's keys lie between its bytes followed by 0 and by 1.
@@ -2640,54 +3359,547 @@ BEGIN
         v_from := greatest(v_from, v_to);
         v_to := substr(substr(v_to, 1, length(v_to) - 1) || '\x01'::bytea, 1, 1024);
     END IF;
-    -- q: a case-insensitive substring of the name (\, % and _ taken literally). No trigram index on
-    -- jobs: jobs_order_idx is walked in order, and stops at the page's end.
+    -- q: a case-insensitive substring of the name (\, % and _ taken literally).
     IF p_q IS NOT NULL THEN
         v_like := '%' || replace(replace(replace(lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
     END IF;
+    v_hide := metastore.hidden_names();
+    -- runs_state_idx holds the runs that did not complete: with COMPLETE, walk all runs.
+    v_complete := coalesce('COMPLETE' = ANY (v_states), false);
 
-    -- Keyset pages in (namespace, name) order, code point by code point (metastore.dataset_key, as
-    -- list_datasets): jobs_order_idx holds its first 1024 bytes, ties past them are sorted. The
-    -- latest run per row of the page only.
-    SELECT coalesce(jsonb_agg(p.job ORDER BY p.sort_key), '[]')
-      INTO v_rows
-      FROM (SELECT metastore.dataset_key(j.namespace, j.name) AS sort_key,
-                   jsonb_build_object(
-                       'id', j.id, 'namespace', j.namespace, 'name', j.name,
-                       'first_seen', j.first_seen, 'last_seen', j.last_seen,
-                       'processing_type', j.processing_type, 'integration', j.integration, 'job_type', j.job_type,
-                       'latest_run', (
-                           SELECT jsonb_build_object(
-                                      'id', r.id, 'run_id', r.run_id, 'state', r.state,
-                                      'started_at', r.started_at, 'ended_at', r.ended_at,
-                                      'duration_s', extract(epoch FROM r.duration),
-                                      'trino_user', r.trino_user, 'trino_source', r.trino_source)
-                             FROM metastore.runs_view AS r
-                            WHERE r.job_id = j.id
-                            ORDER BY r.first_event_time DESC, r.id DESC
-                            LIMIT 1)) AS job
-              FROM metastore.jobs AS j
-             WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= substr(v_from, 1, 1024)
-               AND metastore.dataset_key(j.namespace, j.name) > v_from
-               AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_to
-               AND (p_namespace IS NULL OR j.namespace = p_namespace)
-               AND (v_like IS NULL OR lower(j.name) LIKE v_like)
-             ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024),
-                      metastore.dataset_key(j.namespace, j.name)
-             LIMIT p_limit + 1) AS p;
-
-    IF jsonb_array_length(v_rows) > p_limit THEN
-        v_rows := v_rows - p_limit;
-        v_last := v_rows -> (p_limit - 1);
-        v_next := translate(encode(convert_to(
-                      jsonb_build_array(v_last -> 'namespace', v_last -> 'name')::text, 'UTF8'), 'base64'),
-                      E'+/\n', '-_');
+    IF v_sort = 'latest_run' THEN
+        -- Few jobs (in the namespace): each one's latest run, sorted. Many: walk the runs newest
+        -- first (the index of the state or user filter if there is one) and take each run that is
+        -- its job's latest; with Trino's job per query every run is.
+        v_few := ARRAY(SELECT j.id FROM metastore.jobs AS j
+                        WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                              >= substr(CASE WHEN p_namespace IS NULL THEN '\x'::bytea ELSE v_from END, 1, 1024)
+                          AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_to
+                          AND (p_namespace IS NULL OR j.namespace = p_namespace)
+                        -- In order, so that the scan stops at c_scan + 1 (a bitmap reads the range whole).
+                        ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                        LIMIT c_scan + 1);
+        IF cardinality(v_few) > c_scan THEN
+            v_few := NULL;
+        END IF;
     END IF;
-    RETURN jsonb_build_object('jobs', v_rows, 'next_cursor', v_next);
+
+    -- Few jobs: every candidate at once. Otherwise chunks, growing, until the page is full.
+    v_chunk := CASE WHEN v_few IS NOT NULL THEN c_scan + 1 ELSE p_limit + 1 END;
+    LOOP
+        IF v_sort = 'name' THEN
+            SELECT coalesce(array_agg(c.id ORDER BY c.o), '{}'), coalesce(array_agg(c.k ORDER BY c.o), '{}')
+              INTO v_ids, v_keys
+              FROM (SELECT j.id, metastore.dataset_key(j.namespace, j.name) AS k,
+                           row_number() OVER (ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024),
+                                                       metastore.dataset_key(j.namespace, j.name)) AS o
+                      FROM (SELECT * FROM metastore.jobs AS j
+                             WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= substr(v_from, 1, 1024)
+                               AND metastore.dataset_key(j.namespace, j.name) > v_from
+                               AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_to
+                             ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024),
+                                      metastore.dataset_key(j.namespace, j.name)
+                             LIMIT v_chunk) AS j) AS c;
+            EXIT WHEN cardinality(v_ids) = 0;
+            v_from := v_keys[cardinality(v_keys)];
+            v_runs := NULL;
+        ELSE
+            SELECT coalesce(array_agg(c.job_id ORDER BY c.t DESC, c.run_id DESC), '{}'),
+                   coalesce(array_agg(c.t ORDER BY c.t DESC, c.run_id DESC), '{}'),
+                   coalesce(array_agg(c.run_id ORDER BY c.t DESC, c.run_id DESC), '{}')
+              INTO v_ids, v_times, v_runs
+              FROM (
+                    -- Each of the few jobs' latest run.
+                    SELECT l.job_id, l.first_event_time AS t, l.id AS run_id
+                      FROM unnest(v_few) AS f (id)
+                     CROSS JOIN LATERAL (SELECT r.job_id, r.first_event_time, r.id FROM metastore.runs AS r
+                                          WHERE r.job_id = f.id
+                                          ORDER BY r.first_event_time DESC, r.id DESC LIMIT 1) AS l
+                     WHERE (l.first_event_time, l.id) < (v_t, v_i)
+                    UNION ALL
+                    -- Or the runs newest first (those that are their job's latest are kept below):
+                    -- of the user, of the states, or all.
+                    SELECT w.job_id, w.first_event_time, w.id
+                      FROM (SELECT r.job_id, r.first_event_time, r.id FROM metastore.runs AS r
+                             WHERE v_few IS NULL AND p_user IS NOT NULL
+                               AND left(r.trino_user, 200) = left(p_user, 200) AND r.trino_user IS NOT NULL
+                               AND (r.first_event_time, r.id) < (v_t, v_i)
+                             ORDER BY left(r.trino_user, 200), r.first_event_time DESC, r.id DESC
+                             LIMIT v_chunk) AS w
+                    UNION ALL
+                    SELECT s.job_id, s.first_event_time, s.id
+                      FROM unnest(CASE WHEN v_few IS NULL AND p_user IS NULL AND NOT v_complete THEN v_states END)
+                           AS k (state)
+                     CROSS JOIN LATERAL (
+                            SELECT r.job_id, r.first_event_time, r.id FROM metastore.runs AS r
+                             WHERE r.state = k.state AND r.state <> 'COMPLETE' AND (r.first_event_time, r.id) < (v_t, v_i)
+                             ORDER BY r.first_event_time DESC, r.id DESC
+                             LIMIT v_chunk) AS s
+                    UNION ALL
+                    SELECT w.job_id, w.first_event_time, w.id
+                      FROM (SELECT r.job_id, r.first_event_time, r.id FROM metastore.runs AS r
+                             WHERE v_few IS NULL AND p_user IS NULL AND (v_states IS NULL OR v_complete)
+                               AND (r.first_event_time, r.id) < (v_t, v_i)
+                             ORDER BY r.first_event_time DESC, r.id DESC
+                             LIMIT v_chunk) AS w
+                     ORDER BY 2 DESC, 3 DESC
+                     LIMIT v_chunk) AS c;
+            EXIT WHEN cardinality(v_ids) = 0;
+            v_t := v_times[cardinality(v_times)];
+            v_i := v_runs[cardinality(v_runs)];
+        END IF;
+        v_seen := v_seen + cardinality(v_ids);
+
+        -- Every filter on each candidate, in order: its latest run's state and user, the name, what
+        -- is hidden; sort=latest_run keeps a run only if it is its job's latest.
+        SELECT coalesce(jsonb_agg(x.job ORDER BY x.o), '[]')
+          INTO v_more
+          FROM (SELECT c.o, jsonb_build_object(
+                           'id', j.id, 'namespace', j.namespace, 'name', j.name,
+                           'first_seen', j.first_seen, 'last_seen', j.last_seen,
+                           'processing_type', j.processing_type, 'integration', j.integration, 'job_type', j.job_type,
+                           'latest_run', CASE WHEN r.id IS NOT NULL THEN jsonb_build_object(
+                                              'id', r.id, 'run_id', r.run_id, 'state', r.state,
+                                              'started_at', r.started_at, 'ended_at', r.ended_at,
+                                              'duration_s', extract(epoch FROM r.duration),
+                                              'trino_user', r.trino_user, 'trino_source', r.trino_source,
+                                              'first_event_time', r.first_event_time) END) AS job
+                  FROM unnest(v_ids, v_runs) WITH ORDINALITY AS c (id, run, o)
+                  JOIN metastore.jobs AS j ON j.id = c.id
+                  LEFT JOIN LATERAL (SELECT v.* FROM metastore.runs_view AS v WHERE v.job_id = j.id
+                                      ORDER BY v.first_event_time DESC, v.id DESC LIMIT 1) AS r ON true
+                 WHERE (c.run IS NULL OR r.id = c.run)
+                   AND (p_namespace IS NULL OR j.namespace = p_namespace)
+                   AND (v_like IS NULL OR lower(j.name) LIKE v_like)
+                   AND (v_states IS NULL OR r.state = ANY (v_states))
+                   AND (p_user IS NULL OR r.trino_user = p_user)
+                   AND j.id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)) AS x;
+        v_page := v_page || v_more;
+        EXIT WHEN jsonb_array_length(v_page) > p_limit OR cardinality(v_ids) < v_chunk OR v_seen >= c_scan;
+        v_chunk := least(v_chunk * 4, c_scan - v_seen);
+    END LOOP;
+
+    IF jsonb_array_length(v_page) > p_limit THEN
+        v_page := (SELECT jsonb_agg(e.value ORDER BY e.o) FROM jsonb_array_elements(v_page) WITH ORDINALITY AS e (value, o)
+                    WHERE e.o <= p_limit);
+        v_last := v_page -> (p_limit - 1);
+        v_next := CASE v_sort
+                      WHEN 'name' THEN jsonb_build_array(v_last -> 'namespace', v_last -> 'name')::text
+                      ELSE jsonb_build_array((v_last #>> '{latest_run,first_event_time}')::timestamptz::text,
+                                             (v_last #>> '{latest_run,id}')::bigint)::text END;
+    ELSIF v_seen >= c_scan AND cardinality(v_ids) > 0 THEN
+        -- Not at the end: the page looked at as many as one page may. Go on from the last.
+        v_next := CASE v_sort
+                      WHEN 'name' THEN (SELECT jsonb_build_array(j.namespace, j.name)::text FROM metastore.jobs AS j
+                                         WHERE j.id = v_ids[cardinality(v_ids)])
+                      ELSE jsonb_build_array(v_t::text, v_i)::text END;
+    END IF;
+    IF v_next IS NOT NULL THEN
+        v_next := translate(encode(convert_to(v_next, 'UTF8'), 'base64'), E'+/\n', '-_');
+    END IF;
+    RETURN jsonb_build_object('jobs', v_page, 'next_cursor', v_next);
 END
 $$;
 
-COMMENT ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) IS 'One page of jobs ordered by (namespace, name), each with its latest run (by first eventTime): {"jobs": [...], "next_cursor": text or null}. Filters: exact namespace, q (case-insensitive substring of the name). Error codes: 22023 limit outside 1..1000 or a cursor not returned by this function.';
+COMMENT ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text, p_sort text, p_state text, p_user text) IS 'One page of jobs, each with its latest run (by first eventTime): {"jobs": [...], "next_cursor": text or null}. p_sort name (default; by namespace and name, as the four-argument metastore.list_jobs) or latest_run (newest latest run first; jobs without a run are not listed). Filters: exact namespace, q (case-insensitive substring of the name), state (one or several, comma-separated) and Trino user of the latest run. A page looks at most 10000 jobs (sort=name) or runs (sort=latest_run): a rare filter may give fewer than p_limit jobs, or none, with a next_cursor (null only at the end). Hidden jobs and namespaces (metastore.hide) are not listed. Error codes: 22023 limit outside 1..1000, an unknown sort or state, or a cursor not returned by this function for this sort.';
+
+CREATE FUNCTION metastore.list_namespaces(p_limit integer DEFAULT 1000) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    v_hide  record;
+    v_names text[] := '{}';
+    v_after bytea;
+    v_next  text;
+    v_kind  text;
+    v_seen  integer;
+    v_rows  jsonb;
+    -- Counted up to this many of each kind (more_datasets, more_jobs: there are more): the count of
+    -- a namespace of a million datasets would read a million rows (the order index holds the key, not
+    -- the columns: each entry is checked on its row).
+    c_count constant integer := 1000;
+    v_ns       text;
+    v_lo       bytea;
+    v_hi       bytea;
+    v_datasets bigint;
+    v_jobs     bigint;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    v_hide := metastore.hidden_names();
+    -- The distinct namespaces of each table, one index probe each: datasets_order_idx and
+    -- jobs_order_idx are in metastore.dataset_key order, where a namespace's keys lie between its
+    -- bytes followed by 0 and by 1; the next namespace is the first key past the 1.
+    FOREACH v_kind IN ARRAY ARRAY['dataset', 'job'] LOOP
+        v_after := '\x'::bytea;
+        v_seen := 0;
+        LOOP
+            IF v_kind = 'dataset' THEN
+                SELECT d.namespace INTO v_next FROM metastore.datasets AS d
+                 WHERE substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) >= substr(v_after, 1, 1024)
+                   AND metastore.dataset_key(d.namespace, d.name) > v_after
+                 ORDER BY substr(metastore.dataset_key(d.namespace, d.name), 1, 1024),
+                          metastore.dataset_key(d.namespace, d.name)
+                 LIMIT 1;
+            ELSE
+                SELECT j.namespace INTO v_next FROM metastore.jobs AS j
+                 WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= substr(v_after, 1, 1024)
+                   AND metastore.dataset_key(j.namespace, j.name) > v_after
+                 ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024),
+                          metastore.dataset_key(j.namespace, j.name)
+                 LIMIT 1;
+            END IF;
+            EXIT WHEN NOT FOUND;
+            IF v_next <> ALL (v_hide.namespaces) THEN
+                v_seen := v_seen + 1;
+                IF v_next <> ALL (v_names) THEN
+                    v_names := v_names || v_next;
+                END IF;
+            END IF;
+            v_after := substr(metastore.dataset_key(v_next, ''), 1, length(metastore.dataset_key(v_next, '')) - 1)
+                       || '\x01'::bytea;
+            -- Enough of this kind: the answer holds the first p_limit of both, in order.
+            EXIT WHEN v_seen > p_limit;
+        END LOOP;
+    END LOOP;
+
+    -- The first p_limit in code point order, each counted along the order index up to c_count + 1
+    -- entries (ordered, so that the scan stops there: a bitmap would read the whole range): a
+    -- namespace's keys lie between its bytes followed by 0 and by 1; one of more than 1022 bytes shares
+    -- the index's 1024-byte prefix with others: checked on the row.
+    v_rows := '[]';
+    FOR v_ns, v_lo, v_hi IN
+        SELECT x.ns, substr(k.k, 1, 1024), substr(substr(k.k, 1, length(k.k) - 1) || '\x01'::bytea, 1, 1024)
+          FROM unnest(v_names) AS x (ns) CROSS JOIN LATERAL (SELECT metastore.dataset_key(x.ns, '') AS k) AS k
+         ORDER BY k.k
+         LIMIT p_limit
+    LOOP
+        IF octet_length(v_ns) <= 1022 THEN
+            SELECT count(*) INTO v_datasets FROM (
+                SELECT FROM metastore.datasets AS d
+                 WHERE substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) >= v_lo
+                   AND substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) <= v_hi
+                 ORDER BY substr(metastore.dataset_key(d.namespace, d.name), 1, 1024)
+                 LIMIT c_count + 1) AS c;
+            SELECT count(*) INTO v_jobs FROM (
+                SELECT FROM metastore.jobs AS j
+                 WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= v_lo
+                   AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_hi
+                 ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                 LIMIT c_count + 1) AS c;
+        ELSE
+            SELECT count(*) INTO v_datasets FROM (
+                SELECT FROM metastore.datasets AS d
+                 WHERE substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) >= v_lo
+                   AND substr(metastore.dataset_key(d.namespace, d.name), 1, 1024) <= v_hi AND d.namespace = v_ns
+                 ORDER BY substr(metastore.dataset_key(d.namespace, d.name), 1, 1024)
+                 LIMIT c_count + 1) AS c;
+            SELECT count(*) INTO v_jobs FROM (
+                SELECT FROM metastore.jobs AS j
+                 WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) >= v_lo
+                   AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024) <= v_hi AND j.namespace = v_ns
+                 ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                 LIMIT c_count + 1) AS c;
+        END IF;
+        -- Hidden ones are not counted (a handful: their ids).
+        IF cardinality(v_hide.dataset_ids) > 0 OR cardinality(v_hide.job_ids) > 0 THEN
+            v_datasets := v_datasets - (SELECT count(*) FROM metastore.datasets AS d
+                                         WHERE d.id = ANY (v_hide.dataset_ids) AND d.namespace = v_ns);
+            v_jobs := v_jobs - (SELECT count(*) FROM metastore.jobs AS j
+                                 WHERE j.id = ANY (v_hide.job_ids) AND j.namespace = v_ns);
+        END IF;
+        -- A namespace whose every dataset and job is hidden one by one is gone too.
+        CONTINUE WHEN v_datasets + v_jobs = 0;
+        v_rows := v_rows || jsonb_build_array(jsonb_build_object(
+            'namespace', v_ns, 'datasets', least(v_datasets, c_count), 'jobs', least(v_jobs, c_count),
+            'more_datasets', v_datasets > c_count, 'more_jobs', v_jobs > c_count));
+    END LOOP;
+    RETURN jsonb_build_object('namespaces', v_rows, 'truncated', cardinality(v_names) > p_limit);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.list_namespaces(p_limit integer) IS 'The namespaces of datasets and jobs, in code point order, each with how many datasets and jobs it has, counted up to 1000 each: {"namespaces": [{"namespace", "datasets", "jobs", "more_datasets", "more_jobs"}], "truncated"}, the first p_limit (truncated: there are more; more_*: more than 1000). Hidden namespaces are left out, hidden datasets and jobs not counted (metastore.hide). Error codes: 22023 limit outside 1..1000.';
+
+CREATE FUNCTION metastore.list_runs(p_limit integer DEFAULT 50, p_cursor text DEFAULT NULL::text, p_state text DEFAULT NULL::text, p_user text DEFAULT NULL::text, p_source text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_dataset_id bigint DEFAULT NULL::bigint, p_from text DEFAULT NULL::text, p_to text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    SET plan_cache_mode TO 'force_generic_plan'
+    AS $$
+DECLARE
+    -- Runs looked at per page, at most: a combination of filters no single index serves (a rare
+    -- state of one user) gives a page with fewer runs, or none, and a cursor to go on from.
+    c_scan    constant integer := 5000;
+    -- A namespace of at most this many jobs is read job by job (runs_job_latest_idx); a larger one
+    -- by walking the timeline.
+    c_jobs    constant integer := 500;
+    c_states  constant text[] := ARRAY['START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT', 'OTHER'];
+    v_hide    record;
+    v_states  text[];
+    v_from    timestamptz := '-infinity';
+    v_to      timestamptz := 'infinity';
+    v_after   jsonb;
+    v_t       timestamptz := 'infinity';
+    v_i       bigint := 9223372036854775807;
+    v_aliases bigint[];
+    v_jobs    bigint[];
+    v_driver  text;
+    v_chunk   integer;
+    v_scanned integer := 0;
+    v_ids     bigint[];
+    v_times   timestamptz[];
+    v_page    bigint[] := '{}';
+    v_kept    bigint[];
+    v_runs    jsonb;
+    v_next    text;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
+    END IF;
+    IF p_state IS NOT NULL THEN
+        v_states := ARRAY(SELECT DISTINCT upper(btrim(s)) FROM unnest(string_to_array(p_state, ',')) AS s);
+        IF cardinality(v_states) = 0 OR NOT v_states <@ c_states THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = format('state must be one or more of %s, separated by commas, not %s',
+                                 array_to_string(c_states, ', '), p_state);
+        END IF;
+    END IF;
+    -- Bad times raise 22007/22008 (400) naming the value.
+    v_from := coalesce(p_from::timestamptz, v_from);
+    v_to := coalesce(p_to::timestamptz, v_to);
+    IF v_from > v_to THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('from (%s) is after to (%s)', p_from, p_to);
+    END IF;
+    IF p_cursor IS NOT NULL THEN
+        BEGIN
+            v_after := convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
+            v_t := (v_after ->> 0)::timestamptz;
+            v_i := (v_after ->> 1)::bigint;
+        EXCEPTION WHEN data_exception THEN
+            v_after := NULL;
+        END;
+        IF jsonb_typeof(v_after) IS DISTINCT FROM 'array' OR jsonb_array_length(v_after) <> 2
+           OR jsonb_typeof(v_after -> 0) IS DISTINCT FROM 'string'
+           OR jsonb_typeof(v_after -> 1) IS DISTINCT FROM 'number' OR v_t IS NULL OR v_i IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '22023', MESSAGE = 'cursor is not valid: pass the next_cursor of the previous page unchanged';
+        END IF;
+    END IF;
+    v_hide := metastore.hidden_names();
+    IF p_dataset_id IS NOT NULL THEN
+        IF NOT EXISTS (SELECT FROM metastore.datasets AS d
+                        WHERE d.id = p_dataset_id AND d.id <> ALL (v_hide.dataset_ids)
+                          AND d.namespace <> ALL (v_hide.namespaces)) THEN
+            RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_dataset_id);
+        END IF;
+        -- Its symlink aliases name the same data (as the lineage graph crosses them).
+        v_aliases := metastore.dataset_aliases(ARRAY[p_dataset_id], 100);
+    END IF;
+
+    -- Which index walks the timeline: the most selective filter's (a source or COMPLETE has none),
+    -- the others are checked on each run.
+    IF p_dataset_id IS NOT NULL THEN
+        v_driver := 'dataset';
+    ELSIF p_user IS NOT NULL THEN
+        v_driver := 'user';
+        -- With states that have an index too (not COMPLETE): walk the one with fewer runs, each
+        -- counted on its index up to 1000 (a user of many runs and failures are rarer, or the
+        -- other way round).
+        IF NOT 'COMPLETE' = ANY (v_states)
+           AND (SELECT count(*) FROM (
+                    SELECT FROM unnest(v_states) AS k (state)
+                     CROSS JOIN LATERAL (SELECT FROM metastore.runs AS r
+                                          WHERE r.state = k.state AND r.state <> 'COMPLETE'
+                                          ORDER BY r.state, r.first_event_time LIMIT 1000) AS x
+                     LIMIT 1000) AS c)
+               < (SELECT count(*) FROM (
+                      SELECT FROM metastore.runs AS r
+                       WHERE left(r.trino_user, 200) = left(p_user, 200) AND r.trino_user IS NOT NULL
+                       ORDER BY left(r.trino_user, 200), r.first_event_time LIMIT 1000) AS c) THEN
+            v_driver := 'state';
+        END IF;
+    ELSIF p_job_namespace IS NOT NULL THEN
+        v_jobs := ARRAY(SELECT j.id FROM metastore.jobs AS j
+                         WHERE substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                               >= substr(metastore.dataset_key(p_job_namespace, ''), 1, 1024)
+                           AND substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                               <= substr(substr(metastore.dataset_key(p_job_namespace, ''), 1,
+                                                length(metastore.dataset_key(p_job_namespace, '')) - 1)
+                                         || '\x01'::bytea, 1, 1024)
+                           AND j.namespace = p_job_namespace
+                         -- In order, so that the scan stops at c_jobs + 1 (a bitmap reads the range whole).
+                         ORDER BY substr(metastore.dataset_key(j.namespace, j.name), 1, 1024)
+                         LIMIT c_jobs + 1);
+        v_driver := CASE WHEN cardinality(v_jobs) <= c_jobs THEN 'jobs'
+                         WHEN NOT 'COMPLETE' = ANY (v_states) THEN 'state' ELSE 'time' END;
+    -- runs_state_idx holds the runs that did not complete: COMPLETE, most runs, walks the timeline.
+    ELSIF NOT 'COMPLETE' = ANY (v_states) THEN
+        v_driver := 'state';
+    ELSE
+        v_driver := 'time';
+    END IF;
+
+    v_chunk := p_limit + 1;
+    LOOP
+        -- The next candidates after (v_t, v_i) in timeline order, from the driver's index.
+        IF v_driver = 'dataset' THEN
+            SELECT coalesce(array_agg(c.run_id ORDER BY c.run_time DESC, c.run_id DESC), '{}'),
+                   coalesce(array_agg(c.run_time ORDER BY c.run_time DESC, c.run_id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT DISTINCT s.run_id, s.run_time
+                      FROM unnest(v_aliases) AS a (id)
+                     CROSS JOIN LATERAL (
+                            SELECT rd.run_id, rd.run_time FROM metastore.run_datasets AS rd
+                             WHERE rd.dataset_id = a.id AND (rd.run_time, rd.run_id) < (v_t, v_i)
+                               AND rd.run_time >= v_from AND rd.run_time < v_to
+                             ORDER BY rd.run_time DESC, rd.run_id DESC
+                             -- A run reads and writes a dataset at most once each.
+                             LIMIT 2 * v_chunk) AS s
+                     ORDER BY s.run_time DESC, s.run_id DESC
+                     LIMIT v_chunk) AS c;
+        ELSIF v_driver = 'user' THEN
+            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
+                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                     WHERE left(r.trino_user, 200) = left(p_user, 200) AND r.trino_user IS NOT NULL
+                       AND (r.first_event_time, r.id) < (v_t, v_i)
+                       AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                     ORDER BY left(r.trino_user, 200), r.first_event_time DESC, r.id DESC
+                     LIMIT v_chunk) AS c;
+        ELSIF v_driver IN ('jobs', 'state') THEN
+            -- Several ordered walks (one per job, or per state) merged.
+            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
+                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT s.id, s.first_event_time
+                      FROM unnest(CASE WHEN v_driver = 'jobs' THEN v_jobs END) AS k (job_id)
+                     CROSS JOIN LATERAL (
+                            SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                             WHERE r.job_id = k.job_id AND (r.first_event_time, r.id) < (v_t, v_i)
+                               AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                             ORDER BY r.first_event_time DESC, r.id DESC
+                             LIMIT v_chunk) AS s
+                    UNION ALL
+                    SELECT s.id, s.first_event_time
+                      FROM unnest(CASE WHEN v_driver = 'state' THEN v_states END) AS k (state)
+                     CROSS JOIN LATERAL (
+                            SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                             WHERE r.state = k.state AND r.state <> 'COMPLETE' AND (r.first_event_time, r.id) < (v_t, v_i)
+                               AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                             ORDER BY r.first_event_time DESC, r.id DESC
+                             LIMIT v_chunk) AS s
+                     ORDER BY 2 DESC, 1 DESC
+                     LIMIT v_chunk) AS c;
+        ELSE
+            SELECT coalesce(array_agg(c.id ORDER BY c.first_event_time DESC, c.id DESC), '{}'),
+                   coalesce(array_agg(c.first_event_time ORDER BY c.first_event_time DESC, c.id DESC), '{}')
+              INTO v_ids, v_times
+              FROM (SELECT r.id, r.first_event_time FROM metastore.runs AS r
+                     WHERE (r.first_event_time, r.id) < (v_t, v_i)
+                       AND r.first_event_time >= v_from AND r.first_event_time < v_to
+                     ORDER BY r.first_event_time DESC, r.id DESC
+                     LIMIT v_chunk) AS c;
+        END IF;
+        EXIT WHEN cardinality(v_ids) = 0;
+        v_scanned := v_scanned + cardinality(v_ids);
+        v_t := v_times[cardinality(v_times)];
+        v_i := v_ids[cardinality(v_ids)];
+
+        -- Every filter on each candidate, in the candidates' order; the first p_limit + 1 kept.
+        SELECT coalesce(array_agg(x.id ORDER BY x.o), '{}')
+          INTO v_kept
+          FROM (SELECT c.o, r.id
+                  FROM unnest(v_ids) WITH ORDINALITY AS c (id, o)
+                  JOIN metastore.runs AS r ON r.id = c.id
+                  JOIN metastore.jobs AS j ON j.id = r.job_id
+                 WHERE (v_states IS NULL OR r.state = ANY (v_states))
+                   AND (p_user IS NULL OR r.trino_user = p_user)
+                   AND (p_source IS NULL OR r.trino_source = p_source)
+                   AND (p_job_namespace IS NULL OR j.namespace = p_job_namespace)
+                   AND (v_aliases IS NULL
+                        OR EXISTS (SELECT FROM metastore.run_datasets AS rd
+                                    WHERE rd.run_id = r.id AND rd.dataset_id = ANY (v_aliases)))
+                   AND r.job_id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)
+                 ORDER BY c.o
+                 LIMIT p_limit + 1 - cardinality(v_page)) AS x;
+        v_page := v_page || v_kept;
+        EXIT WHEN cardinality(v_page) > p_limit OR cardinality(v_ids) < v_chunk OR v_scanned >= c_scan;
+        v_chunk := least(v_chunk * 4, c_scan - v_scanned);
+    END LOOP;
+
+    IF cardinality(v_page) > p_limit THEN
+        v_page := v_page[1:p_limit];
+        SELECT jsonb_build_array(r.first_event_time::text, r.id)::text INTO v_next
+          FROM metastore.runs AS r WHERE r.id = v_page[p_limit];
+    ELSIF v_scanned >= c_scan THEN
+        -- Not at the end: the page looked at as many runs as one page may. Go on from the last.
+        v_next := jsonb_build_array(v_t::text, v_i)::text;
+    END IF;
+
+    -- What the page shows, the datasets of all its runs in one statement: at most 100 of each side
+    -- per run, along run_datasets' key (the smallest ids), and whether there are more.
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'id', r.id, 'run_id', r.run_id, 'state', r.state,
+               'started_at', r.started_at, 'ended_at', r.ended_at,
+               'duration_s', extract(epoch FROM r.duration),
+               'trino_user', r.trino_user, 'trino_source', r.trino_source,
+               'error_message', r.error_message,
+               'first_event_time', r.first_event_time, 'last_event_time', r.last_event_time,
+               'event_count', r.event_count,
+               'job', jsonb_build_object('id', j.id, 'namespace', j.namespace, 'name', j.name),
+               'inputs', io.inputs, 'outputs', io.outputs,
+               'datasets_truncated', (io.inputs_full OR io.outputs_full) AND EXISTS (
+                   SELECT FROM metastore.run_datasets AS rd
+                     JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                    WHERE rd.run_id = r.id
+                      AND ((io.inputs_full AND rd.direction = 'input' AND rd.dataset_id > io.last_input)
+                           OR (io.outputs_full AND rd.direction = 'output' AND rd.dataset_id > io.last_output))
+                      AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)))
+               ORDER BY p.o), '[]')
+      INTO v_runs
+      FROM unnest(v_page) WITH ORDINALITY AS p (id, o)
+      JOIN metastore.runs AS r ON r.id = p.id
+      JOIN metastore.jobs AS j ON j.id = r.job_id
+     CROSS JOIN LATERAL (
+            SELECT coalesce(jsonb_agg(jsonb_build_object('id', s.id, 'namespace', s.namespace, 'name', s.name)
+                                      ORDER BY s.namespace COLLATE "C", s.name COLLATE "C", s.id)
+                                FILTER (WHERE s.direction = 'input'), '[]') AS inputs,
+                   coalesce(jsonb_agg(jsonb_build_object('id', s.id, 'namespace', s.namespace, 'name', s.name)
+                                      ORDER BY s.namespace COLLATE "C", s.name COLLATE "C", s.id)
+                                FILTER (WHERE s.direction = 'output'), '[]') AS outputs,
+                   -- A side of 100: is there a 101st (past the greatest id listed)? Asked above.
+                   count(*) FILTER (WHERE s.direction = 'input') = 100 AS inputs_full,
+                   count(*) FILTER (WHERE s.direction = 'output') = 100 AS outputs_full,
+                   max(s.id) FILTER (WHERE s.direction = 'input') AS last_input,
+                   max(s.id) FILTER (WHERE s.direction = 'output') AS last_output
+              FROM (SELECT * FROM (
+                        SELECT rd.direction, d.id, d.namespace, d.name
+                          FROM metastore.run_datasets AS rd
+                          JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                         WHERE rd.run_id = r.id AND rd.direction = 'input'
+                           AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                         ORDER BY rd.dataset_id LIMIT 100) AS i
+                    UNION ALL
+                    SELECT * FROM (
+                        SELECT rd.direction, d.id, d.namespace, d.name
+                          FROM metastore.run_datasets AS rd
+                          JOIN metastore.datasets AS d ON d.id = rd.dataset_id
+                         WHERE rd.run_id = r.id AND rd.direction = 'output'
+                           AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                         ORDER BY rd.dataset_id LIMIT 100) AS o) AS s) AS io;
+    IF v_next IS NOT NULL THEN
+        v_next := translate(encode(convert_to(v_next, 'UTF8'), 'base64'), E'+/\n', '-_');
+    END IF;
+    RETURN jsonb_build_object('runs', v_runs, 'next_cursor', v_next);
+END
+$$;
+
+COMMENT ON FUNCTION metastore.list_runs(p_limit integer, p_cursor text, p_state text, p_user text, p_source text, p_job_namespace text, p_dataset_id bigint, p_from text, p_to text) IS 'One page of runs, newest first by their first eventTime (then id), keyset-paginated: {"runs": [...], "next_cursor": text or null}. Each run with its state, times, Trino user and source, error, job, and the datasets it read (inputs) and wrote (outputs), at most 100 each. Filters (combined with AND): state (one or several, comma-separated), the Trino user, the Trino source, the job namespace, a dataset (runs that read or wrote it or one of its symlink aliases), first eventTime in [from, to). A page looks at most 5000 runs: a rare combination of filters may give fewer than p_limit runs, or none, with a next_cursor (null only at the end). Hidden datasets and jobs (metastore.hide) are left out. Error codes: 22023 limit outside 1..1000, an unknown state, from after to, or a cursor not returned by this function; 22007/22008 a time that is not one; P0002 no such dataset.';
 
 CREATE FUNCTION metastore.lock_events_briefly() RETURNS bigint
     LANGUAGE plpgsql
@@ -2755,6 +3967,33 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) IS 'Raises what is wrong with the inputs, outputs or DatasetEvent dataset of p_payload (the first fault, in order; p_item, the item extract_datasets could not read, is unused); never returns. Called by metastore.extract_datasets only for an event its checks refuse. Error codes: 22023 a member that is not an array of objects with non-empty string namespace and name; XX000 no such fault (the two functions disagree).';
+
+CREATE FUNCTION metastore.name_tail(p_name text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN pg_catalog.strpos(p_name, '/'::pg_catalog.text) OPERATOR(pg_catalog.>) 0
+                THEN pg_catalog.split_part(p_name, '/'::pg_catalog.text, -1)
+                ELSE pg_catalog.split_part(p_name, '.'::pg_catalog.text, -1) END
+$$;
+
+COMMENT ON FUNCTION metastore.name_tail(p_name text) IS 'The last part of a name: after its last / if it has one, else after its last . (the table of catalog.schema.table). Frozen (defined by change 11): indexes hold its results.';
+
+CREATE FUNCTION metastore.note_field_names() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO metastore.field_names (name)
+    SELECT DISTINCT f.value ->> 'name'
+      FROM jsonb_array_elements(CASE WHEN jsonb_typeof(NEW.fields) = 'array' THEN NEW.fields ELSE '[]' END) AS f
+     WHERE jsonb_typeof(f.value) = 'object' AND jsonb_typeof(f.value -> 'name') = 'string'
+       AND NOT EXISTS (SELECT FROM metastore.field_names AS n
+                        WHERE n.name_key = sha256(metastore.dataset_key('', f.value ->> 'name')));
+    RETURN NULL;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.note_field_names() IS 'Trigger: adds the top-level field names of a new schema version to metastore.field_names.';
 
 CREATE FUNCTION metastore.partitions_ahead() RETURNS integer
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -3071,6 +4310,293 @@ $$;
 
 COMMENT ON FUNCTION metastore.schema_version() IS 'The newest applied change of db/deploy; the service compares it with the version it was built for.';
 
+CREATE FUNCTION metastore.search(p_q text, p_limit integer DEFAULT 20) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    AS $_$
+DECLARE
+    -- Substring candidates ranked per kind (the first in storage order): 2 x p_limit, at least this.
+    c_sample  constant integer := 50;
+    -- Without a trigram index, names looked through per kind for a substring (the answer says
+    -- partial): of datasets and fields (where pg_trgm is missing), of jobs the newest (they have none).
+    c_scan    constant integer := 50000;
+    -- q of one or two characters has no trigram: looked for in fewer names (it is in most of them).
+    c_scan_short constant integer := 10000;
+    c_scan_jobs constant integer := 2000;
+    -- Schema versions looked through for the datasets that have a field now: through the index of
+    -- field names, and walked first.
+    c_versions constant integer := 500;
+    c_walk    constant integer := 100;
+    v_hide    record;
+    v_q       text;
+    v_lq      text;
+    v_key     bytea;
+    v_like    text;
+    v_partial boolean := false;
+    v_scan    integer;
+    v_cand    record;
+    v_results jsonb := '[]';
+    v_field   jsonb;
+    v_more    boolean;
+    v_fields  integer := 0;
+BEGIN
+    IF p_q IS NULL OR btrim(p_q) = '' OR octet_length(p_q) > 1000 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'q must be a text of 1 to 1000 bytes, not only spaces';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 100, not %s', p_limit);
+    END IF;
+    v_q := btrim(p_q);
+    v_lq := lower(v_q);
+    -- The key of the search indexes: the first 400 bytes of the lower-case name.
+    v_key := metastore.search_key(v_q);
+    v_like := replace(replace(replace(v_lq, E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_');
+    v_hide := metastore.hidden_names();
+    v_scan := CASE WHEN length(v_lq) < 3 THEN c_scan_short ELSE c_scan END;
+
+    -- Candidates of every kind and tier, best first. Exact (0): the name, or its last part, is q.
+    -- Prefix (1): it starts with q; the closer first. Substring (2): the trigram index where there
+    -- is one (or a bounded look), the first max(c_sample, 2 x p_limit) of each kind ranked: a word
+    -- that starts with q first (after ., _, / and the like), then where q starts, then the shorter name.
+    FOR v_cand IN
+        WITH ranged AS (
+            -- A dataset or job whose name or last part (metastore.name_tail) starts with q: ranges of
+            -- the search indexes, the first 2 x p_limit of each in name order.
+            (SELECT 'dataset' AS type, d.id, d.namespace, d.name, d.kind
+               FROM metastore.datasets AS d
+              WHERE metastore.search_key(d.name) >= v_key AND metastore.search_key(d.name) < v_key || '\xff'::bytea
+                AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+              ORDER BY metastore.search_key(d.name), d.id
+              LIMIT 2 * p_limit)
+            UNION
+            (SELECT 'dataset', d.id, d.namespace, d.name, d.kind
+               FROM metastore.datasets AS d
+              WHERE metastore.search_key(metastore.name_tail(d.name)) >= v_key
+                AND metastore.search_key(metastore.name_tail(d.name)) < v_key || '\xff'::bytea
+                AND (strpos(d.name, '/') > 0 OR strpos(d.name, '.') > 0)
+                AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+              ORDER BY metastore.search_key(metastore.name_tail(d.name)), d.id
+              LIMIT 2 * p_limit)
+            UNION
+            (SELECT 'job', j.id, j.namespace, j.name, NULL
+               FROM metastore.jobs AS j
+              WHERE metastore.search_key(j.name) >= v_key AND metastore.search_key(j.name) < v_key || '\xff'::bytea
+                AND j.id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)
+              ORDER BY metastore.search_key(j.name), j.id
+              LIMIT 2 * p_limit)
+            UNION
+            (SELECT 'job', j.id, j.namespace, j.name, NULL
+               FROM metastore.jobs AS j
+              WHERE metastore.search_key(metastore.name_tail(j.name)) >= v_key
+                AND metastore.search_key(metastore.name_tail(j.name)) < v_key || '\xff'::bytea
+                AND (strpos(j.name, '/') > 0 OR strpos(j.name, '.') > 0)
+                AND j.id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces)
+              ORDER BY metastore.search_key(metastore.name_tail(j.name)), j.id
+              LIMIT 2 * p_limit)
+            UNION
+            (SELECT DISTINCT ON (metastore.search_key(f.name), f.name) 'field', NULL::bigint, NULL::text, f.name, NULL
+               FROM metastore.field_names AS f
+              WHERE metastore.search_key(f.name) >= v_key AND metastore.search_key(f.name) < v_key || '\xff'::bytea
+              ORDER BY metastore.search_key(f.name), f.name
+              LIMIT 2 * p_limit)
+        ), matched AS (
+            -- A key cut at 400 bytes matches more than the name does: the whole name decides.
+            SELECT r.*, lower(r.name) AS lname,
+                   CASE WHEN r.type = 'field' THEN lower(r.name) ELSE lower(metastore.name_tail(r.name)) END AS ltail
+              FROM ranged AS r
+        ), tiered AS (
+            SELECT m.type, m.id, m.namespace, m.name, m.kind, m.lname,
+                   CASE WHEN v_lq IN (m.lname, m.ltail) THEN 0 ELSE 1 END AS tier,
+                   -- The closer the better: how much longer than q the part it starts is.
+                   least(CASE WHEN m.lname LIKE v_like || '%' THEN length(m.lname) END,
+                         CASE WHEN m.ltail LIKE v_like || '%' THEN length(m.ltail) END) AS word,
+                   0 AS pos
+              FROM matched AS m
+             WHERE m.lname LIKE v_like || '%' OR m.ltail LIKE v_like || '%'
+            UNION ALL
+            SELECT s.type, s.id, s.namespace, s.name, s.kind, s.lname, 2,
+                   -- A word of the name that starts with q before one that only holds it.
+                   CASE WHEN substr(s.lname, strpos(s.lname, v_lq) - 1, 1) ~ '[[:alnum:]]' THEN 1 ELSE 0 END,
+                   strpos(s.lname, v_lq)
+              FROM metastore.search_substrings(v_lq, v_like, greatest(c_sample, 2 * p_limit), v_scan, c_scan_jobs,
+                                               v_hide.dataset_ids, v_hide.job_ids, v_hide.namespaces) AS s
+             WHERE (SELECT count(*) FROM matched AS m WHERE m.lname LIKE v_like || '%' OR m.ltail LIKE v_like || '%')
+                   < p_limit
+        )
+        SELECT t.* FROM tiered AS t
+         ORDER BY t.tier, t.word, t.pos, length(t.name), t.lname COLLATE "C", t.name COLLATE "C", t.type,
+                  t.namespace COLLATE "C", t.id
+    LOOP
+        IF v_cand.type = 'field' THEN
+            -- The datasets whose current fields have it, a few (with a mark when there are more); a
+            -- name no current version has is left out. Bounded both ways: a common field is found
+            -- among the first c_walk versions (the walk stops at the sixth dataset), and only a rarer
+            -- one goes to the index of field names, whose bitmap is as large as the versions that
+            -- have the name (so about 6 / c_walk of them at most), c_versions of them looked at.
+            EXIT WHEN v_fields >= 2 * p_limit;
+            v_fields := v_fields + 1;
+            SELECT coalesce(jsonb_agg(jsonb_build_object('id', x.id, 'namespace', x.namespace, 'name', x.name)
+                                      ORDER BY x.namespace COLLATE "C", x.name COLLATE "C", x.id)
+                                FILTER (WHERE x.n <= 5), '[]'),
+                   count(*) > 5
+              INTO v_field, v_more
+              FROM (SELECT f.*, row_number() OVER (ORDER BY f.id) AS n
+                      FROM (SELECT d.id, d.namespace, d.name
+                              FROM ((SELECT w.* FROM (SELECT * FROM metastore.dataset_schema_versions
+                                                       ORDER BY dataset_id, fields_sha256 LIMIT c_walk) AS w
+                                      WHERE w.fields @> jsonb_build_array(jsonb_build_object('name', v_cand.name)))
+                                    UNION ALL
+                                    -- Read only when the walk found fewer than six (the Limit below
+                                    -- stops before it), past the versions walked.
+                                    (SELECT v.* FROM metastore.dataset_schema_versions AS v
+                                      WHERE jsonb_path_query_array(v.fields, '$[*].name')
+                                            @> jsonb_build_array(v_cand.name)
+                                        AND (v.dataset_id, v.fields_sha256) > (
+                                                SELECT w.dataset_id, w.fields_sha256
+                                                  FROM metastore.dataset_schema_versions AS w
+                                                 ORDER BY w.dataset_id, w.fields_sha256
+                                                 OFFSET c_walk - 1 LIMIT 1)
+                                      LIMIT c_versions)) AS v
+                              -- A dataset has one current version: no dataset twice. Taken as
+                              -- they come, the walk stops at the sixth.
+                              JOIN metastore.datasets AS d ON d.id = v.dataset_id
+                             WHERE NOT EXISTS (SELECT FROM metastore.dataset_schema_versions AS n
+                                                WHERE n.dataset_id = v.dataset_id
+                                                  AND (n.last_seen, n.first_seen, v.fields_sha256)
+                                                      > (v.last_seen, v.first_seen, n.fields_sha256))
+                               AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
+                             LIMIT 6) AS f) AS x;
+            CONTINUE WHEN v_field = '[]';
+            v_results := v_results || jsonb_build_array(jsonb_build_object(
+                'type', 'field', 'match', (ARRAY['exact', 'prefix', 'substring'])[v_cand.tier + 1],
+                'field', v_cand.name, 'datasets', v_field, 'more_datasets', v_more));
+        ELSE
+            v_results := v_results || jsonb_build_array(jsonb_build_object(
+                'type', v_cand.type, 'match', (ARRAY['exact', 'prefix', 'substring'])[v_cand.tier + 1],
+                'id', v_cand.id, 'namespace', v_cand.namespace, 'name', v_cand.name)
+                || CASE WHEN v_cand.type = 'dataset' THEN jsonb_build_object('kind', v_cand.kind) ELSE '{}' END);
+        END IF;
+        EXIT WHEN jsonb_array_length(v_results) >= p_limit;
+    END LOOP;
+
+    -- Partial: a substring search looked through part of the names only (no trigram index there).
+    IF jsonb_array_length(v_results) < p_limit THEN
+        -- The large tables by their row estimate; jobs past the newest c_scan_jobs by their index.
+        v_partial := ((to_regclass('metastore.datasets_name_trgm_idx') IS NULL OR length(v_lq) < 3)
+                      AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.datasets'::regclass) > v_scan)
+                  OR EXISTS (SELECT FROM metastore.jobs AS j ORDER BY j.id DESC OFFSET c_scan_jobs)
+                  OR ((to_regclass('metastore.field_names_name_trgm_idx') IS NULL OR length(v_lq) < 3)
+                      AND (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'metastore.field_names'::regclass) > v_scan);
+    END IF;
+    RETURN jsonb_build_object('q', v_q, 'results', v_results, 'partial', v_partial);
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.search(p_q text, p_limit integer) IS 'Dataset names, job names and top-level field names that contain p_q (trimmed, compared in lower case), ranked: exact (the name, or the last part of a dataset or job name, after its last / or else its last ., is q), then prefix (it starts with q; the closer first), then substring (a word starting with it first, then where it starts, then shorter names): {"q", "results": [...], "partial"}, at most p_limit. A dataset or job result has its id, namespace and name; a field result the field and up to 5 datasets whose current fields have it (more_datasets: there are more). partial: a substring search looked through part of the names of some kind: job names (the newest 2000; they have no trigram index), or dataset or field names (the first 50000, or 10000 for q of one or two characters) where pg_trgm is missing or q is that short. Hidden datasets, jobs and namespaces (metastore.hide) are left out. Error codes: 22023 q empty or over 1000 bytes, limit outside 1..100.';
+
+CREATE FUNCTION metastore.search_key(p_text text) RETURNS bytea
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$
+    -- metastore.dataset_key('', x) is a zero byte and the bytes of x.
+    SELECT pg_catalog.substr(metastore.dataset_key(''::pg_catalog.text, pg_catalog.lower(p_text)), 2, 400)
+$$;
+
+COMMENT ON FUNCTION metastore.search_key(p_text text) IS 'The first 400 bytes of lower(p_text): the key of the search indexes, in code point order. Frozen (defined by change 11): indexes hold its results.';
+
+CREATE FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) RETURNS TABLE(type text, id bigint, namespace text, name text, kind text, lname text)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'on'
+    AS $_$
+DECLARE
+    -- With a trigram index (pg_trgm) and q long enough to have a trigram, the first p_sample matches
+    -- in storage order (EXECUTE: planned for the pattern at hand). Of datasets, the first c_walk
+    -- names are walked first: a common q has p_sample matches there, and the index would build a
+    -- bitmap of all its matches (49 000 for a common word among a million names) to give the same
+    -- first ones. The index looks for the last c_window characters of q only, each match checked
+    -- for the whole: its cost grows with the trigrams looked up, and a whole qualified name has
+    -- dozens of common ones (hive, .s0.) where its last part alone is as selective. Otherwise the
+    -- first p_scan names of the table in storage order (of jobs, the p_scan_jobs newest), a bounded
+    -- look, which metastore.search reports.
+    c_indexed constant text := $q$
+        WITH walked AS MATERIALIZED (
+            SELECT 'dataset'::text AS type, d.id, d.namespace, d.name, d.kind, lower(d.name) AS lname
+              FROM (SELECT * FROM metastore.datasets LIMIT $12) AS d
+             WHERE $1 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
+               AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
+             LIMIT $4)
+        SELECT * FROM walked WHERE (SELECT count(*) FROM walked) >= $4
+        UNION ALL
+        SELECT * FROM (
+            SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
+              FROM metastore.datasets AS d
+             WHERE $1 AND (SELECT count(*) FROM walked) < $4
+               AND lower(d.name) LIKE $10 AND strpos(lower(d.name), $11) > 0 AND lower(d.name) NOT LIKE $3
+               AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
+             LIMIT $4) AS x
+        UNION ALL
+        SELECT * FROM (
+            SELECT 'job'::text, j.id, j.namespace, j.name, NULL::text, lower(j.name)
+              FROM metastore.jobs AS j
+             WHERE $8 AND lower(j.name) LIKE $10 AND strpos(lower(j.name), $11) > 0 AND lower(j.name) NOT LIKE $3
+               AND lower(metastore.name_tail(j.name)) NOT LIKE $3 AND j.id <> ALL ($6) AND j.namespace <> ALL ($7)
+             LIMIT $4) AS x
+        UNION ALL
+        SELECT * FROM (
+            SELECT DISTINCT 'field'::text, NULL::bigint, NULL::text, f.name, NULL::text, lower(f.name)
+              FROM metastore.field_names AS f
+             WHERE $9 AND lower(f.name) LIKE $10 AND strpos(lower(f.name), $11) > 0 AND lower(f.name) NOT LIKE $3
+             LIMIT $4) AS x
+    $q$;
+    c_scanned constant text := $q$
+        SELECT * FROM (
+            SELECT 'dataset'::text, d.id, d.namespace, d.name, d.kind, lower(d.name)
+              FROM (SELECT * FROM metastore.datasets LIMIT $10) AS d
+             WHERE NOT $1 AND lower(d.name) LIKE $2 AND lower(d.name) NOT LIKE $3
+               AND lower(metastore.name_tail(d.name)) NOT LIKE $3 AND d.id <> ALL ($5) AND d.namespace <> ALL ($7)
+             LIMIT $4) AS x
+        UNION ALL
+        SELECT * FROM (
+            SELECT 'job'::text, j.id, j.namespace, j.name, NULL::text, lower(j.name)
+              FROM (SELECT * FROM metastore.jobs ORDER BY id DESC LIMIT $11) AS j
+             WHERE NOT $8 AND lower(j.name) LIKE $2 AND lower(j.name) NOT LIKE $3
+               AND lower(metastore.name_tail(j.name)) NOT LIKE $3 AND j.id <> ALL ($6) AND j.namespace <> ALL ($7)
+             LIMIT $4) AS x
+        UNION ALL
+        SELECT * FROM (
+            SELECT DISTINCT 'field'::text, NULL::bigint, NULL::text, f.name, NULL::text, lower(f.name)
+              FROM (SELECT * FROM metastore.field_names LIMIT $10) AS f
+             WHERE NOT $9 AND lower(f.name) LIKE $2 AND lower(f.name) NOT LIKE $3
+             LIMIT $4) AS x
+    $q$;
+    c_window   constant integer := 12;
+    c_walk     constant integer := 3000;
+    v_window   text := right(p_lq, c_window);
+    v_long     boolean := length(p_lq) >= 3;
+    v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
+    -- Job names have no trigram index (V0011): always the bounded look, newest jobs first.
+    v_jobs     boolean := false;
+    v_fields   boolean := v_long AND to_regclass('metastore.field_names_name_trgm_idx') IS NOT NULL;
+BEGIN
+    IF v_datasets OR v_jobs OR v_fields THEN
+        RETURN QUERY EXECUTE c_indexed
+            USING v_datasets, '%' || p_like || '%', p_like || '%', p_sample, p_hidden_datasets, p_hidden_jobs,
+                  p_hidden_namespaces, v_jobs, v_fields,
+                  '%' || replace(replace(replace(v_window, E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%',
+                  p_lq, c_walk;
+    END IF;
+    IF NOT (v_datasets AND v_jobs AND v_fields) THEN
+        RETURN QUERY EXECUTE c_scanned
+            USING v_datasets, '%' || p_like || '%', p_like || '%', p_sample, p_hidden_datasets, p_hidden_jobs,
+                  p_hidden_namespaces, v_jobs, v_fields, p_scan, p_scan_jobs;
+    END IF;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) IS 'For metastore.search: up to p_sample dataset names, job names and field names each whose lower case holds p_lq (p_like: it as a LIKE pattern) but does not start with it, without the hidden ones given: through the trigram indexes of dataset and field names where pg_trgm made them and p_lq has 3 characters or more, else among the first p_scan rows of the table (of jobs, the p_scan_jobs newest).';
+
 CREATE FUNCTION metastore.settings_keep_row() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3169,6 +4695,10 @@ BEGIN
         END IF;
         IF to_regclass('metastore.runs') IS NOT NULL THEN
             PERFORM metastore.derive_job_run(v_new_pay, v_new_ev);
+            -- The runs' datasets, once their runs exist (and are locked by this transaction).
+            IF to_regclass('metastore.run_datasets') IS NOT NULL THEN
+                PERFORM metastore.derive_run_datasets(v_new_ev, v_datasets);
+            END IF;
         END IF;
     END IF;
 
@@ -3176,7 +4706,39 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.store_events(p_payloads jsonb[], p_events metastore.valid_event[], p_source_kind text, p_source_principal text) IS 'Stores events that metastore.validate_event accepted (p_events[i] read from p_payloads[i]), each once: an event equal as JSON to a stored one, or to an earlier one of the set, returns that one with duplicate = true. One row per event, in order. Derives (metastore.derive_datasets) the new events'' datasets, links and symlinks, (metastore.derive_lineage) schema versions, lineage edges and column lineage, and (metastore.derive_job_run) jobs and runs. Error codes: 40001 an equal event vanished meanwhile (retry).';
+COMMENT ON FUNCTION metastore.store_events(p_payloads jsonb[], p_events metastore.valid_event[], p_source_kind text, p_source_principal text) IS 'Stores events that metastore.validate_event accepted (p_events[i] read from p_payloads[i]), each once: an event equal as JSON to a stored one, or to an earlier one of the set, returns that one with duplicate = true. One row per event, in order. Derives (metastore.derive_datasets) the new events'' datasets, links and symlinks, (metastore.derive_lineage) schema versions, lineage edges and column lineage, and (metastore.derive_job_run) jobs and runs, and (metastore.derive_run_datasets) the datasets of each run. Error codes: 40001 an equal event vanished meanwhile (retry).';
+
+CREATE FUNCTION metastore.unhide(p_kind text, p_namespace text, p_name text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    AS $$
+DECLARE
+    v_entry record;  -- not metastore.hidden: db/functions is applied before change 11 too
+BEGIN
+    IF p_kind IS NULL OR p_kind NOT IN ('dataset', 'job', 'namespace') THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = format('kind must be dataset, job or namespace, not %s', coalesce(p_kind, 'null'));
+    END IF;
+    IF p_namespace IS NULL OR (p_kind = 'namespace') <> (p_name IS NULL) THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = 'a namespace is named alone; a dataset or a job by its namespace and name';
+    END IF;
+    UPDATE metastore.hidden AS h
+       SET unhidden_by = session_user, unhidden_at = clock_timestamp()
+     WHERE h.kind = p_kind AND h.name_key = sha256(metastore.dataset_key(p_namespace, coalesce(p_name, '')))
+       AND h.unhidden_at IS NULL
+    RETURNING h.* INTO v_entry;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'P0002',
+            MESSAGE = format('no %s %s is hidden', p_kind,
+                             CASE WHEN p_name IS NULL THEN p_namespace ELSE p_namespace || ' ' || p_name END);
+    END IF;
+    RETURN jsonb_build_object('unhidden', to_jsonb(v_entry) - 'name_key');
+END
+$$;
+
+COMMENT ON FUNCTION metastore.unhide(p_kind text, p_namespace text, p_name text) IS 'Shows again a dataset, job or namespace metastore.hide hid (same arguments), recording who (session_user) and when. Returns {"unhidden": the entry}. Owner only. Error codes: 22023 an unknown kind, no namespace, a name missing or given where it must not be; P0002 it is not hidden.';
 
 CREATE FUNCTION metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE plpgsql
@@ -3693,6 +5255,13 @@ ALTER TABLE metastore.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE metastore.field_names (
+    name text NOT NULL,
+    name_key bytea GENERATED ALWAYS AS (sha256(metastore.dataset_key(''::text, name))) STORED
+);
+
+COMMENT ON TABLE metastore.field_names IS 'Top-level field names of metastore.dataset_schema_versions, for metastore.search (which datasets have one now: the versions themselves). Added by the trigger metastore.note_field_names; never removed.';
+
 CREATE TABLE metastore.forward_refusals (
     target text NOT NULL,
     event_id bigint NOT NULL,
@@ -3743,6 +5312,37 @@ CREATE TABLE metastore.group_roles (
 );
 
 COMMENT ON TABLE metastore.group_roles IS 'This installation''s two NOLOGIN group roles (one row): app_role (ingest and read) and reader_role (read only). Function grants go to them; set by `metastore db deploy --app-role/--reader-role`. chosen is false until a deploy has set them on a new installation (it then derives them from the database''s name).';
+
+CREATE TABLE metastore.hidden (
+    id bigint NOT NULL,
+    kind text NOT NULL,
+    namespace text NOT NULL,
+    name text,
+    name_key bytea GENERATED ALWAYS AS (sha256(metastore.dataset_key(namespace, COALESCE(name, ''::text)))) STORED,
+    reason text,
+    hidden_by text NOT NULL,
+    hidden_at timestamp with time zone NOT NULL,
+    unhidden_by text,
+    unhidden_at timestamp with time zone,
+    CONSTRAINT hidden_check CHECK (((kind = 'namespace'::text) = (name IS NULL))),
+    CONSTRAINT hidden_check1 CHECK (((unhidden_by IS NULL) = (unhidden_at IS NULL))),
+    CONSTRAINT hidden_kind_check CHECK ((kind = ANY (ARRAY['dataset'::text, 'job'::text, 'namespace'::text])))
+);
+
+COMMENT ON TABLE metastore.hidden IS 'Datasets, jobs and namespaces (every dataset and job of one) left out of every read function''s answer, by name: written by metastore.hide and metastore.unhide (owner only), with who and when. The events stay, and the event feed serves them.';
+
+COMMENT ON COLUMN metastore.hidden.hidden_by IS 'session_user of the metastore.hide call.';
+
+COMMENT ON COLUMN metastore.hidden.unhidden_at IS 'When metastore.unhide showed it again; null while hidden.';
+
+ALTER TABLE metastore.hidden ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME metastore.hidden_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 
 CREATE TABLE metastore.jobs (
     id bigint NOT NULL,
@@ -3862,6 +5462,21 @@ ALTER TABLE metastore.rejected_events ALTER COLUMN id ADD GENERATED ALWAYS AS ID
     NO MAXVALUE
     CACHE 1
 );
+
+CREATE TABLE metastore.run_datasets (
+    run_id bigint NOT NULL,
+    dataset_id bigint NOT NULL,
+    direction text NOT NULL,
+    run_time timestamp with time zone NOT NULL,
+    generation integer DEFAULT 1 NOT NULL,
+    CONSTRAINT run_datasets_direction_check CHECK ((direction = ANY (ARRAY['input'::text, 'output'::text])))
+);
+
+COMMENT ON TABLE metastore.run_datasets IS 'run_id (metastore.runs.id) read (input) or wrote (output) dataset_id in one of its events. Derived by metastore.derive_run_datasets; rebuilt by metastore.backfill. No foreign keys (db/CONVENTIONS.md).';
+
+COMMENT ON COLUMN metastore.run_datasets.run_time IS 'The run''s first_event_time (updated when it moves): the order of the runs timeline.';
+
+COMMENT ON COLUMN metastore.run_datasets.generation IS 'The generation (metastore.derive_state) of the events the row was derived from.';
 
 CREATE TABLE metastore.runs (
     id bigint NOT NULL,
@@ -4012,6 +5627,9 @@ ALTER TABLE ONLY metastore.forward_targets
 ALTER TABLE ONLY metastore.group_roles
     ADD CONSTRAINT group_roles_pkey PRIMARY KEY (singleton);
 
+ALTER TABLE ONLY metastore.hidden
+    ADD CONSTRAINT hidden_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY metastore.jobs
     ADD CONSTRAINT jobs_name_key_key UNIQUE (name_key);
 
@@ -4026,6 +5644,9 @@ ALTER TABLE ONLY metastore.rebuild_ranges
 
 ALTER TABLE ONLY metastore.rejected_events
     ADD CONSTRAINT rejected_events_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY metastore.run_datasets
+    ADD CONSTRAINT run_datasets_pkey PRIMARY KEY (run_id, dataset_id, direction);
 
 ALTER TABLE ONLY metastore.runs
     ADD CONSTRAINT runs_job_run_key UNIQUE (job_id, run_id);
@@ -4054,6 +5675,14 @@ COMMENT ON INDEX metastore.datasets_order_idx IS 'The first 1024 bytes of metast
 
 CREATE INDEX datasets_scheme_idx ON metastore.datasets USING btree ("left"(scheme, 200), substr(metastore.dataset_key(namespace, name), 1, 1024));
 
+CREATE INDEX datasets_search_idx ON metastore.datasets USING btree (metastore.search_key(name));
+
+COMMENT ON INDEX metastore.datasets_search_idx IS 'Exact and prefix name search (metastore.search).';
+
+CREATE INDEX datasets_search_tail_idx ON metastore.datasets USING btree (metastore.search_key(metastore.name_tail(name))) WHERE ((strpos(name, '/'::text) > 0) OR (strpos(name, '.'::text) > 0));
+
+COMMENT ON INDEX metastore.datasets_search_tail_idx IS 'Exact and prefix search of a name''s last part (metastore.search).';
+
 CREATE INDEX event_datasets_dataset_idx ON ONLY metastore.event_datasets USING btree (dataset_id, event_time, event_id);
 
 CREATE INDEX event_datasets_default_dataset_id_event_time_event_id_idx ON metastore.event_datasets_default USING btree (dataset_id, event_time, event_id);
@@ -4074,13 +5703,41 @@ CREATE INDEX events_feed_idx ON ONLY metastore.events USING btree (xact_id, id);
 
 CREATE INDEX events_default_xact_id_id_idx ON metastore.events_default USING btree (xact_id, id);
 
+CREATE INDEX field_names_key_idx ON metastore.field_names USING btree (name_key);
+
+CREATE INDEX field_names_name_trgm_idx ON metastore.field_names USING gin (lower(name) public.gin_trgm_ops);
+
+COMMENT ON INDEX metastore.field_names_name_trgm_idx IS 'Trigram index of lower(name): substring search (metastore.search).';
+
+CREATE INDEX field_names_search_idx ON metastore.field_names USING btree (metastore.search_key(name));
+
+CREATE UNIQUE INDEX hidden_active_key ON metastore.hidden USING btree (kind, name_key) WHERE (unhidden_at IS NULL);
+
 CREATE INDEX jobs_order_idx ON metastore.jobs USING btree (substr(metastore.dataset_key(namespace, name), 1, 1024));
+
+CREATE INDEX jobs_search_idx ON metastore.jobs USING btree (metastore.search_key(name));
+
+COMMENT ON INDEX metastore.jobs_search_idx IS 'Exact and prefix name search (metastore.search).';
+
+CREATE INDEX jobs_search_tail_idx ON metastore.jobs USING btree (metastore.search_key(metastore.name_tail(name))) WHERE ((strpos(name, '/'::text) > 0) OR (strpos(name, '.'::text) > 0));
+
+COMMENT ON INDEX metastore.jobs_search_tail_idx IS 'Exact and prefix search of a name''s last part (metastore.search).';
 
 CREATE INDEX lineage_edges_downstream_idx ON metastore.lineage_edges USING btree (downstream_id, upstream_id, job_sha256);
 
 CREATE INDEX rejected_events_received_at_idx ON metastore.rejected_events USING btree (received_at);
 
+CREATE INDEX run_datasets_dataset_idx ON metastore.run_datasets USING btree (dataset_id, run_time, run_id);
+
 CREATE INDEX runs_job_latest_idx ON metastore.runs USING btree (job_id, first_event_time DESC, id DESC);
+
+CREATE INDEX runs_state_idx ON metastore.runs USING btree (state, first_event_time, id) WHERE (state <> 'COMPLETE'::text);
+
+CREATE INDEX runs_time_idx ON metastore.runs USING btree (first_event_time, id);
+
+COMMENT ON INDEX metastore.runs_time_idx IS 'The runs timeline (metastore.list_runs), newest first.';
+
+CREATE INDEX runs_user_idx ON metastore.runs USING btree ("left"(trino_user, 200), first_event_time, id) WHERE (trino_user IS NOT NULL);
 
 CREATE UNIQUE INDEX settings_one_row ON metastore.settings USING btree ((true));
 
@@ -4103,6 +5760,8 @@ ALTER INDEX metastore.events_feed_idx ATTACH PARTITION metastore.events_default_
 CREATE STATISTICS metastore.datasets_lower_name ON lower(name) FROM metastore.datasets;
 
 COMMENT ON STATISTICS metastore.datasets_lower_name IS 'How common a substring of lower(name) is, for the plan of metastore.list_datasets with q.';
+
+CREATE TRIGGER dataset_schema_versions_field_names AFTER INSERT ON metastore.dataset_schema_versions FOR EACH ROW EXECUTE FUNCTION metastore.note_field_names();
 
 CREATE TRIGGER events_append_only BEFORE DELETE OR UPDATE ON metastore.events FOR EACH ROW EXECUTE FUNCTION metastore.forbid_change();
 
@@ -4158,12 +5817,18 @@ REVOKE ALL ON FUNCTION metastore.derive_job_run(p_payloads jsonb[], p_events met
 
 REVOKE ALL ON FUNCTION metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.derive_run_datasets(p_events metastore.valid_event[], p_dataset_ids jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.ensure_partitions() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;
 
 REVOKE ALL ON FUNCTION metastore.event_kind(p_payload jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) FROM PUBLIC;
 
@@ -4205,6 +5870,12 @@ GRANT ALL ON FUNCTION metastore.get_run(p_id bigint) TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.group_role(p_kind text) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.hidden_list(p_all boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.hidden_names(OUT dataset_ids bigint[], OUT job_ids bigint[], OUT job_edge_keys bytea[], OUT namespaces text[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.hide(p_kind text, p_namespace text, p_name text, p_reason text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ingest_batch(p_body bytea, p_source_kind text, p_source_principal text, OUT status text, OUT result jsonb) TO metastore_app;
 
@@ -4220,6 +5891,10 @@ REVOKE ALL ON FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed json
 
 REVOKE ALL ON FUNCTION metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.lineage_graph(p_id bigint, p_direction text, p_depth integer, p_node_limit integer, p_include text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.lineage_graph(p_id bigint, p_direction text, p_depth integer, p_node_limit integer, p_include text) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.lineage_graph(p_id bigint, p_direction text, p_depth integer, p_node_limit integer, p_include text) TO metastore_reader;
+
 REVOKE ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.list_datasets(p_limit integer, p_cursor text, p_namespace text, p_scheme text, p_kind text, p_q text) TO metastore_reader;
@@ -4228,9 +5903,25 @@ REVOKE ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_nam
 GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text) TO metastore_reader;
 
+REVOKE ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text, p_sort text, p_state text, p_user text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text, p_sort text, p_state text, p_user text) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text, p_sort text, p_state text, p_user text) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.list_namespaces(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.list_namespaces(p_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.list_namespaces(p_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.list_runs(p_limit integer, p_cursor text, p_state text, p_user text, p_source text, p_job_namespace text, p_dataset_id bigint, p_from text, p_to text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.list_runs(p_limit integer, p_cursor text, p_state text, p_user text, p_source text, p_job_namespace text, p_dataset_id bigint, p_from text, p_to text) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.list_runs(p_limit integer, p_cursor text, p_state text, p_user text, p_source text, p_job_namespace text, p_dataset_id bigint, p_from text, p_to text) TO metastore_reader;
+
 REVOKE ALL ON FUNCTION metastore.lock_events_briefly() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.name_tail(p_name text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.note_field_names() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.partitions_ahead() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.partitions_ahead() TO metastore_app;
@@ -4253,9 +5944,19 @@ REVOKE ALL ON FUNCTION metastore.schema_version() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_app;
 GRANT ALL ON FUNCTION metastore.schema_version() TO metastore_reader;
 
+REVOKE ALL ON FUNCTION metastore.search(p_q text, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.search(p_q text, p_limit integer) TO metastore_app;
+GRANT ALL ON FUNCTION metastore.search(p_q text, p_limit integer) TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.search_key(p_text text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.settings_keep_row() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.store_events(p_payloads jsonb[], p_events metastore.valid_event[], p_source_kind text, p_source_principal text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.unhide(p_kind text, p_namespace text, p_name text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.use_group_roles(p_app text, p_reader text) FROM PUBLIC;
 

@@ -94,6 +94,10 @@ BEGIN
         END IF;
         IF to_regclass('metastore.runs') IS NOT NULL THEN
             PERFORM metastore.derive_job_run(v_new_pay, v_new_ev);
+            -- The runs' datasets, once their runs exist (and are locked by this transaction).
+            IF to_regclass('metastore.run_datasets') IS NOT NULL THEN
+                PERFORM metastore.derive_run_datasets(v_new_ev, v_datasets);
+            END IF;
         END IF;
     END IF;
 
@@ -106,6 +110,6 @@ COMMENT ON FUNCTION metastore.store_events(jsonb[], metastore.valid_event[], tex
     'an event equal as JSON to a stored one, or to an earlier one of the set, returns that one with '
     'duplicate = true. One row per event, in order. Derives (metastore.derive_datasets) the new events'' datasets, links and symlinks, '
     '(metastore.derive_lineage) schema versions, lineage edges and column lineage, and '
-    '(metastore.derive_job_run) jobs and runs. Error codes: 40001 an equal event vanished meanwhile (retry).';
+    '(metastore.derive_job_run) jobs and runs, and (metastore.derive_run_datasets) the datasets of each run. Error codes: 40001 an equal event vanished meanwhile (retry).';
 
 REVOKE ALL ON FUNCTION metastore.store_events(jsonb[], metastore.valid_event[], text, text) FROM PUBLIC;

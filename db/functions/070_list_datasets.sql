@@ -17,7 +17,7 @@ DECLARE
     -- all 1024 bytes are sorted (Incremental Sort), so a deep page costs what the first does.
     -- $1 after this key (null: from the start; a bound here would make the planner probe
     -- datasets_order_idx for its first key even when the trigram index serves q), $2 up to this prefix (the end of a namespace), $3 namespace,
-    -- $4 scheme, $5 kind, $6 limit, $7 the LIKE pattern of q.
+    -- $4 scheme, $5 kind, $6 limit, $7 the LIKE pattern of q, $8 and $9 the hidden datasets and namespaces.
     c_page constant text := $q$
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
           FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
@@ -38,10 +38,14 @@ DECLARE
                                              AND v.scheme = $4))
                    AND ($5::text IS NULL OR v.kind = $5)
                    AND ($7::text IS NULL OR pg_catalog.lower(v.name) LIKE $7)
+                   AND v.id <> ALL ($8) AND v.namespace <> ALL ($9)
                  ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
                           metastore.dataset_key(v.namespace, v.name)
                  LIMIT $6) AS p
     $q$;
+    v_hide   record;
+    v_skip_lo bytea;
+    v_skip_hi bytea;
     v_after  jsonb;
     v_from   bytea;
     v_to     bytea;
@@ -81,27 +85,52 @@ BEGIN
         v_to := pg_catalog.substr(pg_catalog.substr(v_to, 1, pg_catalog.length(v_to) - 1) || '\x01'::bytea, 1, 1024);
     END IF;
 
+    -- What the owner hid (metastore.hide) is not listed.
+    v_hide := metastore.hidden_names();
+
     IF p_q IS NULL THEN
-        -- Without q, one plan fits every call: datasets_order_idx, walked in order.
-        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
-          INTO v_rows
-          FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
-                       v.input_events, v.output_events,
-                       (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
-                         WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
-                       metastore.dataset_key(v.namespace, v.name) AS sort_key
-                  FROM metastore.datasets_view AS v
-                 WHERE pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
-                       >= pg_catalog.substr(coalesce(v_from, '\x'), 1, 1024)
-                   AND metastore.dataset_key(v.namespace, v.name) > coalesce(v_from, '\x')
-                   AND (v_to IS NULL OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= v_to)
-                   AND (p_namespace IS NULL OR v.namespace = p_namespace)
-                   AND (p_scheme IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left(pg_catalog.lower(p_scheme), 200)
-                                             AND v.scheme = pg_catalog.lower(p_scheme)))
-                   AND (p_kind IS NULL OR v.kind = p_kind)
-                 ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
-                          metastore.dataset_key(v.namespace, v.name)
-                 LIMIT p_limit + 1) AS p;
+        -- Without q, one plan fits every call: datasets_order_idx, walked in order. A hidden
+        -- namespace is a range of that index (its bytes followed by 0, up to them followed by 1): the
+        -- walk stops before it and goes on past it, instead of reading its rows one by one (a hidden
+        -- namespace of a million datasets would hold up a page for seconds). One of more than 1022
+        -- bytes shares the index's 1024-byte prefix with others: left to the row filter.
+        v_rows := '[]';
+        LOOP
+            SELECT k.lo, k.hi INTO v_skip_lo, v_skip_hi
+              FROM (SELECT metastore.dataset_key(n.ns, '') AS lo,
+                           substr(metastore.dataset_key(n.ns, ''), 1, octet_length(metastore.dataset_key(n.ns, '')) - 1)
+                           || '\x01'::bytea AS hi
+                      FROM unnest(v_hide.namespaces) AS n (ns)
+                     WHERE octet_length(n.ns) <= 1022) AS k
+             WHERE k.hi > coalesce(v_from, '\x'::bytea)
+             ORDER BY k.lo
+             LIMIT 1;
+            SELECT v_rows || coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(p) - 'sort_key' ORDER BY p.sort_key), '[]')
+              INTO v_rows
+              FROM (SELECT v.id, v.namespace, v.name, v.scheme, v.authority, v.kind, v.first_seen, v.last_seen,
+                           v.input_events, v.output_events,
+                           (SELECT pg_catalog.count(*) FROM metastore.dataset_symlinks_view AS s
+                             WHERE s.dataset_id = v.id OR s.symlink_id = v.id) AS symlink_relations,
+                           metastore.dataset_key(v.namespace, v.name) AS sort_key
+                      FROM metastore.datasets_view AS v
+                     WHERE pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024)
+                           >= pg_catalog.substr(coalesce(v_from, '\x'), 1, 1024)
+                       AND metastore.dataset_key(v.namespace, v.name) > coalesce(v_from, '\x')
+                       AND (v_to IS NULL OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) <= v_to)
+                       AND (v_skip_lo IS NULL
+                            OR pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024) < v_skip_lo)
+                       AND (p_namespace IS NULL OR v.namespace = p_namespace)
+                       AND (p_scheme IS NULL OR (pg_catalog.left(v.scheme, 200) = pg_catalog.left(pg_catalog.lower(p_scheme), 200)
+                                                 AND v.scheme = pg_catalog.lower(p_scheme)))
+                       AND (p_kind IS NULL OR v.kind = p_kind)
+                       AND v.id <> ALL (v_hide.dataset_ids) AND v.namespace <> ALL (v_hide.namespaces)
+                     ORDER BY pg_catalog.substr(metastore.dataset_key(v.namespace, v.name), 1, 1024),
+                              metastore.dataset_key(v.namespace, v.name)
+                     LIMIT p_limit + 1 - pg_catalog.jsonb_array_length(v_rows)) AS p;
+            EXIT WHEN pg_catalog.jsonb_array_length(v_rows) > p_limit OR v_skip_lo IS NULL
+                      OR (v_to IS NOT NULL AND pg_catalog.substr(v_skip_lo, 1, 1024) > v_to);
+            v_from := v_skip_hi;
+        END LOOP;
     ELSE
         -- q is a case-insensitive substring of the name, as a LIKE pattern (\, % and _ taken
         -- literally) on lower(name), which the trigram index (V0002, where pg_trgm exists) serves.
@@ -110,7 +139,8 @@ BEGIN
         v_like := '%' || pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
                       pg_catalog.lower(p_q), E'\\', E'\\\\'), '%', E'\\%'), '_', E'\\_') || '%';
         EXECUTE c_page INTO v_rows
-          USING v_from, v_to, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like;
+          USING v_from, v_to, p_namespace, pg_catalog.lower(p_scheme), p_kind, p_limit + 1, v_like,
+                v_hide.dataset_ids, v_hide.namespaces;
     END IF;
 
     IF pg_catalog.jsonb_array_length(v_rows) > p_limit THEN
@@ -128,6 +158,7 @@ COMMENT ON FUNCTION metastore.list_datasets(integer, text, text, text, text, tex
     'One page of datasets ordered by (namespace, name), in code point order (metastore.dataset_key): '
     '{"datasets": [...], "next_cursor": text or null}. '
     'Filters: exact namespace, scheme (case-insensitive), kind, q (case-insensitive substring of the name). '
+    'Hidden datasets and namespaces (metastore.hide) are not listed. '
     'Error codes: 22023 limit outside 1..1000, unknown kind, or a cursor not returned by this function.';
 
 REVOKE ALL ON FUNCTION metastore.list_datasets(integer, text, text, text, text, text) FROM PUBLIC;

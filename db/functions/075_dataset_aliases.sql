@@ -4,6 +4,9 @@ CREATE OR REPLACE FUNCTION metastore.dataset_aliases(p_ids bigint[], p_limit int
 RETURNS bigint[]
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
+-- Planned once per session: a custom plan of its one statement cost 2 to 5 ms each call, the
+-- generic one (= ANY of the ids, on both symlink indexes) runs in 0.1.
+SET plan_cache_mode = force_generic_plan
 AS $fn$
 DECLARE
     v_all bigint[] := ARRAY(SELECT DISTINCT x FROM unnest(p_ids) AS x WHERE x IS NOT NULL ORDER BY x);

@@ -7,6 +7,7 @@ SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
 AS $fn$
 DECLARE
+    v_hide    record := metastore.hidden_names();
     v_dataset jsonb;
     v_first   timestamptz;
     v_before  timestamptz;
@@ -24,7 +25,8 @@ BEGIN
 
     SELECT to_jsonb(v), v.first_seen, v.last_seen + interval '1 microsecond'
       INTO v_dataset, v_first, v_before
-      FROM metastore.datasets_view AS v WHERE v.id = p_id;
+      FROM metastore.datasets_view AS v
+     WHERE v.id = p_id AND v.id <> ALL (v_hide.dataset_ids) AND v.namespace <> ALL (v_hide.namespaces);
     IF v_dataset IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_id);
     END IF;
@@ -57,18 +59,23 @@ BEGIN
         v_span := v_span * 8;
     END LOOP;
 
-    -- Their events' headers, from the partitions of those eventTimes only.
+    -- Their events' headers, from the partitions of those eventTimes only; not those of a hidden
+    -- job (the feed still serves them).
     v_events := '[]';
     IF cardinality(v_ids) > 0 THEN
         EXECUTE
-            'SELECT jsonb_agg(to_jsonb(r) - ''position'' ORDER BY r.position)
+            'SELECT coalesce(jsonb_agg(to_jsonb(r) - ''position'' ORDER BY r.position), ''[]'')
                FROM (SELECT l.event_id, l.direction, e.event_kind, e.event_type, e.event_time, e.run_id,
                             e.job_namespace, e.job_name, e.received_at, l.position
                        FROM unnest($1, $2, $3) WITH ORDINALITY AS l (event_id, event_time, direction, position)
                        JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
-                      WHERE e.event_time = ANY ($2)) AS r'
+                      WHERE e.event_time = ANY ($2)
+                        AND (e.job_namespace IS NULL OR e.job_namespace <> ALL ($5))
+                        AND (cardinality($4) = 0 OR e.job_name IS NULL
+                             OR sha256(metastore.dataset_key(e.job_namespace, e.job_name)) <> ALL (
+                                    SELECT j.name_key FROM metastore.jobs AS j WHERE j.id = ANY ($4)))) AS r'
             INTO v_events
-            USING v_ids, v_times, v_dirs;
+            USING v_ids, v_times, v_dirs, v_hide.job_ids, v_hide.namespaces;
     END IF;
 
     RETURN v_dataset || jsonb_build_object(
@@ -78,14 +85,14 @@ BEGIN
                        ORDER BY d.namespace, d.name, s.type), '[]')
               FROM metastore.dataset_symlinks_view AS s
               JOIN metastore.datasets_view AS d ON d.id = s.symlink_id
-             WHERE s.dataset_id = p_id),
+             WHERE s.dataset_id = p_id AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)),
         'symlink_of', (
             SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'id', d.id, 'namespace', d.namespace, 'name', d.name, 'kind', d.kind, 'type', s.type)
                        ORDER BY d.namespace, d.name, s.type), '[]')
               FROM metastore.dataset_symlinks_view AS s
               JOIN metastore.datasets_view AS d ON d.id = s.dataset_id
-             WHERE s.symlink_id = p_id),
+             WHERE s.symlink_id = p_id AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)),
         'events', v_events)
         -- Fields, schema versions, column lineage and one hop of lineage.
         || metastore.dataset_layer(p_id);
@@ -96,7 +103,8 @@ COMMENT ON FUNCTION metastore.get_dataset(bigint, integer) IS
     'One dataset with its symlinks (identifiers it carries), symlink_of (datasets that name it as a symlink) '
     'and its most recent events, newest eventTime first (job, run, event type, direction, time), and '
     '(metastore.dataset_layer) its fields, schema_versions, column_lineage, upstream and downstream. '
-    'Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
+    'What the owner hid (metastore.hide) is not there: a hidden dataset is not found, hidden datasets are not '
+    'listed, events of hidden jobs not shown. Error codes: P0002 no such dataset; 22023 events_limit outside 0..1000.';
 
 REVOKE ALL ON FUNCTION metastore.get_dataset(bigint, integer) FROM PUBLIC;
 -- To this installation's group roles (metastore.group_roles).

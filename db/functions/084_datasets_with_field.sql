@@ -7,12 +7,16 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
 AS $fn$
+DECLARE
+    v_hide record := metastore.hidden_names();
 BEGIN
     -- PL/pgSQL, not SQL: db/functions are applied at every version, also before change 6 made these tables.
     RETURN (SELECT coalesce(jsonb_agg(to_jsonb(d) ORDER BY d.namespace COLLATE "C", d.name COLLATE "C"), '[]')
       FROM (SELECT d.*
               FROM metastore.datasets_view AS d
              WHERE d.id = ANY (p_ids)
+               -- What the owner hid (metastore.hide) is not listed.
+               AND d.id <> ALL (v_hide.dataset_ids) AND d.namespace <> ALL (v_hide.namespaces)
                AND EXISTS (SELECT FROM metastore.dataset_schema_versions AS v
                             WHERE v.dataset_id = d.id
                               AND jsonb_path_query_array(v.fields, '$[*].name') @> jsonb_build_array(p_field)
@@ -27,7 +31,8 @@ $fn$;
 
 COMMENT ON FUNCTION metastore.datasets_with_field_among(bigint[], text, integer) IS
     'metastore.datasets_with_field''s page among the datasets p_ids: those whose current fields have a '
-    'top-level field named p_field, at most p_limit, in (namespace, name) byte order. Owner only.';
+    'top-level field named p_field, at most p_limit, in (namespace, name) byte order, without the hidden ones '
+    '(metastore.hide). Owner only.';
 
 REVOKE ALL ON FUNCTION metastore.datasets_with_field_among(bigint[], text, integer) FROM PUBLIC;
 
@@ -94,7 +99,8 @@ $fn$;
 
 COMMENT ON FUNCTION metastore.datasets_with_field(text, integer) IS
     'Datasets whose current fields (metastore.get_dataset''s "fields") have a top-level field named exactly '
-    'p_field: {field, datasets}, in (namespace, name) byte order as metastore.list_datasets, at most p_limit. '
+    'p_field: {field, datasets}, in (namespace, name) byte order as metastore.list_datasets, at most p_limit; '
+    'hidden datasets (metastore.hide) are left out. '
     'Error codes: 22023 field empty or over 1000 bytes, limit outside 1..1000.';
 
 REVOKE ALL ON FUNCTION metastore.datasets_with_field(text, integer) FROM PUBLIC;

@@ -55,6 +55,7 @@ DECLARE
     v_done      bigint := 0;
     v_layer     boolean;
     v_jobs      boolean;
+    v_runs_io   boolean;
     v_ids       bigint[];
     v_times     timestamptz[];
     v_payloads  jsonb[];
@@ -72,11 +73,13 @@ BEGIN
     v_size := least(p_batch_size, c_set);
     v_layer := pg_catalog.to_regclass('metastore.column_lineage') IS NOT NULL;
     v_jobs := pg_catalog.to_regclass('metastore.runs') IS NOT NULL;
+    v_runs_io := pg_catalog.to_regclass('metastore.run_datasets') IS NOT NULL;
     -- The rules a rebuild derives with: a deploy that changed them since it started restarts it.
     SELECT pg_catalog.md5(pg_catalog.string_agg(p.prosrc, '' ORDER BY p.proname, p.oid)) INTO v_rules
       FROM pg_catalog.pg_proc AS p
      WHERE p.pronamespace = 'metastore'::regnamespace
-       AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run');
+       AND p.proname IN ('event_kind', 'extract_datasets', 'derive_datasets', 'derive_lineage', 'derive_job_run',
+                         'derive_run_datasets');
 
     -- 1. Join the rebuild under way, or start one.
     SELECT s.generation, s.rebuild INTO v_found FROM metastore.derive_state AS s;
@@ -178,6 +181,9 @@ BEGIN
             END IF;
             IF v_jobs THEN
                 PERFORM metastore.derive_job_run(v_payloads, v_events);
+                IF v_runs_io THEN
+                    PERFORM metastore.derive_run_datasets(v_events, v_datasets);
+                END IF;
             END IF;
             v_done := v_done + pg_catalog.cardinality(v_ids);
         END IF;
@@ -230,6 +236,17 @@ BEGIN
     -- Rows of the other tables that no event of the new generation reached, a table per
     -- transaction, locked in the key order ingest takes them in (jobs by namespace and name, runs by
     -- job and run id, collation C), and only while the generation is the one this session finishes.
+    IF v_runs_io THEN
+        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
+        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
+            DELETE FROM metastore.run_datasets AS t
+             WHERE (t.run_id, t.dataset_id, t.direction) IN (
+                    SELECT s.run_id, s.dataset_id, s.direction FROM metastore.run_datasets AS s
+                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+        END IF;
+        COMMIT;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    END IF;
     IF v_jobs THEN
         SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
         IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
@@ -321,8 +338,8 @@ $fn$;
 
 COMMENT ON PROCEDURE metastore.backfill(integer) IS
     'Rebuilds datasets, dataset_activity, event_datasets, dataset_symlinks, dataset_schema_versions, '
-    'lineage_edges, column_lineage, jobs and runs from metastore.events with the rules live ingest uses '
-    '(metastore.derive_datasets, derive_lineage, derive_job_run), while ingest goes on. Run it with CALL '
+    'lineage_edges, column_lineage, jobs, runs and run_datasets from metastore.events with the rules live ingest uses '
+    '(metastore.derive_datasets, derive_lineage, derive_job_run, derive_run_datasets), while ingest goes on. Run it with CALL '
     'outside a transaction block, in one session or in several at once (they share the work). A call '
     'starts a rebuild (a new generation, at a cut taken under a brief SHARE lock on metastore.events) or '
     'joins the one under way (or leaves, when one with the same rules ended since it began), derives '

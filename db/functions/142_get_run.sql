@@ -7,6 +7,7 @@ DECLARE
     -- Run facets shown as sent, each from the latest event of the run that carries it.
     c_facets constant text[] := ARRAY['errorMessage', 'nominalTime', 'processing_engine', 'parent',
                                       'trino_query_context'];
+    v_hide   record := metastore.hidden_names();
     v_run    jsonb;
     v_result jsonb;
 BEGIN
@@ -16,7 +17,7 @@ BEGIN
       INTO v_run
       FROM metastore.runs_view AS r
       JOIN metastore.jobs_view AS j ON j.id = r.job_id
-     WHERE r.id = p_id;
+     WHERE r.id = p_id AND j.id <> ALL (v_hide.job_ids) AND j.namespace <> ALL (v_hide.namespaces);
     IF v_run IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no run has id %s', p_id);
     END IF;
@@ -36,7 +37,7 @@ BEGIN
                FROM ev
                JOIN metastore.event_datasets AS l ON l.event_id = ev.id AND l.event_time = ev.event_time
                JOIN metastore.datasets_view AS d ON d.id = l.dataset_id
-              WHERE l.event_time >= $4 AND l.event_time <= $5)
+              WHERE l.event_time >= $4 AND l.event_time <= $5 AND d.id <> ALL ($7) AND d.namespace <> ALL ($8))
          SELECT jsonb_build_object(
                     ''events'', (SELECT coalesce(jsonb_agg(jsonb_build_object(
                                      ''id'', ev.id, ''event_type'', ev.event_type, ''event_time'', ev.event_time)
@@ -59,7 +60,8 @@ BEGIN
                                          ORDER BY k.key, ev.event_time DESC, ev.id DESC) AS f))'
         INTO v_result
         USING v_run ->> 'run_id', v_run -> 'job' ->> 'namespace', v_run -> 'job' ->> 'name',
-              (v_run ->> 'first_event_time')::timestamptz, (v_run ->> 'last_event_time')::timestamptz, c_facets;
+              (v_run ->> 'first_event_time')::timestamptz, (v_run ->> 'last_event_time')::timestamptz, c_facets,
+              v_hide.dataset_ids, v_hide.namespaces;
     RETURN v_run || v_result;
 END
 $fn$;
@@ -68,7 +70,8 @@ COMMENT ON FUNCTION metastore.get_run(bigint) IS
     'One run: its state, times, error, Trino user and source, its job, its events (newest first, at most '
     '1000), the datasets they read (inputs) and wrote (outputs), the SQL of its latest event with an sql '
     'facet, and the run facets errorMessage, nominalTime, processing_engine, parent and trino_query_context '
-    'as sent (each from the latest event that carries it). Error codes: P0002 no such run.';
+    'as sent (each from the latest event that carries it). The run of a hidden job (metastore.hide) is not '
+    'found, hidden datasets are not listed. Error codes: P0002 no such run.';
 
 REVOKE ALL ON FUNCTION metastore.get_run(bigint) FROM PUBLIC;
 -- To this installation's group roles (metastore.group_roles).

@@ -7,6 +7,7 @@ SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
 AS $fn$
 DECLARE
+    v_hide  record := metastore.hidden_names();
     v_ids   bigint[];
     v_times timestamptz[];
     v_runs  jsonb;
@@ -14,7 +15,9 @@ BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 100, not %s', p_limit);
     END IF;
-    IF NOT EXISTS (SELECT FROM metastore.datasets_view AS d WHERE d.id = p_dataset_id) THEN
+    IF NOT EXISTS (SELECT FROM metastore.datasets AS d
+                    WHERE d.id = p_dataset_id AND d.id <> ALL (v_hide.dataset_ids)
+                      AND d.namespace <> ALL (v_hide.namespaces)) THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no dataset has id %s', p_dataset_id);
     END IF;
 
@@ -49,12 +52,13 @@ BEGIN
                    JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = e.run_id
                   WHERE l.dataset_id = $1 AND l.event_id = ANY ($2) AND l.event_time = ANY ($3)
                     AND e.event_time = ANY ($3) AND l.direction IN (''input'', ''output'')
+                    AND j.id <> ALL ($5) AND j.namespace <> ALL ($6)
                   GROUP BY r.id, r.run_id, r.state, r.started_at, r.ended_at, r.duration, r.error_message,
                            r.trino_user, r.trino_source, j.id, j.namespace, j.name, j.latest_sql
                   ORDER BY seen DESC, r.id DESC
                   LIMIT $4) AS x'
         INTO v_runs
-        USING p_dataset_id, v_ids, v_times, p_limit;
+        USING p_dataset_id, v_ids, v_times, p_limit, v_hide.job_ids, v_hide.namespaces;
     RETURN jsonb_build_object('dataset_id', p_dataset_id, 'runs', v_runs);
 END
 $fn$;
@@ -62,7 +66,8 @@ $fn$;
 COMMENT ON FUNCTION metastore.dataset_runs(bigint, integer) IS
     'The latest runs (at most p_limit, newest first) that read or wrote a dataset, among its newest '
     '4 * p_limit read and write links, each with its state, times, job and the job''s latest SQL: '
-    '{"dataset_id", "runs": [...]}. Error codes: P0002 no such dataset; 22023 limit outside 1..100.';
+    '{"dataset_id", "runs": [...]}. A hidden dataset (metastore.hide) is not found, runs of hidden jobs are not '
+    'listed. Error codes: P0002 no such dataset; 22023 limit outside 1..100.';
 
 REVOKE ALL ON FUNCTION metastore.dataset_runs(bigint, integer) FROM PUBLIC;
 -- To this installation's group roles (metastore.group_roles).

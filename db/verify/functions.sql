@@ -24,7 +24,13 @@ BEGIN
                                 'metastore.list_jobs(integer, text, text, text)',
                                 'metastore.get_job(bigint, integer)',
                                 'metastore.get_run(bigint)',
-                                'metastore.dataset_runs(bigint, integer)'] LOOP
+                                'metastore.dataset_runs(bigint, integer)',
+                                'metastore.list_jobs(integer, text, text, text, text, text, text)',
+                                'metastore.list_runs(integer, text, text, text, text, text, bigint, text, text)',
+                                'metastore.lineage_graph(bigint, text, integer, integer, text)',
+                                'metastore.field_lineage(bigint, text, text, integer, integer)',
+                                'metastore.search(text, integer)',
+                                'metastore.list_namespaces(integer)'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
         ASSERT NOT pg_catalog.has_function_privilege('public', v_fn, 'EXECUTE'), v_fn;
     END LOOP;
@@ -38,7 +44,13 @@ BEGIN
                                 'metastore.list_jobs(integer, text, text, text)',
                                 'metastore.get_job(bigint, integer)',
                                 'metastore.get_run(bigint)',
-                                'metastore.dataset_runs(bigint, integer)'] LOOP
+                                'metastore.dataset_runs(bigint, integer)',
+                                'metastore.list_jobs(integer, text, text, text, text, text, text)',
+                                'metastore.list_runs(integer, text, text, text, text, text, bigint, text, text)',
+                                'metastore.lineage_graph(bigint, text, integer, integer, text)',
+                                'metastore.field_lineage(bigint, text, text, integer, integer)',
+                                'metastore.search(text, integer)',
+                                'metastore.list_namespaces(integer)'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_reader, v_fn, 'EXECUTE'), v_fn;
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
     END LOOP;
@@ -76,6 +88,13 @@ BEGIN
                                     'metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], jsonb)',
                                     'metastore.dataset_aliases(bigint[], integer)',
                                     'metastore.dataset_layer(bigint)',
+                                    'metastore.derive_run_datasets(metastore.valid_event[], jsonb)',
+                                    'metastore.hidden_names()',
+                                    'metastore.search_substrings(text, text, integer, integer, integer, bigint[], bigint[], text[])',
+                                    -- The hide list is the owner's (docs/operations.md, "Hiding").
+                                    'metastore.hide(text, text, text, text)',
+                                    'metastore.unhide(text, text, text)',
+                                    'metastore.hidden_list(boolean)',
                                     'metastore.forward_position(text)',
                                     -- The owner's: a target that is no longer configured.
                                     'metastore.forward_remove(text)'] LOOP
@@ -99,9 +118,11 @@ DO $search_path$
 DECLARE
     -- backfill: a procedure that commits cannot carry SET (it pins the path itself with
     -- set_config(..., true) at the start of each of its transactions). event_kind,
-    -- extract_datasets and dataset_key: SQL functions that SET would keep from being inlined.
+    -- extract_datasets, dataset_key, search_key and name_tail: SQL functions that SET would keep from
+    -- being inlined.
     c_qualified constant text[] := ARRAY['metastore.backfill(integer)', 'metastore.event_kind(jsonb)',
-                                         'metastore.extract_datasets(jsonb)', 'metastore.dataset_key(text,text)'];
+                                         'metastore.extract_datasets(jsonb)', 'metastore.dataset_key(text,text)',
+                                         'metastore.search_key(text)', 'metastore.name_tail(text)'];
     v_loose     text;
 BEGIN
     SELECT pg_catalog.string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid::regprocedure::text)
@@ -146,12 +167,14 @@ DECLARE
         'metastore.derive_generation() -> integer',
         'metastore.derive_job_run(p_payloads jsonb[], p_events metastore.valid_event[]) -> void',
         'metastore.derive_lineage(p_event_ids bigint[], p_payloads jsonb[], p_events metastore.valid_event[], p_dataset_ids jsonb DEFAULT NULL::jsonb) -> void',
+        'metastore.derive_run_datasets(p_events metastore.valid_event[], p_dataset_ids jsonb) -> void',
         'metastore.ensure_partitions() -> integer',
         'metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) -> bigint',
         'metastore.event_kind(p_payload jsonb) -> text',
         'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',
         'metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) -> boolean',
         'metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) -> TABLE(claimed boolean, cursor text)',
+        'metastore.field_lineage(p_id bigint, p_field text, p_direction text DEFAULT ''both''::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) -> jsonb',
         'metastore.forward_status() -> jsonb',
         'metastore.forward_page(p_cursor text, p_limit integer DEFAULT 100, p_max_bytes integer DEFAULT 4194304) -> TABLE(cursor text, event_id bigint, payload text)',
         'metastore.forward_position(p_cursor text, OUT xact_id xid8, OUT event_id bigint) -> record',
@@ -161,15 +184,22 @@ DECLARE
         'metastore.get_job(p_id bigint, p_runs_limit integer DEFAULT 50) -> jsonb',
         'metastore.get_run(p_id bigint) -> jsonb',
         'metastore.group_role(p_kind text) -> text',
+        'metastore.hidden_list(p_all boolean DEFAULT false) -> jsonb',
+        'metastore.hidden_names(OUT dataset_ids bigint[], OUT job_ids bigint[], OUT job_edge_keys bytea[], OUT namespaces text[]) -> record',
+        'metastore.hide(p_kind text, p_namespace text, p_name text DEFAULT NULL::text, p_reason text DEFAULT NULL::text) -> jsonb',
         'metastore.ingest_checked(p_bodies bytea[], p_payloads jsonb[], p_checked metastore.checked_event[], p_source_kind text, p_source_principal text) -> TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)',
         'metastore.ingest_batch(p_body bytea, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT result jsonb) -> record',
         'metastore.ingest_event(p_body bytea, p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text, OUT status text, OUT event_id bigint, OUT error_code text, OUT error_message text, OUT event_type text) -> record',
         'metastore.ingest_events(p_bodies bytea[], p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text) -> TABLE(status text, event_id bigint, error_code text, error_message text, event_type text)',
         'metastore.json_has_unique_keys(p_json text, p_parsed jsonb) -> boolean',
         'metastore.json_text(p_value jsonb, p_path text, p_max_bytes integer, p_required boolean DEFAULT true) -> text',
+        'metastore.lineage_graph(p_id bigint, p_direction text, p_depth integer, p_node_limit integer, p_include text) -> jsonb',
         'metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
         'metastore.lock_events_briefly() -> bigint',
         'metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
+        'metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text, p_sort text, p_state text, p_user text) -> jsonb',
+        'metastore.list_namespaces(p_limit integer DEFAULT 1000) -> jsonb',
+        'metastore.list_runs(p_limit integer DEFAULT 50, p_cursor text DEFAULT NULL::text, p_state text DEFAULT NULL::text, p_user text DEFAULT NULL::text, p_source text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_dataset_id bigint DEFAULT NULL::bigint, p_from text DEFAULT NULL::text, p_to text DEFAULT NULL::text) -> jsonb',
         'metastore.malformed_datasets(p_payload jsonb, p_item jsonb) -> jsonb',
         'metastore.partitions_ahead() -> integer',
         'metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) -> record',
@@ -178,7 +208,10 @@ DECLARE
         'metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) -> void',
         'metastore.roll_up_datasets(p_dataset_ids bigint[] DEFAULT NULL::bigint[]) -> bigint',
         'metastore.schema_version() -> bigint',
+        'metastore.search(p_q text, p_limit integer DEFAULT 20) -> jsonb',
+        'metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) -> TABLE(type text, id bigint, namespace text, name text, kind text, lname text)',
         'metastore.store_events(p_payloads jsonb[], p_events metastore.valid_event[], p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text) -> TABLE(event_id bigint, duplicate boolean)',
+        'metastore.unhide(p_kind text, p_namespace text, p_name text DEFAULT NULL::text) -> jsonb',
         'metastore.use_group_roles(p_app text DEFAULT NULL::text, p_reader text DEFAULT NULL::text) -> jsonb',
         'metastore.validate_event(p_payload jsonb) -> metastore.valid_event',
         'metastore.write_probe() -> boolean'
@@ -194,7 +227,10 @@ BEGIN
       FROM (VALUES (1, 'metastore.forbid_change() -> trigger'),
                    (2, 'metastore.settings_keep_row() -> trigger'),
                    (5, 'metastore.dataset_key(p_namespace text, p_name text) -> bytea'),
-                   (9, 'metastore.forward_key(p_url text) -> text')) AS m (v, f)
+                   (9, 'metastore.forward_key(p_url text) -> text'),
+                   (11, 'metastore.note_field_names() -> trigger'),
+                   (11, 'metastore.search_key(p_text text) -> bytea'),
+                   (11, 'metastore.name_tail(p_name text) -> text')) AS m (v, f)
      WHERE m.v IN (SELECT s.version FROM metastore_migrations.schema_version AS s);
     WITH actual AS (
         SELECT 'metastore.' || p.proname || '(' || pg_catalog.pg_get_function_arguments(p.oid) || ')'

@@ -88,3 +88,12 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- name: hide
+SELECT metastore.hide(%(kind)s::text, %(namespace)s::text, %(name)s::text, %(reason)s::text);
+
+-- name: unhide
+SELECT metastore.unhide(%(kind)s::text, %(namespace)s::text, %(name)s::text);
+
+-- name: hidden_list
+SELECT metastore.hidden_list(%(all)s::boolean);

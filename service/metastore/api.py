@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import unquote
 
 from psycopg.types.json import Jsonb
 from sanic import Request, Sanic
@@ -49,6 +50,22 @@ def _int_param(args: RequestParameters, name: str, default: int) -> int:
         return int(value)
     except ValueError:
         raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
+
+
+def _opt_int_param(args: RequestParameters, name: str) -> int | None:
+    value = _param(args, name)
+    return None if value is None else _int_param(args, name, 0)
+
+
+def _path_text(raw: str, what: str) -> str:
+    """A percent-encoded path segment as text: UTF-8, no NUL (PostgreSQL text holds none)."""
+    try:
+        text = unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise ApiError(400, f"the {what} in the path is not percent-encoded UTF-8", "22021") from None
+    if "\x00" in text:
+        raise ApiError(400, f"the {what} in the path contains a NUL character", "22021")
+    return text
 
 
 def _answered(error: ApiError) -> ApiError:
@@ -261,6 +278,7 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 "direction": _param(args, "direction") or "both",
                 "depth": _int_param(args, "depth", 3),
                 "limit": _int_param(args, "limit", 200),
+                "include": _param(args, "include"),
             },
         )
 
@@ -289,6 +307,9 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 "cursor": _param(args, "cursor"),
                 "namespace": _param(args, "namespace"),
                 "q": _param(args, "q"),
+                "sort": _param(args, "sort"),
+                "state": _param(args, "state"),
+                "user": _param(args, "user"),
             },
         )
 
@@ -299,3 +320,47 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     @app.get("/api/v1/runs/<run_id:int>")
     async def get_run(request: Request, run_id: int) -> HTTPResponse:
         return await read_json("get_run", {"id": run_id})
+
+    # The runs timeline, search, namespaces and field lineage: reads, each one function call.
+    @app.get("/api/v1/runs")
+    async def list_runs(request: Request) -> HTTPResponse:
+        args = request.args
+        return await read_json(
+            "list_runs",
+            {
+                "limit": _int_param(args, "limit", 50),
+                "cursor": _param(args, "cursor"),
+                "state": _param(args, "state"),
+                "user": _param(args, "user"),
+                "source": _param(args, "source"),
+                "job_namespace": _param(args, "job_namespace"),
+                "dataset_id": _opt_int_param(args, "dataset_id"),
+                "from": _param(args, "from"),
+                "to": _param(args, "to"),
+            },
+        )
+
+    @app.get("/api/v1/search")
+    async def search(request: Request) -> HTTPResponse:
+        return await read_json(
+            "search", {"q": _param(request.args, "q"), "limit": _int_param(request.args, "limit", 20)}
+        )
+
+    @app.get("/api/v1/namespaces")
+    async def list_namespaces(request: Request) -> HTTPResponse:
+        return await read_json("list_namespaces", {"limit": _int_param(request.args, "limit", 1000)})
+
+    # The field name percent-encoded; "path" also takes one sent with a raw "/" in it.
+    @app.get("/api/v1/datasets/<dataset_id:int>/fields/<field:path>/lineage")
+    async def field_lineage(request: Request, dataset_id: int, field: str) -> HTTPResponse:
+        args = request.args
+        return await read_json(
+            "field_lineage",
+            {
+                "id": dataset_id,
+                "field": _path_text(field, "field name"),
+                "direction": _param(args, "direction") or "both",
+                "depth": _int_param(args, "depth", 3),
+                "limit": _int_param(args, "limit", 200),
+            },
+        )

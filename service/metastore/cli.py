@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from metastore import config as settings
-from metastore import logs, migrations, transfer
+from metastore import hiding, logs, migrations, transfer
 
 if TYPE_CHECKING:
     from sanic import Sanic
@@ -94,7 +94,12 @@ def run(app: Sanic[Any, Any], config: settings.Config, tls: ReloadingContext | N
 
 
 # pg_stat_activity's application_name of each db command: which component a session is.
-_APPLICATION = {"retention": "metastore-retention", "backfill": "metastore-backfill"}
+_APPLICATION = {
+    "retention": "metastore-retention",
+    "backfill": "metastore-backfill",
+    "hide": "metastore-hide",
+    "unhide": "metastore-hide",
+}
 
 
 def _limits(args: argparse.Namespace) -> migrations.Limits:
@@ -189,6 +194,9 @@ def db(args: argparse.Namespace) -> int:
         return 0
     if args.db_command == "retention":
         print(json.dumps(migrations.retention(dsn, args.keep, limits)))
+        return 0
+    if args.db_command in ("hide", "unhide"):
+        print(json.dumps(hiding.run(dsn, args, limits)))
         return 0
     print(json.dumps(migrations.status(dsn, limits)))
     return 0
@@ -337,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     rebuild.add_argument("--sessions", type=int, default=1, help="database sessions sharing the work (default 1)")
     rebuild.add_argument("--batch-size", type=int, default=1000, help="events per transaction, at most 1000 (default)")
+    hiding.add_commands(db_commands)  # hide, unhide
     transfer.add_commands(commands)  # export, import, replay
     args = parser.parse_args(argv)
     try:

@@ -20,7 +20,7 @@ class Setting:
     meaning: str
 
 
-# The single list of settings: the README table is generated from it (`metastore settings`).
+# The single list of settings: the table in docs/service.md is generated from it (`metastore settings`).
 SETTINGS: tuple[Setting, ...] = (
     Setting("METASTORE_DATABASE_URL", None, "libpq connection string or URL of the application role (required)."),
     Setting(
@@ -68,7 +68,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("METASTORE_POOL_MAX", "8", "Ingest pool: most connections opened."),
     Setting("METASTORE_READ_POOL_MAX", "3", "Read pool (datasets API and view): most connections opened."),
     Setting("METASTORE_TLS_RELOAD_S", "30", "How often to look for a renewed certificate or key file (0: never)."),
-    Setting("METASTORE_INGEST_MODE", "sync", "`sync`: 201 once committed. `async`: 202 once queued (see README)."),
+    Setting(
+        "METASTORE_INGEST_MODE", "sync", "`sync`: 201 once committed. `async`: 202 once queued (below, 'Ingest modes')."
+    ),
     Setting(
         "METASTORE_SPOOL_DIR",
         None,
@@ -448,7 +450,7 @@ def _frame_ancestors(value: str) -> str:
 
 
 def settings_table() -> str:
-    """The settings as a Markdown table, for the README."""
+    """The settings as a Markdown table, for docs/service.md."""
     rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
     for s in SETTINGS:
         default = f"`{s.default}`" if s.default is not None else "(none)"

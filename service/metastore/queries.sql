@@ -23,7 +23,12 @@ SELECT metastore.list_datasets(%(limit)s::integer, %(cursor)s::text, %(namespace
 SELECT metastore.get_dataset(%(id)s::bigint, %(events_limit)s::integer)::text;
 
 -- name: dataset_lineage
-SELECT metastore.dataset_lineage(%(id)s::bigint, %(direction)s::text, %(depth)s::integer, %(limit)s::integer)::text;
+SELECT metastore.lineage_graph(%(id)s::bigint, %(direction)s::text, %(depth)s::integer, %(limit)s::integer,
+                               %(include)s::text)::text;
+
+-- name: field_lineage
+SELECT metastore.field_lineage(%(id)s::bigint, %(field)s::text, %(direction)s::text, %(depth)s::integer,
+                               %(limit)s::integer)::text;
 
 -- name: datasets_with_field
 SELECT metastore.datasets_with_field(%(field)s::text, %(limit)s::integer)::text;
@@ -31,7 +36,18 @@ SELECT metastore.datasets_with_field(%(field)s::text, %(limit)s::integer)::text;
 SELECT metastore.dataset_runs(%(id)s::bigint, %(limit)s::integer)::text;
 
 -- name: list_jobs
-SELECT metastore.list_jobs(%(limit)s::integer, %(cursor)s::text, %(namespace)s::text, %(q)s::text)::text;
+SELECT metastore.list_jobs(%(limit)s::integer, %(cursor)s::text, %(namespace)s::text, %(q)s::text, %(sort)s::text,
+                           %(state)s::text, %(user)s::text)::text;
+
+-- name: list_runs
+SELECT metastore.list_runs(%(limit)s::integer, %(cursor)s::text, %(state)s::text, %(user)s::text, %(source)s::text,
+                           %(job_namespace)s::text, %(dataset_id)s::bigint, %(from)s::text, %(to)s::text)::text;
+
+-- name: search
+SELECT metastore.search(%(q)s::text, %(limit)s::integer)::text;
+
+-- name: list_namespaces
+SELECT metastore.list_namespaces(%(limit)s::integer)::text;
 
 -- name: get_job
 SELECT metastore.get_job(%(id)s::bigint, %(runs_limit)s::integer)::text;

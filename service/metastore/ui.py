@@ -20,6 +20,8 @@ _FILES = (
     ("datasets.js", "text/javascript; charset=utf-8"),
     ("jobs.js", "text/javascript; charset=utf-8"),
     ("lineage.js", "text/javascript; charset=utf-8"),
+    ("queries.js", "text/javascript; charset=utf-8"),
+    ("search.js", "text/javascript; charset=utf-8"),
     ("style.css", "text/css; charset=utf-8"),
     ("favicon.svg", "image/svg+xml"),
 )

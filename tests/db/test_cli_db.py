@@ -328,6 +328,7 @@ def test_each_command_names_itself_in_pg_stat_activity(database: Database) -> No
             "metastore-retention",
         ),
         (["backfill"], "LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE", "metastore-backfill"),
+        (["hide", "--namespace", "t://x"], "LOCK TABLE metastore.hidden IN ACCESS EXCLUSIVE MODE", "metastore-hide"),
     ]
     for args, lock, name in cases:
         with psycopg.connect(database.owner_dsn) as holder, psycopg.connect(database.owner_dsn, autocommit=True) as eye:

@@ -192,6 +192,42 @@ CALLS: dict[str, str] = {
     "metastore.dataset_runs(bigint,integer)": (
         "SELECT metastore.dataset_runs((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), 5)"
     ),
+    "metastore.derive_run_datasets(metastore.valid_event[],jsonb)": (
+        "SELECT metastore.derive_run_datasets(ARRAY[metastore.validate_event(%(event)s::jsonb)], '{}'::jsonb)"
+    ),
+    "metastore.hidden_names()": "SELECT * FROM metastore.hidden_names()",
+    "metastore.hide(text,text,text,text)": "SELECT metastore.hide('namespace', 'hidden-by-the-test', NULL, 'why')",
+    "metastore.unhide(text,text,text)": "SELECT metastore.unhide('namespace', 'hidden-by-the-test')",
+    "metastore.hidden_list(boolean)": "SELECT metastore.hidden_list(true)",
+    "metastore.list_jobs(integer,text,text,text,text,text,text)": (
+        "SELECT metastore.list_jobs(1, NULL, NULL, 'J', 'latest_run', 'complete', 'u')"
+    ),
+    "metastore.list_runs(integer,text,text,text,text,text,bigint,text,text)": (
+        "SELECT metastore.list_runs(5, NULL, 'COMPLETE,FAIL', NULL, NULL, 'n',"
+        " (SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v), '2020-01-01', NULL)"
+    ),
+    "metastore.lineage_graph(bigint,text,integer,integer,text)": (
+        "SELECT metastore.lineage_graph((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v),"
+        " 'both', 3, 50, 'jobs')"
+    ),
+    "metastore.field_lineage(bigint,text,text,integer,integer)": (
+        "SELECT metastore.field_lineage((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v),"
+        " 'id', 'both', 3, 50)"
+    ),
+    "metastore.search(text,integer)": "SELECT metastore.search('Owner_', 10)",
+    "metastore.search_substrings(text,text,integer,integer,integer,bigint[],bigint[],text[])": (
+        "SELECT * FROM metastore.search_substrings('wner', 'wner', 10, 100, 100, '{}', '{}', '{}')"
+    ),
+    "metastore.list_namespaces(integer)": "SELECT metastore.list_namespaces(10)",
+    # Inlined SQL functions (every name qualified), as the search indexes and metastore.search call them.
+    "metastore.search_key(text)": "SELECT metastore.search_key(%(one)s)",
+    "metastore.name_tail(text)": "SELECT metastore.name_tail('a.b/c.d')",
+    # A trigger function: reached through a new schema version.
+    "metastore.note_field_names()": (
+        "INSERT INTO metastore.dataset_schema_versions (dataset_id, fields_sha256, fields, first_event_id,"
+        " first_seen, last_seen) VALUES ((SELECT pg_catalog.min(v.id) FROM metastore.datasets_view AS v),"
+        " '\\x00', '[{\"name\": \"noted\"}]', 1, pg_catalog.now(), pg_catalog.now())"
+    ),
     # Trigger functions: reached through triggers that refuse (55000).
     "metastore.forbid_change()": "DELETE FROM metastore.events",
     "metastore.settings_keep_row()": "DELETE FROM metastore.settings",

@@ -122,8 +122,8 @@ def lineage_event(name: str) -> dict[str, Any]:
 
 
 def walk_the_view(view: Page | FrameLocator, frame: Page | Frame, screenshot: str | None = None) -> None:
-    """List, a dataset, its lineage (a box opens another dataset), the jobs, a job, and a POST
-    made by the page itself, which then shows up in the list."""
+    """List, a dataset, its lineage (a box opens another dataset), the jobs, a job, a POST made by
+    the page itself, which then shows up in the list, the Queries page and the search box."""
     rows = view.locator("#datasets tbody tr[data-name]")
     expect(view.locator("#status")).to_contain_text("Showing")
     expect(view.locator('#datasets tbody tr[data-name="tpch.tiny.nation"]')).to_be_visible()
@@ -153,6 +153,15 @@ def walk_the_view(view: Page | FrameLocator, frame: Page | Frame, screenshot: st
     view.get_by_label("Search by name").fill(name)
     expect(rows).to_have_count(1)
     expect(rows.first).to_have_attribute("data-name", f"memory.default.{name}")
+    # The Queries page and the search box, as the rest.
+    view.get_by_role("link", name="Queries", exact=True).click()
+    expect(view.locator(f'#queries tr[data-run="{ctas["run"]["runId"]}"] .badge.state')).to_have_text("COMPLETE")
+    view.get_by_label("Search datasets, jobs and fields").fill("nation_copy")
+    view.locator('#search-results li[data-type="dataset"] a').click()
+    expect(view.locator("#detail-heading")).to_have_text("memory.default.nation_copy")
+    # Everything the page asks for answered before the walk ends (nginx logs a request cut short).
+    expect(view.locator("#lineage-svg a.node.current")).to_have_count(1)
+    expect(view.locator("#dataset-runs .query")).to_have_count(1)
 
 
 def test_the_redirects_are_relative_and_not_html(seeded: Server) -> None:
@@ -254,3 +263,47 @@ def test_frame_ancestors_reach_the_browser_as_set(framed_store: Server, seeded: 
     assert re.search(r"frame-ancestors 'self' http://127\.0\.0\.1:\d+$", csp), csp
     with seeded.client() as http_client:
         assert http_client.get("/ui/").headers["content-security-policy"].endswith("frame-ancestors 'self'")
+
+
+def test_the_queries_and_the_search_under_a_path_prefix(context: BrowserContext, proxy: nginx.Nginx) -> None:
+    """The Queries page (its filters' namespaces, a page of runs, a dataset it wrote) and the search
+    box (a typed hit that opens its page), with nothing asked outside the prefix."""
+    site = proxy.sites["prefix"]
+    page = context.new_page()
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url))
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    before = len(proxy.requests("prefix"))
+
+    page.goto(f"{site.url}{PREFIX}")
+    page.get_by_role("link", name="Queries", exact=True).click()
+    rows = page.locator("#queries tbody tr[data-run]")
+    expect(rows.first).to_be_visible()
+    ctas = load_fixture(FIXTURES / "trino" / "04-ctas-complete.json")
+    row = page.locator(f'#queries tr[data-run="{ctas["run"]["runId"]}"]')
+    expect(row.locator(".badge.state")).to_have_text("COMPLETE")
+    expect(page.locator('#run-namespace option[value="trino://localhost:8080"]')).to_have_count(1)
+    page.get_by_label("Engine or scheduler").select_option("trino://localhost:8080")
+    page.get_by_label("User", exact=True).fill("alice")
+    expect(row).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "queries-behind-a-proxy.png"), full_page=True)
+    row.get_by_role("link", name="memory.default.nation_copy").click()
+    expect(page.locator("#detail-heading")).to_have_text("memory.default.nation_copy")
+
+    page.get_by_label("Search datasets, jobs and fields").fill("nation_copy")
+    hit = page.locator('#search-results li[data-type="dataset"]')
+    expect(hit).to_have_count(1)
+    page.get_by_label("Search datasets, jobs and fields").fill(ctas["job"]["name"])
+    job = page.locator('#search-results li[data-type="job"] a')
+    expect(job).to_have_text(ctas["job"]["name"])
+    job.click()
+    expect(page.locator("#job-heading")).to_have_text(ctas["job"]["name"])
+    expect(page.locator("#job-outputs li")).to_have_count(1)
+
+    assert failed == []
+    assert seen and all(url.startswith(f"{site.url}{PREFIX}") for url in seen), seen
+    logged = proxy.requests("prefix")[before:]
+    assert [r for r in logged if not r[1].startswith(PREFIX) or r[2] >= 400] == [], logged
+    asked = {r[1].split("?")[0] for r in logged}
+    assert {f"{PREFIX}api/v1/runs", f"{PREFIX}api/v1/namespaces", f"{PREFIX}api/v1/search"} <= asked, asked

@@ -99,3 +99,73 @@ def test_a_dataset_page_lists_the_queries_that_wrote_and_read_it(page: Page) -> 
     page.screenshot(path=str(ARTIFACTS / "dataset-queries.png"), full_page=True)
     section.get_by_role("link", name=ctas["job"]["name"]).click()
     expect(page.locator("#job-heading")).to_have_text(ctas["job"]["name"])
+
+
+def test_a_job_page_leads_with_what_it_read_and_wrote(page: Page, seeded: Server) -> None:  # noqa: F811
+    ctas = load_fixture(FIXTURES / "trino" / "04-ctas-complete.json")
+    with seeded.client() as http:
+        job_id = next(j["id"] for j in http.get("/api/v1/jobs", params={"q": ctas["job"]["name"]}).json()["jobs"])
+        job = http.get(f"/api/v1/jobs/{job_id}").json()
+    assert [d["name"] for d in job["inputs"]] == ["tpch.tiny.nation"]
+    assert [d["name"] for d in job["outputs"]] == ["memory.default.nation_copy"]
+    page.goto(f"/ui/#/jobs/{job_id}")
+    reads = page.locator("#job-inputs li")
+    writes = page.locator("#job-outputs li")
+    expect(reads).to_have_count(1)
+    expect(writes).to_have_count(1)
+    expect(reads.first.get_by_role("link").first).to_have_text("tpch.tiny.nation")
+    expect(reads.first).to_contain_text("trino://localhost:8080")
+    expect(reads.first).to_have_attribute("data-id", str(job["inputs"][0]["id"]))
+    # Before the SQL: the page leads with them.
+    order = page.locator("#job-detail > section").evaluate_all("ss => ss.map(s => s.id)")
+    assert order.index("job-inputs") < order.index("job-outputs") < order.index("job-sql"), order
+    # A job that read and wrote nothing says so.
+    page.goto("/ui/#/jobs")
+    page.get_by_role("button", name="nightly.<b>load</b>").click()
+    expect(page.locator("#job-inputs")).to_contain_text("Its runs read no dataset.")
+    expect(page.locator("#job-outputs")).to_contain_text("Its runs wrote no dataset.")
+    # The written dataset opens its page, by keyboard.
+    page.goto(f"/ui/#/jobs/{job_id}")
+    link = writes.first.get_by_role("link", name="memory.default.nation_copy")
+    link.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail-heading")).to_have_text("memory.default.nation_copy")
+
+
+def test_jobs_by_latest_run_state_user_and_namespace(page: Page, seeded: Server) -> None:  # noqa: F811
+    page.goto("/ui/#/jobs")
+    rows = page.locator("#jobs tbody tr[data-name]")
+    expect(rows).to_have_count(3)
+
+    def names() -> list[str]:
+        return rows.evaluate_all("rs => rs.map(r => r.dataset.name)")
+
+    with_api = {}
+    with seeded.client() as http:
+        for key, params in {
+            "name": {},
+            "latest": {"sort": "latest_run"},
+            "failed": {"state": "FAIL,ABORT"},
+            "alice": {"user": "alice"},
+            "airflow": {"namespace": "airflow"},
+        }.items():
+            with_api[key] = [j["name"] for j in http.get("/api/v1/jobs", params=params).json()["jobs"]]
+    assert names() == with_api["name"]
+    page.get_by_label("Order").select_option("latest_run")
+    expect(rows.first).to_have_attribute("data-name", with_api["latest"][0])
+    assert names() == with_api["latest"] and with_api["latest"] != with_api["name"]
+    page.get_by_label("State of the latest run").select_option(label="Failed or aborted")
+    expect(rows).to_have_count(1)
+    fail = load_fixture(FIXTURES / "trino" / "05-select-runtime-fail.json")
+    assert names() == with_api["failed"] == [fail["job"]["name"]]
+    page.get_by_label("State of the latest run").select_option("")
+    page.get_by_label("User of the latest run").fill("alice")
+    expect(rows).to_have_count(2)
+    assert sorted(names()) == sorted(with_api["alice"])
+    page.get_by_label("User of the latest run").fill("")
+    # The namespace is a choice of those with jobs, not a string to type.
+    options = page.locator("#job-namespace option").evaluate_all("os => os.map(o => o.value)")
+    assert options == ["", "airflow", "trino://localhost:8080"]
+    page.get_by_label("Scheduler or engine").select_option("airflow")
+    expect(rows).to_have_count(1)
+    assert names() == with_api["airflow"] == ["nightly.<b>load</b>"]

@@ -117,10 +117,27 @@ def fan() -> list[dict[str, Any]]:
     return events
 
 
+# Field names a path and a URL treat specially: each must reach the API as itself.
+ODD_FIELDS = ["a/b", "..", ".", "100%", "x y", "q?#", "<b>f</b>\u200b"]
+
+
+def odd() -> list[dict[str, Any]]:
+    fields = [(f, "varchar") for f in ODD_FIELDS]
+    lineage = {f: [("odd.source", f, "DIRECT", "IDENTITY")] for f in ODD_FIELDS}
+    return [
+        ctas(
+            40,
+            "CREATE TABLE odd.target AS SELECT * FROM odd.source",
+            [table("odd.source", fields)],
+            [table("odd.target", fields, lineage)],
+        )
+    ]
+
+
 @pytest.fixture(scope="module")
 def seeded(server: Server) -> Server:
     with server.client() as http:
-        for event in [*chain(), *fan()]:
+        for event in [*chain(), *fan(), *odd()]:
             response = http.post("/api/v1/lineage", json=event)
             assert response.status_code in (200, 201), response.text
     return server
@@ -355,3 +372,145 @@ def test_boxes_take_the_room_the_panel_has(page: Page, seeded: Server) -> None: 
     )
     assert overflow == 0
     page.locator("#lineage").screenshot(path=str(ARTIFACTS / "dataset-lineage-700.png"))
+
+
+def test_jobs_drawn_between_the_datasets_and_opened_by_keyboard(page: Page, seeded: Server) -> None:  # noqa: F811
+    mart = dataset_id(seeded, "mart.sales_by_region")
+    page.goto(f"/ui/#/datasets/{mart}")
+    expect(page.locator("#lineage-svg a.node")).to_have_count(5)
+    expect(page.locator("#lineage-svg a.node.job")).to_have_count(0)  # datasets only, unless asked
+    page.get_by_label("Draw the jobs between them").check()
+    graph = api(seeded, f"datasets/{mart}/lineage", direction="both", depth=2, limit=100, include="jobs")
+    jobs = [n for n in graph["nodes"] if n["type"] == "job"]
+    datasets = [n for n in graph["nodes"] if n["type"] == "dataset"]
+    assert sorted(j["name"] for j in jobs) == ["query_1", "query_2", "query_3"]
+    expect(page.locator("#lineage-svg a.node.job")).to_have_count(3)
+    expect(page.locator("#lineage-svg a.node:not(.job)")).to_have_count(len(datasets))
+    expect(page.locator("#lineage-status")).to_contain_text("5 datasets, 3 jobs")
+    drawn_jobs = page.locator("#lineage-svg a.node.job").evaluate_all(
+        "ns => ns.map(n => [Number(n.dataset.id), n.getAttribute('href')])"
+    )
+    assert sorted(drawn_jobs) == sorted([j["id"], f"#/jobs/{j['id']}"] for j in jobs)
+    # Told apart by shape and by label: a rounded box with a gear and "job" under its name.
+    job = page.locator("#lineage-svg a.node.job").filter(has_text="query_2")
+    assert job.locator("rect").get_attribute("rx") == "22"
+    assert page.locator(f'#lineage-svg a.node[data-id="{mart}"]:not(.job) rect').get_attribute("rx") == "6"
+    expect(job.locator(".node-name")).to_have_text("⚙ query_2")
+    expect(job.locator(".node-ns")).to_have_text("job · COMPLETE")
+    # Each hop is dataset → job → dataset, left to right.
+    x = {
+        name: page.locator(sel).first.locator("rect").bounding_box()["x"]  # type: ignore[index]
+        for name, sel in {
+            "stage": f'#lineage-svg a.node:not(.job)[data-id="{dataset_id(seeded, "stage.orders_clean")}"]',
+            "query_2": '#lineage-svg a.node.job:has-text("query_2")',
+            "mart": f'#lineage-svg a.node:not(.job)[data-id="{mart}"]',
+            "query_3": '#lineage-svg a.node.job:has-text("query_3")',
+        }.items()
+    }
+    assert x["stage"] < x["query_2"] < x["mart"] < x["query_3"], x
+    expect(page.locator("#lineage-edges")).to_contain_text(f"{NS} · stage.orders_clean is read by job {NS} · query_2")
+    expect(page.locator("#lineage-edges")).to_contain_text(f"job {NS} · query_2 wrote {NS} · mart.sales_by_region")
+    page.locator("#lineage").screenshot(path=str(ARTIFACTS / "dataset-lineage-jobs.png"))
+    # Every box, dataset or job, in the Tab order; Enter on a job opens its page.
+    page.get_by_label("Most datasets").focus()
+    reached: list[tuple[str, int]] = []
+    for _ in range(12):
+        page.keyboard.press("Tab")
+        node = page.evaluate(
+            "document.activeElement.matches('#lineage-svg a.node')"
+            " && [document.activeElement.dataset.type, Number(document.activeElement.dataset.id)]"
+        )
+        if not node:
+            break
+        reached.append(tuple(node))
+    assert sorted(reached) == sorted((n["type"], n["id"]) for n in graph["nodes"])
+    query_2 = next(j["id"] for j in jobs if j["name"] == "query_2")
+    while page.evaluate("[document.activeElement.dataset.type, Number(document.activeElement.dataset.id)]") != [
+        "job",
+        query_2,
+    ]:
+        page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(rf"#/jobs/{query_2}$"))
+    expect(page.locator("#job-heading")).to_have_text("query_2")
+
+
+def test_a_field_traced_through_the_hops(page: Page, seeded: Server) -> None:  # noqa: F811
+    kpis = dataset_id(seeded, "report.kpis")
+    page.goto(f"/ui/#/datasets/{kpis}")
+    page.locator("#fields-table").get_by_role("button", name="total").click()
+    rows = page.locator("#field-trace-edges tbody tr")
+    graph = api(seeded, f"datasets/{kpis}/fields/total/lineage", direction="upstream", depth=3)
+    nodes = {n["id"]: n for n in graph["nodes"]}
+    dotted = {i: f"{n['name']}.{n['field']}" for i, n in nodes.items()}
+    want = {(dotted[e["from"]], dotted[e["to"]]) for e in graph["edges"]}
+    assert want == {
+        ("mart.sales_by_region.total", "report.kpis.total"),
+        ("stage.orders_clean.amount", "mart.sales_by_region.total"),
+        ("raw.orders.amount", "stage.orders_clean.amount"),
+    }
+    expect(rows).to_have_count(3)
+    got = rows.evaluate_all("rs => rs.map(r => [r.dataset.from, r.dataset.to, r.dataset.hop])")
+    assert {(a, b) for a, b, _ in got} == want
+    assert [int(h) for _, _, h in got] == [1, 2, 3]  # nearest hop first
+    expect(rows.nth(0)).to_contain_text("DIRECT / AGGREGATION")
+    expect(rows.nth(2)).to_contain_text("DIRECT / TRANSFORMATION")
+    page.locator("#fields").screenshot(path=str(ARTIFACTS / "dataset-field-trace.png"))
+    # Less depth, fewer hops.
+    page.get_by_label("Hops to follow").select_option("1")
+    expect(rows).to_have_count(1)
+    # Downstream from the source: its field opens by keyboard, traced the other way.
+    page.get_by_label("Hops to follow").select_option("3")
+    expect(rows).to_have_count(3)
+    link = rows.nth(2).locator("td").nth(1).get_by_role("link")
+    expect(link).to_have_text("raw.orders.amount")
+    link.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#detail-heading")).to_have_text("raw.orders")
+    expect(page.locator('#fields-table button[data-field="amount"]')).to_have_attribute("aria-pressed", "true")
+    page.get_by_label("Trace").select_option("downstream")
+    expect(rows).to_have_count(3)
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.to)") == [
+        "stage.orders_clean.amount",
+        "mart.sales_by_region.total",
+        "report.kpis.total",
+    ]
+
+
+@pytest.mark.parametrize("field", [f for f in ODD_FIELDS if f not in (".", "..")])
+def test_a_field_of_any_name_is_traced_as_itself(page: Page, seeded: Server, field: str) -> None:  # noqa: F811
+    target = dataset_id(seeded, "odd.target")
+    page.goto(f"/ui/#/datasets/{target}")
+    page.locator("#fields-table button").nth(ODD_FIELDS.index(field)).click()
+    rows = page.locator("#field-trace-edges tbody tr")
+    expect(rows).to_have_count(1)
+    assert rows.first.get_attribute("data-from") == f"odd.source.{field}"
+    assert rows.first.get_attribute("data-to") == f"odd.target.{field}"
+    # Its link opens the source with the same field traced.
+    rows.first.locator("td").nth(1).get_by_role("link").click()
+    expect(page.locator("#detail-heading")).to_have_text("odd.source")
+    chosen = page.locator('#fields-table button[aria-pressed="true"]')
+    expect(chosen).to_have_count(1)
+    assert chosen.get_attribute("data-field") == field
+    page.get_by_label("Trace").select_option("downstream")
+    expect(rows).to_have_count(1)
+    assert rows.first.get_attribute("data-to") == f"odd.target.{field}"
+
+
+@pytest.mark.parametrize("field", [".", ".."])
+def test_a_field_named_like_a_dot_segment_says_why_it_is_not_traced(page: Page, seeded: Server, field: str) -> None:  # noqa: F811
+    """A browser removes "." and ".." (as %2E, %2E%2E too) from a URL's path: the view says so, and
+    never shows what the shortened URL answers (the dataset's graph) as the field's lineage."""
+    target = dataset_id(seeded, "odd.target")
+    page.goto(f"/ui/#/datasets/{target}")
+    assert page.evaluate("new URL('d/7/fields/%2E%2E/lineage', 'https://x/').pathname") == "/d/7/lineage"
+    assert page.evaluate("new URL('d/7/fields/%2E/lineage', 'https://x/').pathname") == "/d/7/fields/lineage"
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.locator("#fields-table button").nth(ODD_FIELDS.index(field)).click()
+    expect(page.locator("#field-trace-status")).to_contain_text(f'A field named "{field}" cannot be traced')
+    expect(page.locator("#field-trace-edges")).to_have_count(0)
+    assert [u for u in requests if "/fields/" in u or u.endswith("/lineage")] == []
+    # Its one-hop inputs, from the dataset's own answer, are still listed.
+    expect(page.locator("#field-inputs li")).to_have_count(1)
+    expect(page.locator("#field-inputs li")).to_have_attribute("data-field", field)

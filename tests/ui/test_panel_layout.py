@@ -176,6 +176,23 @@ def test_the_lists_fit_the_panel(page: Page, seeded: Server, width: int) -> None
     assert_no_token_broken(page.locator("#jobs tbody .name-text:visible"))
     page.screenshot(path=str(ARTIFACTS / f"panel-jobs-{width}.png"), full_page=True)
 
+    page.goto("/ui/#/queries")
+    rollup = page.locator(f'#queries tbody tr[data-job="{ROLLUP}"]')
+    expect(rollup).to_be_visible()
+    expect(page.locator("#queries tbody tr[data-run]")).to_have_count(4)
+    assert_fits(page)
+    assert lead_width(page, "#queries") >= MIN_NAME_PX
+    assert_no_token_broken(page.locator("#queries tbody .name-text:visible"))
+    # The datasets it read and wrote keep their column; user and duration move under the name.
+    expect(rollup.locator("td.io").nth(1)).to_contain_text("/warehouse/reports/monthly_revenue_by_customer_segment")
+    user = page.locator("#queries thead th", has_text="User")
+    if width >= 960:
+        expect(user).to_be_visible()
+    else:
+        expect(user).to_be_hidden()
+        expect(rollup.locator("td.name .facts")).to_contain_text("User:")
+    page.screenshot(path=str(ARTIFACTS / f"panel-queries-{width}.png"), full_page=True)
+
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_dataset_and_a_job_fit_the_panel(page: Page, seeded: Server, width: int) -> None:  # noqa: F811
@@ -187,6 +204,21 @@ def test_a_dataset_and_a_job_fit_the_panel(page: Page, seeded: Server, width: in
     assert_fits(page)
     assert_no_token_broken(page.locator("#detail-heading .name-text, #detail dl.props .name-text, #events .name-text"))
     page.screenshot(path=str(ARTIFACTS / f"panel-dataset-{width}.png"), full_page=True)
+
+    # A field traced, the jobs drawn, the search's results: within the panel too.
+    page.goto(f"/ui/#/datasets/{dataset_id(seeded, 'trino://localhost:8080', 'memory.default.nation_copy')}")
+    page.locator('#fields-table button[data-field="regionkey"]').click()
+    expect(page.locator("#field-trace-edges tbody tr")).to_have_count(1)
+    page.get_by_label("Draw the jobs between them").check()
+    expect(page.locator("#lineage-svg a.node.job")).to_have_count(1)
+    page.get_by_label("Search datasets, jobs and fields").fill("nation")
+    expect(page.locator("#search-results > li.hit").first).to_be_visible()
+    assert_fits(page)
+    panel = page.locator("#search-panel").evaluate(
+        "p => [p.getBoundingClientRect().left, p.getBoundingClientRect().right]"
+    )
+    assert panel[0] >= 0 and panel[1] <= width, panel
+    page.screenshot(path=str(ARTIFACTS / f"panel-field-trace-{width}.png"), full_page=True)
 
     page.goto(f"/ui/#/jobs/{job_id(seeded, ROLLUP)}")
     expect(page.locator("#runs tbody tr")).to_have_count(1)
@@ -208,6 +240,11 @@ def test_every_page_has_its_own_title(page: Page, seeded: Server) -> None:  # no
     expect(page).to_have_title("Jobs · Metadata Store")
     expect(heading).to_have_text("Jobs")
     expect(current).to_have_text("Jobs")
+
+    page.goto("/ui/#/queries")
+    expect(page).to_have_title("Queries · Metadata Store")
+    expect(heading).to_have_text("Queries")
+    expect(current).to_have_text("Queries")
 
     page.goto(f"/ui/#/jobs/{job_id(seeded, ROLLUP)}")
     expect(page).to_have_title(f"{ROLLUP} · Jobs · Metadata Store")
@@ -253,6 +290,12 @@ def test_what_was_not_sent_is_a_dash(page: Page, seeded: Server) -> None:  # noq
     dash(page.locator("#job-type"))
     dash(page.locator("#runs tbody td.user"))
     expect(page.locator("#job-detail")).not_to_contain_text("not sent")
+
+    page.goto("/ui/#/queries")
+    untyped = page.locator('#queries tbody tr[data-job="untyped"]')
+    dash(untyped.locator("td.user"))
+    dash(untyped.locator("td.num"))  # no START: no duration
+    dash(untyped.locator("td.io").nth(0))  # read nothing
 
 
 def test_the_favicon_loads(page: Page, seeded: Server) -> None:  # noqa: F811

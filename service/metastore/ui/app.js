@@ -5,7 +5,9 @@
 import { datasetPages } from "./datasets.js";
 import { $, api, el, getJSON, plural } from "./dom.js";
 import { jobPages } from "./jobs.js";
+import { queryPages } from "./queries.js";
 import { addPage, startRouter } from "./router.js";
+import { wireSearch } from "./search.js";
 
 // Live forwarding (METASTORE_FORWARD_URL): one line per downstream, refreshed every 10 s; hidden
 // when nothing is forwarded. A failure to read the status is not the page's business: it stays as it was.
@@ -28,7 +30,8 @@ async function loadForwarding() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  for (const page of [...datasetPages, ...jobPages]) addPage(page);
+  for (const page of [...datasetPages, ...queryPages, ...jobPages]) addPage(page);
+  wireSearch();
   startRouter();
   loadForwarding();
   setInterval(loadForwarding, 10000);

@@ -148,7 +148,8 @@ function openDetail(id) {
   window.location.hash = `#/datasets/${id}`;
 }
 
-async function showDetail(id) {
+async function showDetail(id, field = null) {
+  const hash = window.location.hash;
   const view = $("#detail-view");
   const detail = $("#detail");
   detail.replaceChildren(el("p", { role: "status" }, "Loading dataset…"));
@@ -160,7 +161,7 @@ async function showDetail(id) {
     view.focus();
     return;
   }
-  if (window.location.hash !== `#/datasets/${id}`) return; // another page was opened meanwhile
+  if (window.location.hash !== hash) return; // another page was opened meanwhile
   setTitle(visibleText(dataset.name), "Datasets");
   const time = (iso) => (iso ? formatTime(iso) : missing());
   detail.replaceChildren(
@@ -176,7 +177,7 @@ async function showDetail(id) {
         el("dt", {}, "First seen"), el("dd", {}, time(dataset.first_seen)),
         el("dt", {}, "Last seen"), el("dd", {}, time(dataset.last_seen)))),
     lineageSection(dataset),
-    fieldsSection(dataset),
+    fieldsSection(dataset, field),
     el("section", { class: "detail-card", id: "symlinks", "aria-label": "Symlinks" },
       el("h3", {}, "Symlinks: other names of this dataset"),
       relationList(dataset.symlinks, "This dataset names no symlinks.")),
@@ -232,11 +233,18 @@ export const datasetPages = [
     },
   },
   {
-    pattern: /^#\/datasets\/(\d+)$/, sections: ["#detail-view"], nav: "datasets", heading: HEADING, home: "#/",
-    subtitle: SUBTITLE, title: "Datasets",
+    // #/datasets/12/fields/<field, percent-encoded>: the dataset with that field traced.
+    pattern: /^#\/datasets\/(\d+)(?:\/fields\/(.+))?$/, sections: ["#detail-view"], nav: "datasets", heading: HEADING,
+    home: "#/", subtitle: SUBTITLE, title: "Datasets",
     open(match) {
       wire(); // the list behind it, for the way back
-      showDetail(match[1]);
+      let field = null;
+      try {
+        field = match[2] === undefined ? null : decodeURIComponent(match[2]);
+      } catch {
+        field = null; // not a field name this view wrote: the dataset alone
+      }
+      showDetail(match[1], field);
     },
   },
 ];

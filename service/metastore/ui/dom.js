@@ -199,3 +199,55 @@ export function debounce(fn, ms) {
     timer = setTimeout(fn, ms);
   };
 }
+
+// A run's state as a badge; "FAIL" and "ABORT" in the error colours.
+export function stateBadge(state) {
+  return el("span", { class: `badge state ${String(state || "none").toLowerCase()}` }, state || "no run");
+}
+
+export function formatDuration(seconds) {
+  if (seconds === null || seconds === undefined) return missing();
+  const s = Number(seconds);
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 120) return `${s.toFixed(1)} s`;
+  const minutes = Math.floor(s / 60);
+  return minutes < 120 ? `${minutes} min ${Math.round(s % 60)} s` : `${(minutes / 60).toFixed(1)} h`;
+}
+
+// A dataset as a link to its page: its name, and its namespace in a muted line (two datasets of
+// the same name in two namespaces never look alike).
+export function datasetLink(dataset) {
+  return el("span", { class: "dataset-ref" },
+    el("a", { href: `#/datasets/${dataset.id}`, "data-id": dataset.id }, visibleName(dataset.name)),
+    el("span", { class: "ref-ns" }, visibleName(dataset.namespace)));
+}
+
+// GET /namespaces once per page load, shared by the filters that offer a namespace as a choice.
+let namespaceList = null;
+
+export function namespaces() {
+  namespaceList ??= getJSON(api("namespaces")).catch((error) => {
+    namespaceList = null; // tried again by the next page that asks
+    throw error;
+  });
+  return namespaceList;
+}
+
+// Fills a <select> with the namespaces that have jobs ("jobs") or datasets ("datasets").
+export async function fillNamespaces(select, kind) {
+  let answer;
+  try {
+    answer = await namespaces();
+  } catch {
+    return; // the list still works without the choice; it reports errors itself
+  }
+  if (select.dataset.filled) return;
+  select.dataset.filled = "true";
+  const more = kind === "jobs" ? "more_jobs" : "more_datasets";
+  for (const entry of answer.namespaces) {
+    if (entry[kind] > 0) {
+      select.append(el("option", { value: entry.namespace },
+        `${visibleText(entry.namespace)} (${entry[kind]}${entry[more] ? "+" : ""})`));
+    }
+  }
+}

@@ -1,25 +1,13 @@
-// The jobs pages: jobs with their latest run, and a job's page with its runs and SQL.
+// The jobs pages: jobs with their latest run, and a job's page with the datasets it read and
+// wrote, its runs and SQL.
 // No third-party code; data reaches the page through textContent only.
 
 import {
-  $, api, el, foldedFacts, formatTime, getJSON, missing, nameOrMissing, plural, setStatus, setTitle, textOrMissing,
-  timeCell, timeText, visibleName, visibleText,
+  $, api, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, missing, nameOrMissing,
+  plural, setStatus, setTitle, stateBadge, textOrMissing, timeCell, timeText, visibleName, visibleText,
 } from "./dom.js";
 
 const jobsState = { cursors: [null], page: 0, loadToken: 0, lastFocus: null, wired: false };
-
-function stateBadge(state) {
-  return el("span", { class: `badge state ${String(state || "none").toLowerCase()}` }, state || "no run");
-}
-
-function formatDuration(seconds) {
-  if (seconds === null || seconds === undefined) return missing();
-  const s = Number(seconds);
-  if (s < 1) return `${Math.round(s * 1000)} ms`;
-  if (s < 120) return `${s.toFixed(1)} s`;
-  const minutes = Math.floor(s / 60);
-  return minutes < 120 ? `${minutes} min ${Math.round(s % 60)} s` : `${(minutes / 60).toFixed(1)} h`;
-}
 
 function jobType(job) {
   return [job.integration, job.job_type, job.processing_type].filter(Boolean).join(" · ");
@@ -27,9 +15,10 @@ function jobType(job) {
 
 function jobFilters() {
   const params = {};
-  for (const id of ["job-q", "job-namespace"]) {
+  for (const [id, key] of [["job-q", "q"], ["job-namespace", "namespace"], ["job-state", "state"],
+    ["job-user", "user"], ["job-sort", "sort"]]) {
     const value = $(`#${id}`).value.trim();
-    if (value) params[id.slice(4)] = value;
+    if (value) params[key] = value;
   }
   params.limit = "50";
   return params;
@@ -148,6 +137,30 @@ function runsTable(runs) {
       el("td", { class: "error-text" }, run.error_message || missing("no error")))))));
 }
 
+// Symlinks both ways: the same data under other names.
+function symlinkNote(dataset) {
+  const names = [...dataset.symlinks, ...dataset.symlink_of];
+  if (names.length === 0) return null;
+  return el("div", { class: "also-named" }, "also named ", ...names.flatMap((other, i) => [
+    ...(i ? [", "] : []),
+    el("a", { href: `#/datasets/${other.id}` }, visibleName(other.namespace), " · ", visibleName(other.name)),
+    ...(other.type ? [" ", el("span", { class: "badge" }, visibleName(other.type))] : []),
+  ]));
+}
+
+function datasetsSection(id, title, datasets, emptyText) {
+  const section = el("section", { class: "detail-card", id, "aria-label": title }, el("h3", {}, title));
+  if (datasets.length === 0) {
+    section.append(el("p", { class: "muted" }, emptyText));
+    return section;
+  }
+  section.append(el("ul", { class: "relations datasets" }, ...datasets.map((dataset) => el("li", {
+    "data-id": dataset.id, "data-name": dataset.name,
+  }, datasetLink(dataset), dataset.kind === "symlink" ? el("span", { class: "badge symlink" }, "symlink") : null,
+  symlinkNote(dataset)))));
+  return section;
+}
+
 async function showJob(id) {
   const view = $("#job-view");
   const detail = $("#job-detail");
@@ -170,6 +183,10 @@ async function showJob(id) {
         el("dt", {}, "Type"), el("dd", { id: "job-type" }, textOrMissing(jobType(job), "no type sent")),
         el("dt", {}, "First seen"), el("dd", {}, job.first_seen ? formatTime(job.first_seen) : missing()),
         el("dt", {}, "Last seen"), el("dd", {}, job.last_seen ? formatTime(job.last_seen) : missing()))),
+    datasetsSection("job-inputs", "Reads: the datasets its runs read", job.inputs, "Its runs read no dataset."),
+    datasetsSection("job-outputs", "Writes: the datasets its runs wrote", job.outputs, "Its runs wrote no dataset."),
+    ...(job.datasets_truncated ? [el("p", { class: "muted", id: "job-datasets-truncated" },
+      "It read or wrote more than 100 datasets: the first 100 of each are listed.")] : []),
     el("section", { class: "detail-card", id: "job-sql", "aria-label": "Latest SQL" },
       el("h3", {}, job.sql_dialect ? `Latest SQL (${job.sql_dialect})` : "Latest SQL"),
       sqlBlock(job.latest_sql, "SQL of the job")),
@@ -190,6 +207,10 @@ export async function datasetRunsSection(datasetId) {
     return section;
   }
   if (answer.runs.length === 0) section.append(el("p", { class: "muted" }, "No run read or wrote it."));
+  else {
+    section.append(el("p", {}, el("a", { href: `#/queries/dataset/${datasetId}`, id: "dataset-all-queries" },
+      "All the queries that read or wrote it, newest first →")));
+  }
   for (const run of answer.runs) {
     const how = [run.wrote ? "wrote" : null, run.read ? "read" : null].filter(Boolean).join(" and ");
     section.append(el("div", { class: "query" },
@@ -210,12 +231,14 @@ function wire() {
     restartJobs();
   });
   let timer;
-  for (const id of ["#job-q", "#job-namespace"]) {
+  for (const id of ["#job-q", "#job-user"]) {
     $(id).addEventListener("input", () => {
       clearTimeout(timer);
       timer = setTimeout(restartJobs, 250);
     });
   }
+  for (const id of ["#job-namespace", "#job-state", "#job-sort"]) $(id).addEventListener("change", restartJobs);
+  fillNamespaces($("#job-namespace"), "jobs");
   $("#jobs-next").addEventListener("click", () => {
     jobsState.page += 1;
     loadJobs();

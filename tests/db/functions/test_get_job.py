@@ -58,3 +58,54 @@ def test_bad_runs_limit_is_22023(service: psycopg.Connection[Any], runs_limit: i
     with pytest.raises(psycopg.Error) as caught:
         get(service, 1, runs_limit)
     assert caught.value.sqlstate == "22023"
+
+
+def test_inputs_and_outputs_of_its_runs_with_their_symlinks(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    table = {
+        "namespace": "trino://h:8080",
+        "name": "hive.s.orders",
+        "facets": {"symlinks": {"identifiers": [{"namespace": "s3://b", "name": "w/orders", "type": "TABLE"}]}},
+    }
+    # A job run twice: yesterday it read orders and customers, today orders only; both wrote daily.
+    for i, inputs in enumerate(([table, {"namespace": "trino://h:8080", "name": "hive.s.customers"}], [table])):
+        ingest(
+            service,
+            {
+                "eventTime": f"2026-07-2{i}T10:00:00Z",
+                "eventType": "COMPLETE",
+                "run": {"runId": f"run-{i}"},
+                "job": {"namespace": "ns", "name": "daily"},
+                "inputs": inputs,
+                "outputs": [{"namespace": "trino://h:8080", "name": "hive.s.daily"}],
+            },
+        )
+    job = get(service, job_id(owner, "daily"))
+    assert [d["name"] for d in job["inputs"]] == ["hive.s.customers", "hive.s.orders"]
+    assert [d["name"] for d in job["outputs"]] == ["hive.s.daily"] and job["datasets_truncated"] is False
+    orders = job["inputs"][1]
+    assert [(s["namespace"], s["name"], s["type"]) for s in orders["symlinks"]] == [("s3://b", "w/orders", "TABLE")]
+    assert orders["symlink_of"] == [] and orders["kind"] == "dataset"
+    # Without runs (a job known from job events only): none.
+    ingest(service, {"eventTime": "2026-07-20T10:00:00Z", "job": {"namespace": "ns", "name": "static"}})
+    static = get(service, job_id(owner, "static"))
+    assert (static["inputs"], static["outputs"], static["runs"]) == ([], [], [])
+
+
+def test_a_job_lists_100_datasets_of_each_side_and_says_so(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    ingest(
+        service,
+        {
+            "eventTime": "2026-07-20T10:00:00Z",
+            "eventType": "COMPLETE",
+            "run": {"runId": "wide"},
+            "job": {"namespace": "ns", "name": "wide"},
+            "inputs": [{"namespace": "s3://b", "name": f"part-{i:03d}"} for i in range(120)],
+        },
+    )
+    job = get(service, job_id(owner, "wide"))
+    assert len(job["inputs"]) == 100 and job["datasets_truncated"] is True
+    assert job["inputs"][0]["name"] == "part-000" and job["inputs"][-1]["name"] == "part-099"
