@@ -120,7 +120,13 @@ def test_functions_of_another_release_answer_503_schema_mismatch(
     server = start_server(database.service_dsn, tls_files, tmp_path / "server.log")
     try:
         with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
-            owner.execute("DROP FUNCTION metastore.list_jobs(integer, text, text, text)")
+            # Every overload of it, whichever the route calls (fewest arguments first: a wrapper
+            # goes before what it wraps).
+            for (signature,) in owner.execute(
+                "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc AS p"
+                " WHERE p.pronamespace = 'metastore'::regnamespace AND p.proname = 'list_jobs' ORDER BY p.pronargs"
+            ).fetchall():
+                owner.execute(f"DROP FUNCTION {signature}")  # type: ignore[arg-type]
         with server.client() as http:
             response = http.get("/api/v1/jobs")
             assert response.status_code == 503 and response.json()["error"]["code"] == "42883"
