@@ -2,11 +2,15 @@
 # Chart and image checks, offline once the tools are cached:
 #   - hadolint on the Dockerfile;
 #   - for every values file in helm/metastore/ci/: helm lint --strict, helm template, and every
-#     rendered manifest validated against the Kubernetes API schemas, every selector against every
-#     pod template, the Vector sidecar's config (its fields, and its VRL programs run by the vrl
-#     command line on the service's log lines) (helm/validate.py);
+#     rendered manifest read by a strict YAML loader (a key twice is an error), validated against
+#     the Kubernetes API schemas, every selector against every pod template, the metrics port and
+#     the spool's sizes, every alert's runbook against docs/operations.md, the Vector sidecar's
+#     config (its fields, and its VRL programs run by the vrl command line on the service's log
+#     lines) (helm/validate.py); and `kubectl kustomize` over it when kubectl is on PATH;
 #   - the alerting rules and the dashboard's queries parsed by promtool, and the alerts' unit tests
-#     (helm/tests/alerts.test.yaml) run by `promtool test rules`;
+#     run by `promtool test rules`: helm/tests/alerts.test.yaml on the rules of
+#     ci/secret-operator-values.yaml, helm/tests/alerts-existing-secret.test.yaml on those of
+#     ci/async-values.yaml (a certificate from a Secret);
 #   - values the chart must refuse (schema typos, missing Secrets, a too short grace period,
 #     settings that do not fit the memory limit).
 #
@@ -111,7 +115,16 @@ for values in "$CHART"/ci/*.yaml; do
   hatches=()
   [ "$name" != secret-operator-values ] || hatches=(--escape-hatches)
   "$TOOLS/bin/python" helm/validate.py --kubernetes-version "$KUBE_VERSION" "${VRL_ARGS[@]}" "${hatches[@]}" \
+    --runbooks docs/operations.md \
     --promql-out "$rendered/$name.promql.yaml" --rules-out "$rendered/$name.rules.yaml" "$rendered/$name.yaml"
+  if command -v kubectl >/dev/null 2>&1; then
+    # What a GitOps install with a post-renderer does with the output.
+    mkdir -p "$work/kustomize-$name"
+    cp "$rendered/$name.yaml" "$work/kustomize-$name/rendered.yaml"
+    printf 'resources:\n  - rendered.yaml\n' >"$work/kustomize-$name/kustomization.yaml"
+    kubectl kustomize "$work/kustomize-$name" >/dev/null
+    echo "-- kubectl kustomize accepts it"
+  fi
   if [ -s "$rendered/$name.promql.yaml" ] && grep -q expr "$rendered/$name.promql.yaml"; then
     echo "-- promtool: the alerts' and the dashboard's PromQL"
     "$PROMTOOL" check rules "$rendered/$name.promql.yaml"
@@ -119,11 +132,13 @@ for values in "$CHART"/ci/*.yaml; do
 done
 
 echo "== alerting rules: promtool check and unit tests"
-[ -s "$rendered/secret-operator-values.rules.yaml" ] || { echo "check.sh: no PrometheusRule rendered" >&2; exit 1; }
-cp "$rendered/secret-operator-values.rules.yaml" "$work/rules.yaml"
-cp helm/tests/alerts.test.yaml "$work/"
-"$PROMTOOL" check rules "$work/rules.yaml"
-(cd "$work" && "$PROMTOOL" test rules alerts.test.yaml)
+for pair in secret-operator-values:rules.yaml async-values:rules-existing-secret.yaml; do
+  [ -s "$rendered/${pair%%:*}.rules.yaml" ] || { echo "check.sh: no PrometheusRule rendered from ${pair%%:*}" >&2; exit 1; }
+  cp "$rendered/${pair%%:*}.rules.yaml" "$work/${pair#*:}"
+  "$PROMTOOL" check rules "$work/${pair#*:}"
+done
+cp helm/tests/alerts.test.yaml helm/tests/alerts-existing-secret.test.yaml "$work/"
+(cd "$work" && "$PROMTOOL" test rules alerts.test.yaml alerts-existing-secret.test.yaml)
 
 # Each must fail to render, with the given words in the error.
 refuse() {
@@ -161,5 +176,16 @@ refuse "must exceed lifecycle.preStopSleepSeconds + config.shutdownGraceS" --set
 refuse "config.poolMax=1 is below config.poolMin=2" --set config.poolMax=1
 refuse "set secretName or configMapName, not both" \
   --set database.caBundle.secretName=a --set database.caBundle.configMapName=b
+refuse "spool.sizeLimit is derived from spool.size" --set spool.sizeLimit=1Gi
+refuse "the service and the Jobs name themselves" --set database.host=pg --set database.credentialsSecret=c \
+  --set migrations.credentialsSecret=o --set database.parameters.application_name=metastore
+refuse "prometheusRule.certificateExpiryDays is replaced by certificateLifetimeRatio" \
+  --set prometheusRule.enabled=true --set prometheusRule.runbookBaseUrl=https://x --set prometheusRule.certificateExpiryDays=7
+refuse "prometheusRule.runbookBaseUrl is required" --set prometheusRule.enabled=true
+refuse "database.credentialsAsFiles needs database.host" --set database.credentialsAsFiles=true
+refuse "/metrics/httpPort" --set metrics.httpPort=8443
+refuse "allowedConnectRoles" --set 'migrations.allowedConnectRoles={public}'
+refuse "/tls/secretOperator/restartBuffer" --set tls.mode=secretOperator --set prometheusRule.enabled=true \
+  --set prometheusRule.runbookBaseUrl=https://x --set tls.secretOperator.restartBuffer=6hours
 
 echo "== all chart checks passed"

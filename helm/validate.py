@@ -14,9 +14,19 @@ capabilities, no privilege escalation, the RuntimeDefault seccomp profile, a mem
 to the memory limit; and a grace period longer than the preStop sleep plus
 METASTORE_SHUTDOWN_GRACE_S.
 
-Selectors, checked against every pod template of the file: the Services, the PodDisruptionBudget
-and the Deployment select the server pods and no Job's pod; the ServiceMonitor selects the metrics
-Service and no other, by a port that Service has.
+Every file is read with a strict YAML loader: a key given twice in one mapping (which PyYAML
+would silently resolve to the last, and kubectl kustomize refuses) is an error.
+
+Selectors, checked against every pod template of the file: the Services, the PodDisruptionBudget,
+the NetworkPolicy and the Deployment select the server pods and no Job's pod; the ServiceMonitor
+selects the metrics Service and no other, by a port that Service has; the metrics Service's port
+is the server container's port named `metrics` when METASTORE_METRICS_PORT is set.
+
+The spool: the emptyDir's sizeLimit is above METASTORE_SPOOL_MAX_BYTES, and the server container
+requests at least the ephemeral-storage its emptyDirs may hold.
+
+With --runbooks docs/operations.md: every alert has a runbook_url whose anchor is a heading of
+that file.
 
 The Vector sidecar's configuration (the ConfigMap <release>-vector), against Vector's documented
 fields: each component's type and fields, every input names a component, the sink's address
@@ -43,9 +53,19 @@ from typing import Any
 
 import kubernetes_validate.utils as kv  # type: ignore[import-untyped,import-not-found,unused-ignore]
 import yaml  # type: ignore[import-untyped,import-not-found,unused-ignore]
+from strict_yaml import StrictLoader  # helm/, beside this file
 
 Resource = dict[str, Any]
 TMP = "/tmp"  # noqa: S108 - a mount path to look for, no file is made there
+QUANTITY = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def quantity(value: Any) -> int:
+    text = str(value)
+    number = re.match(r"^[0-9]+", text)
+    if number is None or text[number.end() :] not in ("", *QUANTITY):
+        raise ValueError(f"{text!r} is not a quantity this check reads")
+    return int(number.group(0)) * QUANTITY.get(text[number.end() :], 1)
 
 
 def _keys(where: str, value: Any, allowed: set[str], required: frozenset[str] | set[str] = frozenset()) -> list[str]:
@@ -154,6 +174,8 @@ def check_selectors(resources: list[Resource]) -> list[str]:
             selector = r["spec"].get("selector") or {}
         elif r["kind"] in ("PodDisruptionBudget", "Deployment"):
             selector = r["spec"]["selector"].get("matchLabels") or {}
+        elif r["kind"] == "NetworkPolicy":
+            selector = r["spec"]["podSelector"].get("matchLabels") or {}
         else:
             continue
         selected = {pod for pod, labels in pods if _matches(selector, labels)}
@@ -361,6 +383,77 @@ def promql_rules(resources: list[Resource]) -> dict[str, Any]:
     return {"groups": [{"name": "chart-expressions", "rules": rules}]} if rules else {}
 
 
+def _server_container(resources: list[Resource]) -> Resource | None:
+    for r in resources:
+        if r["kind"] == "Deployment":
+            for container in r["spec"]["template"]["spec"]["containers"]:
+                if container["name"] == "metastore":
+                    return container  # type: ignore[no-any-return]
+    return None
+
+
+def check_ports_and_spool(resources: list[Resource], config: dict[str, str]) -> list[str]:
+    """The metrics port where the settings put it; the spool's emptyDir and storage request."""
+    errors: list[str] = []
+    container = _server_container(resources)
+    deployment = next((r for r in resources if r["kind"] == "Deployment"), None)
+    if container is None or deployment is None:
+        return ["no Deployment with a metastore container"]
+    ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+    metrics_port = config.get("METASTORE_METRICS_PORT")
+    if metrics_port is not None and ports.get("metrics") != int(metrics_port):
+        errors.append(f"METASTORE_METRICS_PORT={metrics_port}; the container's port `metrics`: {ports.get('metrics')}")
+    for service in (r for r in resources if r["kind"] == "Service" and r["metadata"]["name"].endswith("-metrics")):
+        name, target = service["metadata"]["name"], service["spec"]["ports"][0]["targetPort"]
+        expected = int(metrics_port) if metrics_port is not None else ports.get("https", ports.get("http"))
+        if target != expected:
+            errors.append(f"Service/{name}: targets {target}, the pod serves metrics on {expected}")
+        scheme = service["metadata"]["annotations"]["prometheus.io/scheme"]
+        if metrics_port is not None and scheme != "http":
+            errors.append(f"Service/{name}: the metrics port is plain HTTP, not {scheme}")
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    spool = next((v for v in volumes if v["name"] == "spool"), None)
+    if spool is None or "METASTORE_SPOOL_MAX_BYTES" not in config:
+        return [*errors, "no spool volume, or no METASTORE_SPOOL_MAX_BYTES"]
+    limit, most = quantity(spool["emptyDir"]["sizeLimit"]), int(config["METASTORE_SPOOL_MAX_BYTES"])
+    if limit <= most:
+        errors.append(f"the spool's sizeLimit {limit} is not above METASTORE_SPOOL_MAX_BYTES {most}")
+    held = sum(quantity(v["emptyDir"]["sizeLimit"]) for v in volumes if "sizeLimit" in (v.get("emptyDir") or {}))
+    asked = container["resources"]["requests"].get("ephemeral-storage")
+    if asked is None or quantity(asked) < held:
+        errors.append(f"the container requests ephemeral-storage {asked}, its emptyDirs may hold {held} bytes")
+    return errors
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings: lower case, spaces as -, punctuation dropped."""
+    found = set()
+    for line in markdown.splitlines():
+        heading = re.match(r"^#{1,6}\s+(.*?)\s*$", line)
+        if heading:
+            text = re.sub(r"[^\w\- ]", "", heading.group(1).lower().replace("`", ""))
+            found.add(text.replace(" ", "-"))
+    return found
+
+
+def check_runbooks(resources: list[Resource], runbooks: Path) -> list[str]:
+    """Every alert has a runbook_url whose anchor is a heading of the operator's guide."""
+    headings = anchors(runbooks.read_text("utf-8"))
+    errors = []
+    for r in resources:
+        if r["kind"] != "PrometheusRule":
+            continue
+        for group in r["spec"]["groups"]:
+            for rule in group["rules"]:
+                if "alert" not in rule:
+                    continue
+                url = rule.get("annotations", {}).get("runbook_url", "")
+                anchor = url.rpartition("#")[2] if "#" in url else ""
+                if anchor not in headings:
+                    errors.append(f"{rule['alert']}: runbook_url {url!r} names no heading of {runbooks}")
+    return errors
+
+
 def check_escape_hatches(resources: list[Resource]) -> list[str]:
     """ci/secret-operator-values.yaml sets every escape hatch: each pod template must carry them."""
     errors = []
@@ -416,6 +509,7 @@ def check_pod_rules(resource: Resource, config: dict[str, str]) -> list[str]:
             if pre_stop[:1] != ["sleep"]:
                 errors.append(f"containers[{container['name']}].lifecycle.preStop: no sleep")
                 continue
+            # The drain (METASTORE_SHUTDOWN_GRACE_S) must end before Kubernetes kills the pod.
             floor = int(pre_stop[1]) + int(config.get("METASTORE_SHUTDOWN_GRACE_S", "20"))
             if int(spec.get("terminationGracePeriodSeconds", 30)) <= floor:
                 errors.append(f"terminationGracePeriodSeconds: not above preStop sleep + shutdown grace ({floor})")
@@ -429,14 +523,27 @@ def main() -> int:
     parser.add_argument("--promql-out", type=Path, help="write the chart's PromQL as recording rules here")
     parser.add_argument("--rules-out", type=Path, help="write the PrometheusRule's groups here")
     parser.add_argument("--escape-hatches", action="store_true", help="every pod must carry the escape hatches")
+    parser.add_argument("--runbooks", type=Path, help="the operator's guide: every alert's runbook_url names a heading")
     parser.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
     failed = False
     promql: list[Any] = []
     alert_groups: list[Any] = []
     for path in args.files:
-        resources = [r for r in yaml.safe_load_all(path.read_text("utf-8")) if r]
-        checks = [("selectors", check_selectors(resources))]
+        try:
+            resources = [r for r in yaml.load_all(path.read_text("utf-8"), Loader=StrictLoader) if r]
+        except yaml.YAMLError as exc:
+            print(f"FAIL {path.name}: strict YAML: {exc}")
+            failed = True
+            continue
+        config: dict[str, str] = {}
+        for r in resources:
+            if r["kind"] == "ConfigMap":
+                config.update(r.get("data") or {})
+        checks = [("strict YAML (no key twice)", []), ("selectors", check_selectors(resources))]
+        checks.append(("metrics port and spool", check_ports_and_spool(resources, config)))
+        if args.runbooks:
+            checks.append(("runbooks", check_runbooks(resources, args.runbooks)))
         if args.escape_hatches:
             checks.append(("escape hatches", check_escape_hatches(resources)))
         for r in resources:
@@ -457,10 +564,6 @@ def main() -> int:
             if not errors:
                 print(f"ok   {path.name}: {what}")
             failed = failed or bool(errors)
-        config: dict[str, str] = {}
-        for r in resources:
-            if r["kind"] == "ConfigMap":
-                config.update(r.get("data") or {})
         for resource in resources:
             name = f"{path.name}: {resource['kind']}/{resource['metadata']['name']}"
             custom = CUSTOM_KINDS.get((resource["apiVersion"], resource["kind"]))

@@ -63,6 +63,32 @@ SELECT pg_catalog.set_config('statement_timeout', '0', false);
 -- name: backfill
 CALL metastore.backfill(%(batch_size)s);
 
+-- name: allowed_connect_roles
+-- The roles the operator lets hold CONNECT on the database (METASTORE_ALLOWED_CONNECT_ROLES:
+-- backup, CDC or audit agents), for hide_allowed_connect, in the verify's transaction.
+SELECT pg_catalog.set_config('metastore.allowed_connect_roles', %(roles)s, true);
+
+-- name: hide_allowed_connect
+-- Revokes those roles' CONNECT, in a verify transaction that is rolled back: the checks then see
+-- the database as the deploy leaves it and still report any other privilege, theirs included.
+-- The installation's own group roles keep theirs. Only run once change 3 is applied.
+DO $$
+DECLARE
+    v_role text;
+BEGIN
+    FOR v_role IN
+        SELECT r.rolname
+          FROM pg_catalog.pg_roles AS r
+         WHERE r.rolname = ANY (pg_catalog.string_to_array(
+                   pg_catalog.current_setting('metastore.allowed_connect_roles'), ','))
+           AND r.rolname NOT IN (SELECT g.app_role FROM metastore.group_roles AS g
+                                 UNION ALL SELECT g.reader_role FROM metastore.group_roles AS g)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE CONNECT ON DATABASE %I FROM %I', pg_catalog.current_database(), v_role);
+    END LOOP;
+END
+$$;
+
 -- name: hide
 SELECT metastore.hide(%(kind)s::text, %(namespace)s::text, %(name)s::text, %(reason)s::text);
 

@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -67,6 +68,7 @@ def run(app: Sanic[Any, Any], config: settings.Config, tls: ReloadingContext | N
     from sanic import Sanic
 
     from metastore.limits import ConnectionLimits, GuardedProtocol
+    from metastore.ops import MetricsProtocol, listen
 
     # With TLS, the server listens in plain TCP and GuardedProtocol starts TLS on each connection
     # once it is counted (see limits.py); a client that never finishes its handshake is cut off
@@ -78,14 +80,26 @@ def run(app: Sanic[Any, Any], config: settings.Config, tls: ReloadingContext | N
         handshake_timeout_s=min(config.request_deadline_s, 10),
     )
     app.prepare(
-        host=config.host,
-        port=config.port,
+        sock=listen(config.host, config.port),
         single_process=True,
         protocol=GuardedProtocol,
         access_log=False,
         motd=False,
     )
+    if config.metrics_port:
+        # Served by ops.py's start (Sanic's own second listeners hang its shutdown).
+        MetricsProtocol.limits = ConnectionLimits(8, min(config.request_deadline_s, 10))
+        app.ctx.metrics_socket = listen(config.host, config.metrics_port)
     Sanic.serve_single(primary=app)
+
+
+# pg_stat_activity's application_name of each db command: which component a session is.
+_APPLICATION = {
+    "retention": "metastore-retention",
+    "backfill": "metastore-backfill",
+    "hide": "metastore-hide",
+    "unhide": "metastore-hide",
+}
 
 
 def _limits(args: argparse.Namespace) -> migrations.Limits:
@@ -104,7 +118,32 @@ def _limits(args: argparse.Namespace) -> migrations.Limits:
         raise settings.ConfigError(
             "METASTORE_ADMIN_CONNECT_TIMEOUT_S must be 2..600 and METASTORE_ADMIN_STATEMENT_TIMEOUT_S 1..86400"
         )
-    return migrations.Limits(connect_timeout_s=connect, statement_timeout_s=statement)
+    files = []
+    for name in ("METASTORE_ADMIN_DATABASE_USER_FILE", "METASTORE_ADMIN_DATABASE_PASSWORD_FILE"):
+        value = env.get(name, "").strip()
+        if value and not (os.path.isfile(value) and os.access(value, os.R_OK)):
+            raise settings.ConfigError(f"{name}={value} is not a readable file")
+        files.append(Path(value) if value else None)
+    return migrations.Limits(
+        connect_timeout_s=connect,
+        statement_timeout_s=statement,
+        application_name=_APPLICATION.get(args.db_command, "metastore-migrate"),
+        user_file=files[0],
+        password_file=files[1],
+    )
+
+
+def _allowed_connect() -> tuple[str, ...]:
+    """METASTORE_ALLOWED_CONNECT_ROLES: roles that may hold CONNECT on the database besides the
+    installation's (backup, CDC, audit agents), comma-separated role names as they are spelt."""
+    roles = tuple(r.strip() for r in os.environ.get("METASTORE_ALLOWED_CONNECT_ROLES", "").split(",") if r.strip())
+    for role in roles:
+        if role.lower() == "public" or len(role.encode()) > 63:
+            raise settings.ConfigError(
+                f"METASTORE_ALLOWED_CONNECT_ROLES: {role!r} is not a role name (at most 63 bytes; PUBLIC is "
+                "never allowed: every role would connect)"
+            )
+    return roles
 
 
 def _confirm_revert(dsn: str, args: argparse.Namespace, limits: migrations.Limits) -> list[int] | None:
@@ -136,36 +175,13 @@ def db(args: argparse.Namespace) -> int:
     logs.setup(os.environ.get("METASTORE_LOG_LEVEL", "INFO").upper())
     dsn = _admin_dsn(args)
     limits = _limits(args)
+    allowed = _allowed_connect() if args.db_command in ("deploy", "verify") else ()
     if args.db_command == "deploy":
-        app_role = args.app_role or os.environ.get("METASTORE_APP_ROLE") or None
-        reader_role = args.reader_role or os.environ.get("METASTORE_READER_ROLE") or None
-        try:
-            for name, setting in (
-                (app_role, "--app-role/METASTORE_APP_ROLE"),
-                (reader_role, "--reader-role/METASTORE_READER_ROLE"),
-            ):
-                if name is not None:
-                    migrations.check_role_name(name, setting)
-        except ValueError as exc:
-            raise settings.ConfigError(str(exc)) from None
-        migrations.deploy(dsn, args.to, limits, app_role=app_role, reader_role=reader_role)
-        if args.to is not None:
-            return 0  # a partial deploy (a rollback's first step) is not the release's shape
-        # Every deploy ends with verify: grants and privileges that drifted (a stray GRANT, a
-        # database that lets every role connect) fail the deploy, and so the Helm upgrade.
-        failures = migrations.verify(dsn, limits)
-        for failure in failures:
-            log.error("verify failed after the deploy: %s", failure)
-        return 1 if failures else 0
+        return _deploy(dsn, args, limits, allowed)
     if args.db_command == "revert":
-        confirmed = _confirm_revert(dsn, args, limits)
-        if confirmed is None:
-            return 2
-        if confirmed:
-            migrations.revert(dsn, args.to, limits, expected=confirmed)
-        return 0
+        return _revert(dsn, args, limits)
     if args.db_command == "verify":
-        failures = migrations.verify(dsn, limits)
+        failures = migrations.verify(dsn, limits, allowed)
         for failure in failures:
             log.error("verify failed: %s", failure)
         if not failures:
@@ -186,6 +202,58 @@ def db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _deploy(dsn: str, args: argparse.Namespace, limits: migrations.Limits, allowed: tuple[str, ...]) -> int:
+    app_role = args.app_role or os.environ.get("METASTORE_APP_ROLE") or None
+    reader_role = args.reader_role or os.environ.get("METASTORE_READER_ROLE") or None
+    try:
+        for name, setting in (
+            (app_role, "--app-role/METASTORE_APP_ROLE"),
+            (reader_role, "--reader-role/METASTORE_READER_ROLE"),
+        ):
+            if name is not None:
+                migrations.check_role_name(name, setting)
+    except ValueError as exc:
+        raise settings.ConfigError(str(exc)) from None
+    migrations.deploy(dsn, args.to, limits, app_role=app_role, reader_role=reader_role)
+    # Every deploy ends with verify: grants and privileges that drifted (a stray GRANT, a
+    # database that lets every role connect) fail the deploy, and so the Helm upgrade.
+    failures = migrations.verify(dsn, limits, allowed)
+    for failure in failures:
+        log.error("verify failed after the deploy: %s", failure)
+    return 1 if failures else 0
+
+
+def _revert(dsn: str, args: argparse.Namespace, limits: migrations.Limits) -> int:
+    latest = migrations.latest_version()
+    if args.to != 0 and args.to not in {c.version for c in migrations.changes()}:
+        raise migrations.MigrationError(
+            f"--to {args.to}: this release has no change {args.to} (its changes are {migrations.describe_versions()}; "
+            "--to 0 reverts them all); nothing was changed",
+            exit_code=2,
+        )
+    confirmed = _confirm_revert(dsn, args, limits)
+    if confirmed is None:
+        return 2
+    if not confirmed:
+        applied = migrations.status(dsn, limits)["applied"]
+        assert isinstance(applied, list)
+        log.info(
+            "nothing to revert: the schema is at version %s, which --to %d keeps", max(applied, default=0), args.to
+        )
+        return 0
+    migrations.revert(dsn, args.to, limits, expected=confirmed)
+    log.info("reverted %s; the schema is at version %d", ", ".join(f"V{v:04d}" for v in confirmed), args.to)
+    if args.to:
+        log.warning(
+            "the functions in the database are still this release's, written for version %d: deploy the release "
+            "whose latest change is %d (metastore db deploy with its image) to put its own back; until then calls "
+            "that need what was reverted answer 503",
+            latest,
+            args.to,
+        )
+    return 0
+
+
 def _database_failure(exc: psycopg.Error) -> tuple[str, int]:
     """The message and exit status of an expected database failure: no traceback."""
     text = " ".join(str(exc).split())
@@ -195,9 +263,13 @@ def _database_failure(exc: psycopg.Error) -> tuple[str, int]:
             migrations.EXIT_UNREACHABLE,
         )
     if isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None:
+        if text.startswith("connection is bad:"):
+            # libpq refused the connection string before any network (an invalid sslmode, ...).
+            return f"the connection string is not valid: {text.removeprefix('connection is bad:').strip()}", 2
         # libpq's own words: refused, unknown host, password authentication failed,
         # role does not exist, certificate verify failed, ...
-        return f"cannot connect to the database: {text}", migrations.EXIT_UNREACHABLE
+        _, reason = migrations.connection_failure(exc, "METASTORE_ADMIN_DATABASE_URL")
+        return f"cannot connect to the database: {reason}", migrations.EXIT_UNREACHABLE
     if exc.sqlstate in ("28000", "28P01", "3D000"):
         return f"the database refused the login: {text}", migrations.EXIT_UNREACHABLE
     hint = ""
@@ -210,16 +282,39 @@ def _database_failure(exc: psycopg.Error) -> tuple[str, int]:
     return f"database error {exc.sqlstate}: {text}{hint}", 1
 
 
+# The db commands' exit status, in their --help and in docs/operations.md ("The database commands").
+DB_EXIT_CODES = """exit status:
+  0  done, or nothing needed doing
+  1  the database refused or failed the operation (SQLSTATE named), or verify found a difference
+  2  a setting or an argument is wrong (nothing was changed), or a revert was not confirmed
+  3  the database could not be reached or logged into in time"""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="metastore", description="Metadata Store: OpenLineage into PostgreSQL.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="run the HTTP service (settings from METASTORE_* variables)")
     commands.add_parser("settings", help="print the settings table (Markdown)")
-    db_parser = commands.add_parser("db", help="database migrations (METASTORE_ADMIN_DATABASE_URL: the owner role)")
+    db_parser = commands.add_parser(
+        "db",
+        help="database migrations (METASTORE_ADMIN_DATABASE_URL: the owner role)",
+        epilog=DB_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     db_parser.add_argument("--database-url", help="connection string of the owner role")
     db_commands = db_parser.add_subparsers(dest="db_command", required=True)
-    deploy = db_commands.add_parser("deploy", help="apply pending changes, re-apply db/functions, then verify")
-    deploy.add_argument("--to", type=int, default=None, help="stop at this change (default: the latest)")
+    deploy = db_commands.add_parser(
+        "deploy",
+        help="apply pending changes, re-apply db/functions, then verify",
+        epilog=DB_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    deploy.add_argument(
+        "--to",
+        type=int,
+        default=None,
+        help="the release's latest change, the only one it deploys to (its functions need all of them)",
+    )
     deploy.add_argument(
         "--app-role",
         help="this installation's NOLOGIN group role for the service (env METASTORE_APP_ROLE; "
@@ -229,7 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         "--reader-role",
         help="its read-only group role (env METASTORE_READER_ROLE; default: <database>_reader, then the recorded one)",
     )
-    revert = db_commands.add_parser("revert", help="revert changes newer than --to, newest first")
+    revert = db_commands.add_parser(
+        "revert",
+        help="revert changes newer than --to, newest first",
+        epilog=DB_EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     revert.add_argument("--to", type=int, required=True, help="the change to keep (0 removes everything)")
     revert.add_argument("--yes", action="store_true", help="confirm a revert without asking (no terminal, e.g. a Job)")
     db_commands.add_parser(
@@ -262,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except migrations.MigrationError as exc:
         print(f"metastore: {exc}", file=sys.stderr)
-        return 1
+        return exc.exit_code
     except psycopg.Error as exc:
         message, code = _database_failure(exc)
         print(f"metastore: {message}", file=sys.stderr)

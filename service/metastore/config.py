@@ -23,8 +23,30 @@ class Setting:
 # The single list of settings: the table in docs/service.md is generated from it (`metastore settings`).
 SETTINGS: tuple[Setting, ...] = (
     Setting("METASTORE_DATABASE_URL", None, "libpq connection string or URL of the application role (required)."),
-    Setting("METASTORE_HOST", "0.0.0.0", "Address to listen on."),
+    Setting(
+        "METASTORE_DATABASE_USER_FILE",
+        None,
+        "A file holding the role's name (e.g. a mounted credentials Secret's `username`), read at each new "
+        "connection; wins over the connection string and PGUSER.",
+    ),
+    Setting(
+        "METASTORE_DATABASE_PASSWORD_FILE",
+        None,
+        "A file holding the role's password (a mounted Secret's `password`), read at each new connection, so a "
+        "rotated password is used without a restart; wins over the connection string and PGPASSWORD.",
+    ),
+    Setting(
+        "METASTORE_HOST",
+        "::",
+        "Address to listen on. `::`: every address, IPv6 and IPv4 (dual stack; IPv4 only where the host has no IPv6).",
+    ),
     Setting("METASTORE_PORT", "8443", "TCP port to listen on."),
+    Setting(
+        "METASTORE_METRICS_PORT",
+        None,
+        "A second port, serving only `GET /metrics` in plain HTTP (no TLS), for a monitoring stack that scrapes "
+        "that way; unset: /metrics only on METASTORE_PORT.",
+    ),
     Setting("METASTORE_TLS_CERT", None, "PEM certificate chain for HTTPS."),
     Setting("METASTORE_TLS_KEY", None, "PEM private key for HTTPS."),
     Setting("METASTORE_TLS", "on", "`off` serves plain HTTP (behind a TLS-terminating mesh, or locally)."),
@@ -228,6 +250,9 @@ class Config:
     group_calls: int = 2
     feed_deadline_s: int = 60
     feed_buffer_bytes: int = 32 << 20
+    database_user_file: Path | None = None
+    database_password_file: Path | None = None
+    metrics_port: int | None = None
     large_event_bytes: int = 256 << 10
     large_event_calls: int = 1
     large_event_share_percent: int = 10
@@ -309,6 +334,14 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             f"METASTORE_MAX_INFLIGHT_BYTES={max_inflight_bytes} is below METASTORE_MAX_BODY_BYTES={max_body_bytes}: "
             "the largest accepted body could never be received"
         )
+    check_conninfo(database_url, "METASTORE_DATABASE_URL")
+    user_file, password_file = (
+        _readable_file(env, name) for name in ("METASTORE_DATABASE_USER_FILE", "METASTORE_DATABASE_PASSWORD_FILE")
+    )
+    port = _int(env, "METASTORE_PORT", 0, 65535)
+    metrics_port = _int(env, "METASTORE_METRICS_PORT", 1, 65535) if _get(env, "METASTORE_METRICS_PORT") else None
+    if metrics_port is not None and metrics_port == port:
+        raise ConfigError(f"METASTORE_METRICS_PORT={metrics_port} is METASTORE_PORT: give the metrics another port")
     client_ca = _get(env, "METASTORE_TLS_CLIENT_CA")
     if client_ca and tls_cert is None:
         raise ConfigError("METASTORE_TLS_CLIENT_CA needs HTTPS (METASTORE_TLS=on with a certificate and key)")
@@ -317,7 +350,7 @@ def load(env: Mapping[str, str] | None = None) -> Config:
     return Config(
         database_url=database_url,
         host=_get(env, "METASTORE_HOST"),
-        port=_int(env, "METASTORE_PORT", 0, 65535),
+        port=port,
         tls_cert=tls_cert,
         tls_key=tls_key,
         max_body_bytes=max_body_bytes,
@@ -366,7 +399,55 @@ def load(env: Mapping[str, str] | None = None) -> Config:
             if env.get("METASTORE_GROUP_COMMIT_CALLS", "").strip()
             else min(int(_get(env, "METASTORE_GROUP_COMMIT_CALLS")), pool_max)
         ),
+        database_user_file=user_file,
+        database_password_file=password_file,
+        metrics_port=metrics_port,
     )
+
+
+def _readable_file(env: Mapping[str, str], name: str) -> Path | None:
+    value = _get(env, name)
+    if not value:
+        return None
+    path = Path(value)
+    if not path.is_file() or not os.access(path, os.R_OK):
+        raise ConfigError(f"{name}={value} is not a readable file")
+    return path
+
+
+# libpq's parameters that take a whole number; libpq checks the rest (sslmode, ...) itself.
+_INTEGER_PARAMETERS = (
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
+
+
+def check_conninfo(dsn: str, setting: str) -> dict[str, str]:
+    """The parameters of a libpq connection string or URL, or a ConfigError naming the setting. A
+    port that is no number would otherwise be reported at connect time as a host that does not
+    resolve. Nothing of the string is quoted back but parameter names and ports: it may hold a
+    password."""
+    from psycopg import ProgrammingError, conninfo
+
+    try:
+        params: dict[str, str] = {k: str(v) for k, v in conninfo.conninfo_to_dict(dsn).items()}
+    except ProgrammingError as exc:
+        words = str(exc).strip()
+        if not words.startswith("invalid connection option"):
+            words = re.sub(r'"([^"]*)"', lambda m: m.group(0) if m.group(1) == "=" else '"..."', words)
+        raise ConfigError(f"{setting} is not a valid connection string: {words}") from None
+    for port in params.get("port", "").split(","):
+        if port.strip() and not (port.strip().isdigit() and 1 <= int(port) <= 65535):
+            raise ConfigError(f"{setting}: port {port.strip()!r} is not a TCP port (a number from 1 to 65535)")
+    for name in _INTEGER_PARAMETERS:
+        value = params.get(name, "").strip()
+        if value and not value.lstrip("-").isdigit():
+            raise ConfigError(f"{setting}: {name} {value!r} is not a whole number")
+    return params
 
 
 # A CSP source expression (scheme, host with optional scheme, port and wildcard) or a keyword:

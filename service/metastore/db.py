@@ -21,11 +21,16 @@ from psycopg.pq import Format
 from psycopg.rows import AsyncRowFactory, namedtuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from metastore import metrics, sql
+from metastore import metrics, migrations, sql
 from metastore.config import Config
-from metastore.errors import ApiError, http_status
+from metastore.errors import SCHEMA_MISMATCH, ApiError, http_status
 
 log = logging.getLogger("metastore.db")
+
+RECONNECT_S = 10.0
+
+# When a call last met a schema mismatch, and the reason it gave.
+_mismatch_seen: tuple[float, str] | None = None
 
 
 class _BodyDumper(Dumper):
@@ -51,6 +56,21 @@ class Pool:
         self.name = name
         # The whole call (waiting for a connection included) answers within this.
         self.deadline_s = deadline_s
+        settings = {
+            "autocommit": True,  # each call is one function call, committed when it returns
+            "connect_timeout": config.db_connect_timeout_s,
+            # Which part of which component a session is, in pg_stat_activity (the connection
+            # string's application_name does not override it).
+            "application_name": f"metastore-server-{name}",
+            # The server's own backstop of the deadline; idle transactions cannot hold locks.
+            "options": f"-c statement_timeout={statement_timeout_ms} -c idle_in_transaction_session_timeout=10000",
+            # Notice a peer that vanished (dropped packets) within seconds, not hours.
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+            "tcp_user_timeout": max(statement_timeout_ms, 2000),
+        }
         self.pool: AsyncConnectionPool = AsyncConnectionPool(
             config.database_url,
             min_size=min_size,
@@ -62,20 +82,12 @@ class Pool:
             # failover) is replaced instead of failing a request.
             check=AsyncConnectionPool.check_connection,
             configure=_configure,
-            reconnect_timeout=float("inf"),  # keep trying: recovery needs no restart of the service
-            kwargs={
-                "autocommit": True,  # each call is one function call, committed when it returns
-                "connect_timeout": config.db_connect_timeout_s,
-                "application_name": f"metastore-{name}",
-                # The server's own backstop of the deadline; idle transactions cannot hold locks.
-                "options": f"-c statement_timeout={statement_timeout_ms} -c idle_in_transaction_session_timeout=10000",
-                # Notice a peer that vanished (dropped packets) within seconds, not hours.
-                "keepalives": 1,
-                "keepalives_idle": 5,
-                "keepalives_interval": 2,
-                "keepalives_count": 3,
-                "tcp_user_timeout": max(statement_timeout_ms, 2000),
-            },
+            # An attempt to connect backs off (1, 2, 4 ... s) and gives up after this; the next
+            # request that finds no connection starts another. Never giving up (inf) let the
+            # backoff grow with the outage: a pool recovered minutes after a long one.
+            reconnect_timeout=RECONNECT_S,
+            # Called for each new connection: credentials from files are read anew each time.
+            kwargs=lambda: settings | credentials(config),
         )
         self._orphans: set[asyncio.Task[Any]] = set()
 
@@ -143,6 +155,9 @@ class Pool:
                 raise ApiError(503, "no database connection is available; retry later") from None
             except psycopg.Error as exc:
                 status = http_status(exc.sqlstate)
+                if exc.sqlstate in SCHEMA_MISMATCH:
+                    reason = await self._mismatch(query, exc, started + deadline)
+                    raise ApiError(503, reason, exc.sqlstate) from None
                 if exc.sqlstate == "42501":
                     log.error("the service's database role may not run %s: grant it the app role (%s)", query, exc)
                 elif status >= 500:
@@ -158,6 +173,37 @@ class Pool:
             raise
         finally:
             metrics.DB_CALLS.labels(query, result).observe(time.perf_counter() - started)
+
+    async def _mismatch(self, query: str, exc: psycopg.Error, until: float) -> str:
+        """/readyz's reason for a call that met an undefined table or function: the schema's
+        version, asked within what is left of the call's deadline (remembered for a second, so
+        that a flood of failing calls does not double the load)."""
+        global _mismatch_seen
+        now = time.perf_counter()
+        if _mismatch_seen is not None and now - _mismatch_seen[0] < 1.0:
+            return _mismatch_seen[1]
+        detail = exc.diag.message_primary or exc.sqlstate or ""
+        log.error("database call %s met a schema this release does not know: %s %s", query, exc.sqlstate, detail)
+        version: int | None = None
+        known = query == "schema_version"  # that very call failed: there is no version to read
+        if not known and until - now > 0.05:
+            try:
+                (version,) = await self.one("schema_version", {}, deadline_s=until - now)
+                known = True
+            except ApiError as failure:
+                known = failure.code in SCHEMA_MISMATCH
+        verdict = migrations.schema_verdict(version) if known else None
+        if verdict is not None:
+            reason = f"{verdict[0]}: {verdict[1]}"
+        else:
+            # The version is this release's (or could not be read): the functions or tables are
+            # another release's, e.g. after a revert with a newer image.
+            reason = (
+                f"schema mismatch: the database's functions or tables are not this release's ({detail}): "
+                "run metastore db deploy with this release's image, then metastore db verify"
+            )
+        _mismatch_seen = (time.perf_counter(), reason)
+        return reason
 
     async def one(
         self,
@@ -200,6 +246,18 @@ class Database:
     def record_pool_stats(self) -> None:
         for pool in self.pools:
             pool.record_stats()
+
+
+def credentials(config: Config) -> dict[str, str]:
+    """The user and password from mounted files (METASTORE_DATABASE_USER_FILE and
+    METASTORE_DATABASE_PASSWORD_FILE), read at each new connection so that a rotated Secret is
+    used without a restart; they win over the connection string and PGUSER/PGPASSWORD."""
+    return migrations.read_credentials(
+        (
+            ("user", "METASTORE_DATABASE_USER_FILE", config.database_user_file),
+            ("password", "METASTORE_DATABASE_PASSWORD_FILE", config.database_password_file),
+        )
+    )
 
 
 def _consume(task: asyncio.Task[Any]) -> None:

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+# An undefined schema, table, column, function or type: the database's schema is not the one this
+# release's functions were written for (not deployed, behind, or reverted under them). Never the
+# client's doing, and it passes once the operator deploys: 503, with /readyz's reason.
+SCHEMA_MISMATCH = frozenset({"3F000", "42P01", "42703", "42704", "42883"})
+
 # Exact codes first, then by SQLSTATE class (the first two characters).
 _EXACT = {
+    **dict.fromkeys(SCHEMA_MISMATCH, 503),
     "P0002": 404,  # no_data_found: the thing asked for does not exist
     # insufficient_privilege: never the client's doing (there is no authentication), always the
     # service role's missing grant: a server-side misconfiguration, not a rejected event.

@@ -30,7 +30,7 @@ from psycopg.rows import AsyncRowFactory, class_row, namedtuple_row
 from metastore import metrics
 from metastore.config import Config
 from metastore.db import Database, Pool
-from metastore.errors import ApiError
+from metastore.errors import SCHEMA_MISMATCH, ApiError
 from metastore.limits import ByteBudget, Reservation
 from metastore.spool import Record, Spool, SpoolDamaged, SpoolFull, Ticket
 
@@ -40,8 +40,9 @@ log = logging.getLogger("metastore.ingest")
 Source = tuple[str, str | None]
 UNAUTHENTICATED: Source = ("unauthenticated", None)
 
-# Failures that say the database cannot write at all now, not that one event is to blame.
-_ENVIRONMENT = ("08", "53", "55", "57P", "40")
+# Failures that say the database cannot write at all now (or its schema is not this release's:
+# the deploy will fix it), not that one event is to blame.
+_ENVIRONMENT = ("08", "53", "55", "57P", "40", *SCHEMA_MISMATCH)
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,9 @@ SPOOL_QUARANTINED = Counter(
     "that changed on disk; the records in them are lost).",
     ["damage"],
 )
+# At 0 from the start: an alert's increase() then sees the first damaged record found at run time.
+for _damage in ("torn", "corrupt"):
+    SPOOL_QUARANTINED.labels(_damage)
 SPOOL_QUARANTINE_BYTES = Gauge(
     "metastore_spool_quarantine_bytes", "Bytes in the spool's quarantine directory (kept for inspection)."
 )
@@ -129,6 +132,10 @@ BUILD.info({"version": __version__})
 TLS_RELOADS = Counter("metastore_tls_reloads_total", "Certificate reloads by result.", ["result"])
 TLS_CERT_EXPIRY = Gauge(
     "metastore_tls_certificate_expiry_timestamp_seconds", "Expiry (notAfter) of the served TLS certificate, Unix time."
+)
+TLS_CERT_NOT_BEFORE = Gauge(
+    "metastore_tls_certificate_not_before_timestamp_seconds",
+    "Start (notBefore) of the served TLS certificate's validity, Unix time: with the expiry, its lifetime.",
 )
 DATABASE_TLS = Gauge(
     "metastore_database_tls_verified",

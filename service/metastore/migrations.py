@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any, LiteralString
 
 import psycopg
-from psycopg import conninfo
 
 from metastore import sql
+from metastore.config import check_conninfo
 
 log = logging.getLogger("metastore.migrations")
 _VERSION = re.compile(r"^V(\d+)__(.+)\.sql$")
@@ -41,13 +41,24 @@ ROLES_CHANGE = 3
 
 
 class MigrationError(Exception):
-    """An expected failure with a message for the operator (no traceback)."""
+    """An expected failure with a message for the operator (no traceback), and the exit status
+    of the command: 1 (the database refused or failed it), or 2 (a wrong argument)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 @dataclass(frozen=True)
 class Limits:
+    """How a db command connects: its deadlines, its application_name (the component, in
+    pg_stat_activity), and the files holding the role's name and password, if any."""
+
     connect_timeout_s: int = 5
     statement_timeout_s: float = 600.0
+    application_name: str = "metastore-migrate"
+    user_file: Path | None = None
+    password_file: Path | None = None
 
 
 def db_dir() -> Path:
@@ -91,6 +102,24 @@ def latest_version() -> int:
     return max((c.version for c in changes()), default=0)
 
 
+def schema_verdict(version: int | None, expected: int | None = None) -> tuple[str, str] | None:
+    """Why a database whose schema is at `version` (None: it has no metastore.schema_version())
+    cannot serve this release, as (status, reason); None when it can. The words of /readyz, and
+    of every request that meets an undefined table or function."""
+    expected = latest_version() if expected is None else expected
+    if version is None:
+        return (
+            "schema not deployed",
+            "the database has no metastore schema (metastore.schema_version() is missing): run metastore db deploy",
+        )
+    if version < expected:
+        return (
+            "schema behind",
+            f"the database schema is at version {version}; this release needs {expected}: run metastore db deploy",
+        )
+    return None
+
+
 def _file_sql(path: Path) -> LiteralString:
     # Files of the release itself, never user input.
     text: LiteralString = path.read_text("utf-8")  # type: ignore[assignment,unused-ignore]
@@ -119,23 +148,63 @@ def _deadline(seconds: float, what: str) -> Iterator[None]:
         timer.cancel()
 
 
+def connection_failure(exc: psycopg.Error, setting: str) -> tuple[str, str]:
+    """(kind, reason) of a connection attempt that failed, in libpq's words on one line: the
+    server's own message when it answered (who was refused and why), else what the network said.
+    The kinds are /readyz's statuses: login refused, not permitted, database missing, database
+    unavailable. (libpq gives no SQLSTATE for a refused connection; the server's messages are
+    matched in English, anything else is `database unavailable` with its text.)"""
+    text = " ".join(str(exc).split()).removeprefix("connection failed: ")
+    lower = text.lower()
+    if "cannot read metastore_" in lower or any(
+        words in lower
+        for words in ("password authentication failed", "pg_hba.conf", "not permitted to log in", "authentication")
+    ):
+        hint = f"the role and password of {setting}, PGUSER/PGPASSWORD or the credential files"
+        return "login refused", f"{text} ({hint})"
+    if "permission denied for database" in lower:
+        return "not permitted", f"{text} (the role needs CONNECT: make it a member of the installation's app role)"
+    if 'database "' in lower and "does not exist" in lower:
+        return "database missing", f"{text} (dbname of {setting})"
+    return "database unavailable", text
+
+
+def read_credentials(files: tuple[tuple[str, str, Path | None], ...]) -> dict[str, str]:
+    """{libpq key: the content of its file} for each (key, setting, file) given a file. One trailing
+    newline is the file's, not the value's (echo, kubectl create secret --from-file)."""
+    found: dict[str, str] = {}
+    for key, setting, path in files:
+        if path is None:
+            continue
+        try:
+            found[key] = path.read_text("utf-8").removesuffix("\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+            raise psycopg.OperationalError(f"cannot read {setting}={path}: {reason}") from None
+    return found
+
+
 def _connect_kwargs(dsn: str, limits: Limits) -> dict[str, Any]:
-    """Defaults the connection string and the PG* variables leave open; theirs win."""
-    try:
-        given = conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as exc:
-        raise MigrationError(f"the connection string is not valid: {exc}") from None
+    """Defaults the connection string and the PG* variables leave open (theirs win), then what
+    always holds: the command's application_name, and the credentials from files."""
+    given = check_conninfo(dsn, "METASTORE_ADMIN_DATABASE_URL (or --database-url)")
     defaults: dict[str, Any] = {
         "connect_timeout": limits.connect_timeout_s,
-        "application_name": "metastore-db",
         # Notice a peer that vanished (dropped packets) within seconds, not hours.
         "keepalives": 1,
         "keepalives_idle": 5,
         "keepalives_interval": 2,
         "keepalives_count": 3,
     }
-    env = {"connect_timeout": "PGCONNECT_TIMEOUT", "application_name": "PGAPPNAME"}
-    return {k: v for k, v in defaults.items() if k not in given and not os.environ.get(env.get(k, ""), "")}
+    env = {"connect_timeout": "PGCONNECT_TIMEOUT"}
+    kwargs = {k: v for k, v in defaults.items() if k not in given and not os.environ.get(env.get(k, ""), "")}
+    kwargs["application_name"] = limits.application_name
+    return kwargs | read_credentials(
+        (
+            ("user", "METASTORE_ADMIN_DATABASE_USER_FILE", limits.user_file),
+            ("password", "METASTORE_ADMIN_DATABASE_PASSWORD_FILE", limits.password_file),
+        )
+    )
 
 
 @contextmanager
@@ -187,14 +256,50 @@ def default_group_roles(dbname: str) -> tuple[str, str]:
     return base[: 63 - len("_app")] + "_app", base[: 63 - len("_reader")] + "_reader"
 
 
+def describe_versions() -> str:
+    """This release's change numbers as runs, e.g. "1 to 7, 9" (a number may be left unused)."""
+    runs: list[list[int]] = []
+    for version in sorted(c.version for c in changes()):
+        if runs and version == runs[-1][-1] + 1:
+            runs[-1].append(version)
+        else:
+            runs.append([version])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]} to {r[-1]}" for r in runs)
+
+
+def check_target(target: int | None, partial: bool = False) -> None:
+    """A deploy goes to this release's latest change: db/functions are this release's only, and
+    over an older schema they would name tables that are not there (every call failing at run
+    time). `partial` lets the tests of the changes themselves step through them."""
+    latest = latest_version()
+    if target is None or target == latest:
+        return
+    if target not in {c.version for c in changes()}:
+        raise MigrationError(
+            f"--to {target}: this release has no change {target} (its changes are {describe_versions()}); nothing was "
+            "changed",
+            exit_code=2,
+        )
+    if not partial:
+        raise MigrationError(
+            f"--to {target}: this release deploys to its latest change, {latest}, only. It carries its own "
+            f"functions, which need every change up to {latest}: under a schema at {target} they would fail at run "
+            "time. To run an older release's schema, deploy with that release's image; to undo changes, "
+            f"metastore db revert --to {target} (docs/operations.md, Rollback). Nothing was changed",
+            exit_code=2,
+        )
+
+
 def deploy(
     dsn: str,
     target: int | None = None,
     limits: Limits | None = None,
     app_role: str | None = None,
     reader_role: str | None = None,
+    partial: bool = False,
 ) -> list[int]:
-    """Apply pending changes up to target (default: all), then re-apply db/functions.
+    """Apply pending changes up to target (default: all, the only target besides the latest that
+    `partial` allows), then re-apply db/functions.
 
     app_role and reader_role name the installation's group roles. Left out, a new installation
     derives them from the database's name (default_group_roles) and an existing one keeps the
@@ -204,6 +309,7 @@ def deploy(
             check_role_name(name, setting)
     limits = limits or Limits()
     known = changes()
+    check_target(target, partial)
     new: list[int] = []
     with connect(dsn, limits) as conn:
         # Concurrent deploys and reverts queue here, before anything is read.
@@ -252,7 +358,10 @@ def deploy(
             log.info("group roles: %s", row[0] if row else None)
         conn.commit()
         after = applied_versions(conn, limits)
-    log.info("deployed changes %s; schema at version %s", new or "none", max(after, default=0))
+    if new:
+        log.info("deployed changes %s; the schema is at version %s", new, max(after, default=0))
+    else:
+        log.info("nothing to deploy: the schema is at version %s; the functions were re-applied", max(after, default=0))
     return new
 
 
@@ -283,9 +392,11 @@ def revert(dsn: str, to_version: int, limits: Limits | None = None, expected: li
     return reverted
 
 
-def verify(dsn: str, limits: Limits | None = None) -> list[str]:
+def verify(dsn: str, limits: Limits | None = None, allowed_connect: tuple[str, ...] = ()) -> list[str]:
     """What is wrong with the database for this release: changes not deployed (or newer than
-    the release), then a db/verify script for every applied change and db/verify/functions.sql."""
+    the release), then a db/verify script for every applied change and db/verify/functions.sql.
+    The roles in allowed_connect (backup, CDC, audit agents) may hold CONNECT on the database;
+    anything else they hold is still reported."""
     limits = limits or Limits()
     failures: list[str] = []
     by_version = {c.version: c for c in changes()}
@@ -305,6 +416,10 @@ def verify(dsn: str, limits: Limits | None = None) -> list[str]:
         for script in scripts:
             try:
                 with conn.transaction(force_rollback=True):
+                    if allowed_connect and ROLES_CHANGE in applied:
+                        roles = ",".join(allowed_connect)
+                        run(conn, sql.query("allowed_connect_roles", "admin"), limits, "verifying", roles=roles)
+                        run(conn, sql.query("hide_allowed_connect", "admin"), limits, "verifying")
                     run(conn, _file_sql(script), limits, f"verifying {script.name}")
             except psycopg.OperationalError:
                 raise  # the connection is gone: not a finding about the schema

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import socket
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -14,10 +16,13 @@ from sanic import Request, Sanic
 from sanic.http import Http
 from sanic.response import HTTPResponse, json, raw
 
-from metastore import dbtls, logs, metrics
-from metastore.errors import ApiError
+from metastore import dbtls, logs, metrics, migrations
+from metastore.config import Config
+from metastore.db import credentials
+from metastore.errors import SCHEMA_MISMATCH, ApiError
+from metastore.limits import ConnectionLimits, GuardedProtocol
 from metastore.migrations import latest_version
-from metastore.state import Service
+from metastore.state import Service, error_body
 
 log = logging.getLogger("metastore")
 access = logging.getLogger("metastore.access")
@@ -36,6 +41,8 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         if svc.tls and config.tls_reload_s:
             svc.background.add(asyncio.create_task(svc.tls.watch(config.tls_reload_s)))
         svc.background.add(asyncio.create_task(maintain_partitions()))
+        if getattr(app.ctx, "metrics_socket", None) is not None:
+            metrics_port["server"] = await serve_metrics(app, app.ctx.metrics_socket, metrics_port["connections"])
         log.info(
             "serving on %s:%d (%s, ingest %s%s, schema version %d expected)",
             config.host,
@@ -45,6 +52,9 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
             f", spool {config.spool_dir}" if config.spool_dir else "",
             expected_version,
         )
+
+    # The plain-HTTP metrics port, when METASTORE_METRICS_PORT is set: its server and connections.
+    metrics_port: dict[str, Any] = {"server": None, "connections": set()}
 
     async def maintain_partitions() -> None:
         # Daily partitions are made two weeks ahead; hourly is plenty, and a miss (database away,
@@ -76,13 +86,23 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
             await ingest.drain(max(config.shutdown_grace_s - elapsed, 1.0))
         for task in svc.background:
             task.cancel()
+        if metrics_port["server"] is not None:
+            metrics_port["server"].close()
+            for connection in list(metrics_port["connections"]):
+                connection.abort()
         await db.close()
         log.info("stopped")
 
     @app.on_request
-    async def begin_request(request: Request) -> None:
+    async def begin_request(request: Request) -> HTTPResponse | None:
         request.ctx.started = time.perf_counter()
         logs.request_id.set(str(request.id))
+        # The plain-HTTP metrics port serves the metrics, and nothing else.
+        port = request.conn_info.server_port if request.conn_info else None
+        scrape = request.path == "/metrics" and request.method in ("GET", "HEAD")
+        if config.metrics_port and port == config.metrics_port and not scrape:
+            return json(error_body(404, "this port serves GET /metrics only", None, request), status=404)
+        return None
 
     @app.on_response  # type: ignore[untyped-decorator,unused-ignore]
     async def end_request(request: Request, response: HTTPResponse) -> None:
@@ -121,18 +141,13 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         if svc.draining:
             return False, {"status": "draining", "reason": "the service is shutting down"}
         try:
-            # A connection of its own: busy ingest or reads cannot make the canary fail.
-            (version,) = await db.health.one("schema_version", {})
+            version = await canary()
         except ApiError as exc:
-            return False, await _unready(exc)
+            return False, _unready(exc)
         metrics.SCHEMA_VERSION.set(version)
-        if version < expected_version:
-            return False, {
-                "status": "schema behind",
-                "reason": f"the database schema is at version {version}; "
-                f"this release needs {expected_version}: run metastore db deploy",
-                "schema_version": version,
-            }
+        verdict = migrations.schema_verdict(version, expected_version)
+        if verdict is not None:
+            return False, {"status": verdict[0], "reason": verdict[1], "schema_version": version}
         stuck = ingest.stuck_for() if ingest else 0.0
         if stuck > config.writer_stuck_s:
             return False, {
@@ -151,34 +166,47 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
             "database_tls": database_tls,
         }
 
-    async def _unready(exc: ApiError) -> dict[str, Any]:
-        if exc.code in ("3F000", "42883", "42P01"):
-            return {
-                "status": "schema not deployed",
-                "reason": "metastore.schema_version() is missing: run metastore db deploy",
-            }
+    async def canary() -> int:
+        """metastore.schema_version() on the canary's own connection. While that pool holds no
+        connection (it cannot log in, or the server is away) the call could only time out, so one
+        direct attempt runs alongside and says why."""
+        call = asyncio.ensure_future(db.health.one("schema_version", {}))
+        attempt = None
+        if db.health.pool.get_stats().get("pool_available", 0) == 0:
+            attempt = asyncio.ensure_future(diagnose_connection(config))
+        try:
+            if attempt is not None:
+                await asyncio.wait({call, attempt}, return_when=asyncio.FIRST_COMPLETED)
+                found = attempt.result() if attempt.done() else None
+                if found is not None:
+                    raise found  # e.g. a wrong password: no need to wait for the pool
+            try:
+                (version,) = await call
+            except ApiError as exc:
+                if attempt is not None and exc.code in (None, "57014"):
+                    found = await attempt  # bounded like the call; says why the pool had nothing
+                    if found is not None:
+                        raise found from None
+                raise
+            return int(version)
+        finally:
+            for task in (call, attempt):
+                if task is not None and not task.done():
+                    task.cancel()
+
+    def _unready(exc: ApiError) -> dict[str, Any]:
+        if isinstance(exc, Unready):
+            return {"status": exc.readiness, "reason": exc.message}
+        if exc.code in SCHEMA_MISMATCH:
+            status, reason = migrations.schema_verdict(None) or ("", "")
+            return {"status": status, "reason": reason}
         if exc.code == "42501":
             return {
                 "status": "not permitted",
-                "reason": "the service role may not call metastore.schema_version(): grant it metastore_app",
+                "reason": "the service role may not call metastore.schema_version(): grant it the installation's "
+                "app role (<database>_app)",
             }
-        if exc.code is None:
-            return {"status": "database unavailable", "reason": await _diagnose() or exc.message}
         return {"status": "database unavailable", "reason": exc.message}
-
-    async def _diagnose() -> str | None:
-        # The pool only says it has no connection; one direct attempt says why (wrong password, ...).
-        try:
-            conn = await asyncio.wait_for(
-                psycopg.AsyncConnection.connect(config.database_url, connect_timeout=config.db_connect_timeout_s),
-                config.ready_timeout_ms / 1000,
-            )
-        except TimeoutError:
-            return f"the database did not answer within {config.ready_timeout_ms} ms"
-        except psycopg.Error as exc:
-            return str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        await conn.close()
-        return None
 
     @app.get("/metrics")
     async def metrics_endpoint(request: Request) -> HTTPResponse:
@@ -187,3 +215,98 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         # Rendering runs in a thread: a scrape never holds the event loop.
         text = await asyncio.get_running_loop().run_in_executor(None, generate_latest)
         return raw(text, content_type=CONTENT_TYPE_LATEST)
+
+
+class Unready(ApiError):
+    """Why the service cannot reach its database, with the readiness status that says so."""
+
+    def __init__(self, readiness: str, reason: str) -> None:
+        super().__init__(503, reason)
+        self.readiness = readiness
+
+
+async def diagnose_connection(config: Config) -> Unready | None:
+    """One direct connection, made as the pools make theirs: None when it works, else why not (a
+    wrong password, no CONNECT privilege, a database or host that does not exist, a refused
+    connection, no answer in time)."""
+    limit = config.ready_timeout_ms / 1000
+    try:
+        settings: dict[str, Any] = {"connect_timeout": config.db_connect_timeout_s}
+        settings.update(application_name="metastore-server-health", **credentials(config))
+        conn = await asyncio.wait_for(psycopg.AsyncConnection.connect(config.database_url, **settings), limit)
+    except TimeoutError:
+        return Unready("database unavailable", f"the database did not answer a new connection within {limit:g} s")
+    except psycopg.Error as exc:
+        return Unready(*migrations.connection_failure(exc, "METASTORE_DATABASE_URL"))
+    await conn.close()
+    return None
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket. `::` takes IPv6 and IPv4 connections alike (IPV6_V6ONLY off, whatever
+    the host's net.ipv6.bindv6only); where the host has no IPv6 at all, every IPv4 address."""
+    if host != "::":
+        from sanic.server.socket import bind_socket
+
+        return bind_socket(host, port)
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError as exc:
+        if exc.errno not in (errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT):
+            raise
+        log.warning("this host has no IPv6 (%s): listening on IPv4 only, 0.0.0.0:%d", exc.strerror, port)
+        return listen("0.0.0.0", port)
+    try:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("::", port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno != errno.EADDRNOTAVAIL:
+            raise
+        log.warning("IPv6 is disabled on this host: listening on IPv4 only, 0.0.0.0:%d", port)
+        return listen("0.0.0.0", port)
+    sock.listen(100)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve_metrics(app: Sanic[Any, Any], sock: socket.socket, connections: set[Any]) -> asyncio.Server:
+    """The metrics port's server, made as Sanic makes its own (sanic.server.runners), open until
+    the service has drained (its metrics are still scraped meanwhile)."""
+    from functools import partial
+
+    from sanic.models.server_types import Signal
+
+    loop = asyncio.get_running_loop()
+    protocol = partial(
+        MetricsProtocol,
+        loop=loop,
+        connections=connections,
+        signal=Signal(),
+        app=app,
+        state={"requests_count": 0},
+        unix=None,
+    )
+    return await loop.create_server(protocol, sock=sock)
+
+
+class MetricsProtocol(GuardedProtocol):
+    """The plain-HTTP metrics port (METASTORE_METRICS_PORT): the headers' deadline of the main
+    port, and a connection cap of its own (a scraper needs one or two), not counted with the
+    clients' in metastore_http_connections."""
+
+    limits: ClassVar[ConnectionLimits] = ConnectionLimits(8, 10)
+
+    def connection_made(self, transport: Any) -> None:
+        if self.limits.open >= self.limits.max_connections:
+            transport.abort()
+            return
+        self.limits.open += 1
+        self._counted = True
+        self._start(transport)
+
+    def _release(self) -> None:
+        if self._counted:
+            self._counted = False
+            self.limits.open -= 1

@@ -40,13 +40,14 @@ def _stamp(*paths: Path | None) -> tuple[tuple[int, int, int], ...]:
     return tuple(out)
 
 
-def _not_after(cert_file: Path) -> float:
-    """Expiry of the first certificate in the file (the leaf), as a Unix timestamp."""
+def _validity(cert_file: Path) -> tuple[float, float]:
+    """notBefore and notAfter of the first certificate in the file (the leaf), as Unix timestamps."""
     pem = cert_file.read_bytes()
     start = pem.find(_PEM_CERT)
     if start < 0:
         raise ValueError(f"no PEM certificate in {cert_file}")
-    return x509.load_pem_x509_certificate(pem[start:]).not_valid_after_utc.timestamp()
+    cert = x509.load_pem_x509_certificate(pem[start:])
+    return cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
 
 
 def _context(client_ca: Path | None) -> ssl.SSLContext:
@@ -73,7 +74,7 @@ class ReloadingContext:
         self.context.sni_callback = self._select
         self._stamp = _stamp(cert, key, client_ca)
         try:
-            self.current, self.not_after = self._load()
+            self.current, (self.not_before, self.not_after) = self._load()
         except (OSError, ValueError, ssl.SSLError) as exc:
             raise ConfigError(
                 f"METASTORE_TLS_CERT={cert} and METASTORE_TLS_KEY={key} are not a usable certificate and key: {exc}"
@@ -83,12 +84,14 @@ class ReloadingContext:
     def _select(self, connection: ssl.SSLObject, server_name: str | None, front: ssl.SSLContext) -> None:
         connection.context = self.current
 
-    def _load(self) -> tuple[ssl.SSLContext, float]:
+    def _load(self) -> tuple[ssl.SSLContext, tuple[float, float]]:
         context = _context(self.client_ca)
         context.load_cert_chain(self.cert, self.key)
-        return context, _not_after(self.cert)
+        return context, _validity(self.cert)
 
     def _published(self) -> None:
+        # Both ends: an alert can then ask how much of the lifetime is left, whatever it is.
+        metrics.TLS_CERT_NOT_BEFORE.set(self.not_before)
         metrics.TLS_CERT_EXPIRY.set(self.not_after)
         self.warn_if_expiring()
 
@@ -112,14 +115,14 @@ class ReloadingContext:
             stamp = _stamp(self.cert, self.key, self.client_ca)
             if stamp == self._stamp:
                 return False
-            context, not_after = self._load()
+            context, validity = self._load()
         except (OSError, ValueError, ssl.SSLError) as exc:
             # Mid-rotation the files can disagree (a certificate before its key); the context in
             # use was never touched, and the next tick tries again.
             metrics.TLS_RELOADS.labels("failed").inc()
             log.warning("certificate reload failed, still serving the previous certificate: %s", exc)
             return False
-        self.current, self.not_after, self._stamp = context, not_after, stamp
+        self.current, (self.not_before, self.not_after), self._stamp = context, validity, stamp
         metrics.TLS_RELOADS.labels("ok").inc()
         log.info("reloaded the TLS certificate from %s", self.cert)
         self._published()

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,164 @@ def test_retention_runs_as_the_owner_and_reports_what_it_did(database: Database)
 def test_status_reads_through_the_connection_string_only(database: Database, tmp_path: Path) -> None:
     result = metastore_db("status", dsn=database.owner_dsn, cwd=tmp_path)
     assert json.loads(result.stdout)["pending"] == []
+
+
+def test_deploy_goes_to_the_latest_change_only(empty_db: Database) -> None:
+    latest = migrations.latest_version()
+    # This release's functions name the tables of every change: a store at 4 under them failed
+    # at run time (ingest answered 500). Refused, with the reason, and nothing is changed.
+    partial = metastore_db("deploy", "--to", "4", dsn=empty_db.owner_dsn)
+    assert partial.returncode == 2, partial.stderr
+    assert f"deploys to its latest change, {latest}, only" in partial.stderr
+    assert "that release's image" in partial.stderr and "Nothing was changed" in partial.stderr
+    assert not schema_exists(empty_db)
+    assert migrations.status(empty_db.owner_dsn)["applied"] == []
+    # No such change: refused, where it used to deploy to the latest.
+    unknown = metastore_db("deploy", "--to", "99", dsn=empty_db.owner_dsn)
+    assert unknown.returncode == 2 and "has no change 99" in unknown.stderr
+    assert not schema_exists(empty_db)
+    no_traceback(unknown)
+    done = metastore_db("deploy", "--to", str(latest), dsn=empty_db.owner_dsn)
+    assert done.returncode == 0, done.stderr
+    again = metastore_db("deploy", dsn=empty_db.owner_dsn)
+    assert again.returncode == 0 and "nothing to deploy" in again.stdout
+
+
+def test_revert_says_what_it_did_and_refuses_an_unknown_change(database: Database) -> None:
+    versions = [c.version for c in migrations.changes()]
+    latest, previous = versions[-1], versions[-2]
+    unknown = metastore_db("revert", "--to", "99", "--yes", dsn=database.owner_dsn)
+    assert unknown.returncode == 2 and "has no change 99" in unknown.stderr
+    assert f"its changes are {migrations.describe_versions()}" in unknown.stderr
+    # A number no change of this release has, between two that are (when one is left unused).
+    gaps = sorted(set(range(1, latest)) - set(versions))
+    if gaps:
+        gap = metastore_db("revert", "--to", str(gaps[0]), "--yes", dsn=database.owner_dsn)
+        assert gap.returncode == 2 and f"has no change {gaps[0]}" in gap.stderr, gap.stderr
+    nothing = metastore_db("revert", "--to", str(latest), dsn=database.owner_dsn)
+    assert nothing.returncode == 0, nothing.stderr
+    assert f"nothing to revert: the schema is at version {latest}" in nothing.stdout
+    assert migrations.status(database.owner_dsn)["applied"] == versions
+    reverted = metastore_db("revert", "--to", str(previous), "--yes", dsn=database.owner_dsn)
+    assert reverted.returncode == 0, reverted.stderr
+    assert f"reverted V{latest:04d}; the schema is at version {previous}" in reverted.stdout
+    assert "metastore db deploy with its image" in reverted.stdout
+    below = metastore_db("revert", "--to", str(latest), dsn=database.owner_dsn)
+    assert below.returncode == 0 and f"the schema is at version {previous}, which --to {latest} keeps" in below.stdout
+
+
+@pytest.mark.parametrize(
+    ("dsn", "words"),
+    [
+        ("host=127.0.0.1 dbname=metastore password=sec ret", 'not a valid connection string: missing "=" after "..."'),
+        ("host=127.0.0.1 dbname=metastore frobnicate=1", 'invalid connection option "frobnicate"'),
+        ("host=localhost port=abc dbname=metastore user=metastore_owner", "port 'abc' is not a TCP port"),
+        ("postgresql://metastore_owner:secret@localhost:abc/metastore", "port 'abc' is not a TCP port"),
+        ("host=127.0.0.1 port=5432,x dbname=metastore", "port 'x' is not a TCP port"),
+        ("host=127.0.0.1 connect_timeout=soon dbname=metastore", "connect_timeout 'soon' is not a whole number"),
+        ("host=127.0.0.1 sslmode=maybe dbname=metastore password=secret", 'invalid sslmode value: "maybe"'),
+    ],
+)
+def test_a_bad_connection_string_is_a_setting_error(dsn: str, words: str) -> None:
+    # Exit 2, as --help says for a wrong setting: not 1, nor 3 ("failed to resolve host").
+    for command in (["status"], ["deploy"], ["verify"]):
+        result = metastore_db(*command, dsn=dsn)
+        assert result.returncode == 2, (command, result.stderr)
+        assert words in result.stderr, result.stderr
+        assert "sec ret" not in result.stderr and "secret" not in result.stderr  # a password is never echoed
+        no_traceback(result)
+
+
+def test_the_exit_codes_are_in_the_help() -> None:
+    for command in ([], ["deploy"], ["revert"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "metastore", "db", *command, "--help"], capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0
+        assert "exit status:" in result.stdout
+        assert "2  a setting or an argument is wrong" in result.stdout
+        assert "3  the database could not be reached" in result.stdout
+
+
+LOCK_EVENTS = "LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE"
+
+
+def test_each_command_names_itself_in_pg_stat_activity(database: Database) -> None:
+    # Each waits behind a lock the test holds, long enough to be seen. The connection string's
+    # own application_name does not hide which component a session is.
+    dsn = f"{database.owner_dsn} application_name=metastore"
+    cases = [
+        (["deploy"], "SELECT pg_advisory_xact_lock(7262001)", "metastore-migrate"),
+        (
+            ["retention", "--keep", "30 days"],
+            "LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE",
+            "metastore-retention",
+        ),
+        (["backfill"], "LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE", "metastore-backfill"),
+        (["hide", "--namespace", "t://x"], "LOCK TABLE metastore.hidden IN ACCESS EXCLUSIVE MODE", "metastore-hide"),
+    ]
+    for args, lock, name in cases:
+        with psycopg.connect(database.owner_dsn) as holder, psycopg.connect(database.owner_dsn, autocommit=True) as eye:
+            holder.execute(lock)  # type: ignore[arg-type]
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "metastore", "db", *args],
+                env={
+                    **{k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "PG"))},
+                    "METASTORE_ADMIN_DATABASE_URL": dsn,
+                    "PGAPPNAME": "from-the-environment",
+                },
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            try:
+                names: set[str] = set()
+                deadline = time.monotonic() + 30
+                while name not in names and time.monotonic() < deadline:
+                    rows = eye.execute(
+                        "SELECT application_name FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                        (database.name,),
+                    ).fetchall()
+                    names = {r[0] for r in rows}
+                    time.sleep(0.1)
+                assert name in names, (args, names)
+                assert names & {"metastore", "from-the-environment"} == set(), names
+            finally:
+                holder.rollback()
+                proc.wait(120)
+
+
+def test_roles_the_operator_names_may_hold_connect(database: Database) -> None:
+    su = database.server.dsn
+    suffix = uuid.uuid4().hex[:8]
+    backup, cdc = f"backup_{suffix}", f"cdc_{suffix}"
+    with psycopg.connect(su, autocommit=True) as conn:
+        for role in (backup, cdc):
+            conn.execute(f"CREATE ROLE {role} LOGIN")  # type: ignore[arg-type]
+        conn.execute(f"GRANT CONNECT ON DATABASE {database.name} TO {backup}")  # type: ignore[arg-type]
+    named = {"METASTORE_ALLOWED_CONNECT_ROLES": f"{backup}, audit_{suffix}"}
+    # Unnamed, the backup role's CONNECT fails verify (and so every deploy), as before.
+    result = metastore_db("verify", dsn=database.owner_dsn)
+    assert result.returncode == 1 and f"CONNECT database {database.name} to {backup}" in result.stdout
+    # Named, it passes, for verify and for the deploy that ends with it.
+    for command in ("verify", "deploy"):
+        result = metastore_db(command, dsn=database.owner_dsn, env=named)
+        assert result.returncode == 0, result.stdout + result.stderr
+    with psycopg.connect(su, autocommit=True) as conn:
+        row = conn.execute("SELECT has_database_privilege(%s, %s, 'CONNECT')", (backup, database.name)).fetchone()
+        assert row == (True,)  # verify looked at the database without it, and changed nothing
+        # Anything else is still reported: another role's CONNECT, and the named role's other privileges.
+        conn.execute(f"GRANT CONNECT ON DATABASE {database.name} TO {cdc}")  # type: ignore[arg-type]
+    result = metastore_db("verify", dsn=database.owner_dsn, env=named)
+    assert result.returncode == 1 and f"to {cdc}" in result.stdout and f"to {backup}" not in result.stdout
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        owner.execute(f"REVOKE CONNECT ON DATABASE {database.name} FROM {cdc}")  # type: ignore[arg-type]
+        owner.execute(f"GRANT USAGE ON SCHEMA metastore TO {backup}")  # type: ignore[arg-type]
+    result = metastore_db("verify", dsn=database.owner_dsn, env=named)
+    assert result.returncode == 1 and f"USAGE schema metastore to {backup}" in result.stdout
+    public = metastore_db("verify", dsn=database.owner_dsn, env={"METASTORE_ALLOWED_CONNECT_ROLES": "public"})
+    assert public.returncode == 2 and "PUBLIC is never allowed" in public.stderr
+    with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
+        owner.execute(f"REVOKE ALL ON SCHEMA metastore FROM {backup}")  # type: ignore[arg-type]
+        owner.execute(f"REVOKE ALL ON DATABASE {database.name} FROM {backup}, {cdc}")  # type: ignore[arg-type]
+    with psycopg.connect(su, autocommit=True) as conn:
+        conn.execute(f"DROP ROLE {backup}, {cdc}")  # type: ignore[arg-type]

@@ -52,7 +52,7 @@ def test_parameters_with_special_characters_reach_libpq_unchanged(tmp_path: Path
                 "host": "pg.example",
                 "database": "meta store",
                 "credentialsSecret": "service-creds",
-                "parameters": {"application_name": odd, "target_session_attrs": "read-write"},
+                "parameters": {"krbsrvname": odd, "target_session_attrs": "read-write"},
             },
             "migrations": {"credentialsSecret": "owner-creds"},
         },
@@ -68,8 +68,34 @@ def test_parameters_with_special_characters_reach_libpq_unchanged(tmp_path: Path
             "host": "pg.example",
             "port": "5432",
             "dbname": "meta store",
-            "application_name": odd,
+            "krbsrvname": odd,
             "target_session_attrs": "read-write",
         }
         assert env["PGUSER"] == {"secretKeyRef": {"name": secret, "key": "username"}}
         assert env["PGPASSWORD"] == {"secretKeyRef": {"name": secret, "key": "password"}}
+
+
+def test_credentials_as_files_are_mounted_and_named_to_the_service_and_the_jobs(tmp_path: Path) -> None:
+    values = {
+        "database": {"host": "pg.example", "credentialsSecret": "service-creds", "credentialsAsFiles": True},
+        "migrations": {"credentialsSecret": "owner-creds"},
+        "retention": {"enabled": True},
+    }
+    docs = render(values, tmp_path)
+    for kind, prefix, name, secret in (
+        ("Deployment", "METASTORE_DATABASE", "database", "service-creds"),
+        ("Job", "METASTORE_ADMIN_DATABASE", "migrations", "owner-creds"),
+        ("CronJob", "METASTORE_ADMIN_DATABASE", "migrations", "owner-creds"),
+    ):
+        resource = next(d for d in docs if d["kind"] == kind)
+        pod = resource["spec"]["jobTemplate"]["spec"]["template"] if kind == "CronJob" else resource["spec"]["template"]
+        container = pod["spec"]["containers"][0]
+        env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+        assert "PGUSER" not in env and "PGPASSWORD" not in env
+        assert env[f"{prefix}_USER_FILE"] == f"/stackable/secrets/{name}/username"
+        assert env[f"{prefix}_PASSWORD_FILE"] == f"/stackable/secrets/{name}/password"
+        mount = next(m for m in container["volumeMounts"] if m["name"] == f"{name}-credentials")
+        assert mount == {"name": f"{name}-credentials", "mountPath": f"/stackable/secrets/{name}", "readOnly": True}
+        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == f"{name}-credentials")
+        assert volume["secret"]["secretName"] == secret
+        assert {i["key"] for i in volume["secret"]["items"]} == {"username", "password"}

@@ -114,7 +114,7 @@ def test_two_senders_of_events_that_cannot_be_stored_in_time_take_nobody_down(
         with psycopg.connect(database.owner_dsn, autocommit=True) as conn:
             while not stop.is_set():
                 row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'metastore-large'"
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'metastore-server-large'"
                     " AND state = 'active'"
                 ).fetchone()
                 large_backends.append(int(row[0]) if row else 0)

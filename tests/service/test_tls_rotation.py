@@ -70,8 +70,13 @@ def test_a_certificate_before_its_key_keeps_the_old_pair(module_db: Database, tm
     server = start_server(module_db.service_dsn, tls, tmp_path / "server.log", METASTORE_TLS_RELOAD_S="1")
     try:
         old_serial = served_certificate(server, ca).serial_number
+        old_leaf = x509.load_pem_x509_certificate(old.cert_chain_pems[0].bytes())
         assert metric(server, ca_file, "metastore_tls_certificate_expiry_timestamp_seconds") == pytest.approx(
-            x509.load_pem_x509_certificate(old.cert_chain_pems[0].bytes()).not_valid_after_utc.timestamp()
+            old_leaf.not_valid_after_utc.timestamp()
+        )
+        # With the start of its validity: the lifetime, which the certificate alert is relative to.
+        assert metric(server, ca_file, "metastore_tls_certificate_not_before_timestamp_seconds") == pytest.approx(
+            old_leaf.not_valid_before_utc.timestamp()
         )
 
         # The renewed certificate lands first; its key does not match the key on disk.
@@ -91,6 +96,10 @@ def test_a_certificate_before_its_key_keeps_the_old_pair(module_db: Database, tm
         new_serial = x509.load_pem_x509_certificate(new.cert_chain_pems[0].bytes()).serial_number
         wait_for(lambda: served_certificate(server, ca).serial_number == new_serial)
         assert metric(server, ca_file, 'metastore_tls_reloads_total{result="ok"}') >= 1
+        new_leaf = x509.load_pem_x509_certificate(new.cert_chain_pems[0].bytes())
+        assert metric(server, ca_file, "metastore_tls_certificate_not_before_timestamp_seconds") == pytest.approx(
+            new_leaf.not_valid_before_utc.timestamp()
+        )
     finally:
         assert server.stop() == 0, server.log.read_text()
     assert "Traceback" not in server.log.read_text()

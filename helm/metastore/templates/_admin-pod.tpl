@@ -6,11 +6,7 @@ schema's owner. Called with (dict "root" $ "component" "migrations" "args" (list
 {{- $caBundle := include "metastore.caBundleEnabled" $root }}
 metadata:
   labels:
-    {{- include "metastore.labels" $root | nindent 4 }}
-    app.kubernetes.io/component: {{ .component }}
-    {{- with $root.Values.podLabels }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
+    {{- include "metastore.componentLabels" (dict "root" $root "component" .component "extra" $root.Values.podLabels) | nindent 4 }}
   {{- with merge (deepCopy ($job.podAnnotations | default dict)) ($root.Values.podAnnotations | default dict) }}
   annotations:
     {{- toYaml . | nindent 4 }}
@@ -47,6 +43,10 @@ spec:
           value: {{ $root.Values.migrations.connectTimeoutS | int64 | quote }}
         - name: METASTORE_ADMIN_STATEMENT_TIMEOUT_S
           value: {{ $job.statementTimeoutS | default $root.Values.migrations.statementTimeoutS | int64 | quote }}
+        {{- with $job.allowedConnectRoles }}
+        - name: METASTORE_ALLOWED_CONNECT_ROLES
+          value: {{ join "," . | quote }}
+        {{- end }}
         {{- with include "metastore.libpqEnv" $root | trim }}
         {{- . | nindent 8 }}
         {{- end }}
@@ -61,6 +61,11 @@ spec:
       volumeMounts:
         - name: tmp
           mountPath: /tmp
+        {{- if $root.Values.database.credentialsAsFiles }}
+        - name: migrations-credentials
+          mountPath: {{ include "metastore.credentialsDir" "migrations" }}
+          readOnly: true
+        {{- end }}
         {{- if $caBundle }}
         - name: pg-ca
           mountPath: /stackable/pg-ca
@@ -76,6 +81,9 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: {{ $root.Values.tmpSizeLimit }}
+    {{- if $root.Values.database.credentialsAsFiles }}
+    {{- include "metastore.credentialsVolume" (list "migrations" $root.Values.migrations.credentialsSecret) | nindent 4 }}
+    {{- end }}
     {{- if $caBundle }}
     {{- include "metastore.caBundleVolume" $root | trim | nindent 4 }}
     {{- end }}

@@ -25,14 +25,17 @@ app.kubernetes.io/name: {{ include "metastore.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
-{{- define "metastore.labels" -}}
-helm.sh/chart: {{ include "metastore.chart" . }}
-{{ include "metastore.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-{{- with .Values.labels }}
-{{ toYaml . }}
+{{/* Labels are built as maps and written once: a key given twice (the vendor label in
+`labels` and in a template, a pod label that is also a selector label) is one key, never two,
+which kubectl kustomize and strict YAML loaders refuse. The chart's own win over `labels`. */}}
+{{- define "metastore.labelMap" -}}
+{{- $own := dict "helm.sh/chart" (include "metastore.chart" .) "app.kubernetes.io/version" (.Chart.AppVersion | toString) "app.kubernetes.io/managed-by" .Release.Service }}
+{{- $own = merge $own (include "metastore.selectorLabels" . | fromYaml) }}
+{{- toJson (merge $own (deepCopy (.Values.labels | default dict))) }}
 {{- end }}
+
+{{- define "metastore.labels" -}}
+{{- include "metastore.labelMap" . | fromJson | toYaml }}
 {{- end }}
 
 {{/* The server pods, and only them: what the Service, the metrics Service, the PDB and the
@@ -43,10 +46,25 @@ app.kubernetes.io/component: server
 app.kubernetes.io/role-group: {{ .Values.roleGroup | quote }}
 {{- end }}
 
+{{/* (dict "root" $ "component" "server" "extra" $map): the labels of an object of that component,
+with more labels that never replace the chart's. */}}
+{{- define "metastore.componentLabels" -}}
+{{- $root := .root }}
+{{- $labels := include "metastore.labelMap" $root | fromJson }}
+{{- $_ := set $labels "app.kubernetes.io/component" .component }}
+{{- if eq .component "server" }}
+{{- $_ := set $labels "app.kubernetes.io/role-group" ($root.Values.roleGroup | toString) }}
+{{- end }}
+{{- toYaml (merge $labels (deepCopy (.extra | default dict))) }}
+{{- end }}
+
+{{/* (list $ $extra): the chart's labels and more that never replace them. */}}
+{{- define "metastore.labelsWith" -}}
+{{- toYaml (merge (include "metastore.labelMap" (index . 0) | fromJson) (deepCopy (index . 1 | default dict))) }}
+{{- end }}
+
 {{- define "metastore.serverLabels" -}}
-{{ include "metastore.labels" . }}
-app.kubernetes.io/component: server
-app.kubernetes.io/role-group: {{ .Values.roleGroup | quote }}
+{{- include "metastore.componentLabels" (dict "root" . "component" "server") }}
 {{- end }}
 
 {{/* Bytes of a Kubernetes quantity (512Mi, 1Gi, 500M, 1073741824). */}}
@@ -65,29 +83,43 @@ app.kubernetes.io/role-group: {{ .Values.roleGroup | quote }}
 below base + connections x perConnection + inflightFactor x METASTORE_MAX_INFLIGHT_BYTES +
 queueFactor x METASTORE_ASYNC_QUEUE_BYTES, and that must fit headroomPercent of the limit. */}}
 {{- define "metastore.memoryModel" -}}
-{{- /* Fitted to the peaks `make floods` measured (bench/results/memory.json): RSS <= 80 MiB
-     + 75 KiB per connection + 3.5 x the bytes in flight + 5 x writers x max(batch, body)
-     (the writers' batch and its copies) + 1.8 x the async queue held in memory. */ -}}
-{{- $base := mul 80 1048576 }}
-{{- $perConnection := mul 75 1024 }}
+{{- /* The service's documented memory bound (docs/operations.md, "Sizing"; the constants of
+     bench/results/memory.json, which tests/packaging/test_chart_memory.py holds this to), for the
+     chart's shape, which always has a spool:
+       80 MiB + connections x 90 KiB + 1.0 x bytes in flight
+       + libpq's send buffers: sync mode, poolMax x max(group commit 1 MiB, large event 256 KiB)
+         + 1 large-event call x the body limit; async mode with asyncQueueFull=sync, poolMax x
+         the body limit (an ingest connection may store any event when the queue is full)
+       + 4.1 x writers x max(batch 4 MiB, the body limit).
+     The service's defaults of METASTORE_GROUP_COMMIT_BYTES, _LARGE_EVENT_BYTES, _LARGE_EVENT_CALLS
+     and _ASYNC_BATCH_BYTES apply: the chart does not set them. With a spool the async queue waits
+     on disk; its bytes (a queue in memory counts 1.6 x) still get the room left. */ -}}
+{{- $mib := 1048576 }}
+{{- $base := mul 80 $mib }}
+{{- $perConnection := mul 90 1024 }}
 {{- $headroomPercent := 80 }}
 {{- $c := .Values.config }}
 {{- $limit := include "metastore.bytes" (required "resources.memory.limit is required" .Values.resources.memory.limit) | int64 }}
 {{- $budget := div (mul $limit $headroomPercent) 100 }}
-{{- $batch := max (int64 (default 4194304 $c.asyncBatchBytes)) (int64 $c.maxBodyBytes) }}
-{{- $writers := mul 5 (mul (int64 $c.asyncWriters) $batch) }}
-{{- $fixed := add $base (mul $c.maxConnections $perConnection) (div (mul 35 $c.maxInflightBytes) 10) $writers }}
+{{- $body := int64 $c.maxBodyBytes }}
+{{- $sendBuffers := add (mul (int64 $c.poolMax) (max $mib 262144)) $body }}
+{{- if eq $c.ingestMode "async" }}
+{{- $sendBuffers = ternary (mul (int64 $c.poolMax) $body) 0 (eq $c.asyncQueueFull "sync") }}
+{{- end }}
+{{- $batch := max 4194304 $body }}
+{{- $writers := div (mul 41 (mul (int64 $c.asyncWriters) $batch)) 10 }}
+{{- $fixed := add $base (mul $c.maxConnections $perConnection) (int64 $c.maxInflightBytes) $sendBuffers $writers }}
 {{- $room := sub $budget $fixed }}
 {{- $queue := 0 }}
 {{- if kindIs "invalid" $c.asyncQueueBytes }}
-{{- $queue = div (mul $room 10) 18 }}
-{{- if lt $queue 1048576 }}
-{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the process (80 MiB), config.maxConnections=%d (75 KiB each), 3.5 x config.maxInflightBytes=%d and 5 x config.asyncWriters x max(batch, body) need %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) (add $fixed (div (mul 18 1048576) 10))) }}
+{{- $queue = div (mul $room 10) 16 }}
+{{- if lt $queue $mib }}
+{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the service's memory bound (docs/operations.md, \"Sizing\": 80 MiB, config.maxConnections=%d x 90 KiB, config.maxInflightBytes=%d, libpq's send buffers %d, 4.1 x config.asyncWriters x max(4 MiB, config.maxBodyBytes) = %d) needs %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) $sendBuffers $writers (add $fixed (div (mul 16 $mib) 10))) }}
 {{- end }}
 {{- else }}
 {{- $queue = int64 $c.asyncQueueBytes }}
-{{- if gt (add $fixed (div (mul 18 $queue) 10)) $budget }}
-{{- fail (printf "config.asyncQueueBytes=%d cannot fit resources.memory.limit=%s: 80 MiB + config.maxConnections x 75 KiB + 3.5 x config.maxInflightBytes + 5 x writers x max(batch, body) + 1.8 x config.asyncQueueBytes = %d bytes, above %d%% of the limit (%d); at most %d fits (leave asyncQueueBytes null to derive it)" $queue (toString .Values.resources.memory.limit) (add $fixed (div (mul 18 $queue) 10)) $headroomPercent $budget (div (mul (max $room 0) 10) 18)) }}
+{{- if gt (add $fixed (div (mul 16 $queue) 10)) $budget }}
+{{- fail (printf "config.asyncQueueBytes=%d cannot fit resources.memory.limit=%s: the service's memory bound (docs/operations.md, \"Sizing\") of %d bytes + 1.6 x config.asyncQueueBytes = %d bytes, above %d%% of the limit (%d); at most %d fits (leave asyncQueueBytes null to derive it)" $queue (toString .Values.resources.memory.limit) $fixed (add $fixed (div (mul 16 $queue) 10)) $headroomPercent $budget (div (mul (max $room 0) 10) 16)) }}
 {{- end }}
 {{- end }}
 {{- dict "limit" $limit "budget" $budget "fixed" $fixed "asyncQueueBytes" $queue | toJson }}
@@ -114,6 +146,9 @@ PGUSER and PGPASSWORD, so no character of theirs needs escaping. */}}
 {{- if has $key (list "user" "password" "host" "port" "dbname" "passfile") }}
 {{- fail (printf "database.parameters.%s: set it with database.host, port, database or the credentials Secret" $key) }}
 {{- end }}
+{{- if eq $key "application_name" }}
+{{- fail "database.parameters.application_name: the service and the Jobs name themselves (metastore-server-*, metastore-migrate, metastore-retention)" }}
+{{- end }}
 {{- $_ := set $parts $key (toString $value) }}
 {{- end }}
 {{- $out := list }}
@@ -133,6 +168,14 @@ PGUSER and PGPASSWORD, so no character of theirs needs escaping. */}}
 {{- end }}
 - name: {{ $envName }}
   value: {{ include "metastore.conninfo" $root | quote }}
+{{- if $root.Values.database.credentialsAsFiles }}
+{{- /* The mounted Secret's files, read at each new connection (a rotated Secret needs no restart). */}}
+{{- $dir := include "metastore.credentialsDir" (ternary "migrations" "database" (contains "ADMIN" $envName)) }}
+- name: {{ trimSuffix "_URL" $envName }}_USER_FILE
+  value: {{ printf "%s/username" $dir }}
+- name: {{ trimSuffix "_URL" $envName }}_PASSWORD_FILE
+  value: {{ printf "%s/password" $dir }}
+{{- else }}
 - name: PGUSER
   valueFrom:
     secretKeyRef:
@@ -143,7 +186,11 @@ PGUSER and PGPASSWORD, so no character of theirs needs escaping. */}}
     secretKeyRef:
       name: {{ $credentials }}
       key: password
+{{- end }}
 {{- else }}
+{{- if $root.Values.database.credentialsAsFiles }}
+{{- fail "database.credentialsAsFiles needs database.host and credentials Secrets (keys username and password): a Secret holding a whole connection string is passed as a variable" }}
+{{- end }}
 {{- if not $secret }}
 {{- fail (printf "%s is required: a Secret with the connection string, or database.host with a credentials Secret" $what) }}
 {{- end }}
@@ -232,12 +279,68 @@ tolerations:
 {{- end }}
 {{- end }}
 
-{{/* Seconds: what Kubernetes waits after SIGTERM (the preStop sleep counts against it). */}}
+{{/* Seconds: what Kubernetes waits after SIGTERM (the preStop sleep counts against it): the sleep,
+the service's drain (config.shutdownGraceS) and a tenth of it, at least 5 s, for the process to
+exit after its drain. */}}
 {{- define "metastore.terminationGracePeriodSeconds" -}}
-{{- $floor := add .Values.lifecycle.preStopSleepSeconds .Values.config.shutdownGraceS }}
-{{- $value := .Values.terminationGracePeriodSeconds | default (add $floor 5) }}
+{{- $grace := int .Values.config.shutdownGraceS }}
+{{- $floor := add .Values.lifecycle.preStopSleepSeconds $grace }}
+{{- $value := .Values.terminationGracePeriodSeconds | default (add $floor (max 5 (div $grace 10))) }}
 {{- if le (int $value) (int $floor) }}
 {{- fail (printf "terminationGracePeriodSeconds=%v must exceed lifecycle.preStopSleepSeconds + config.shutdownGraceS (%v)" $value $floor) }}
 {{- end }}
 {{- $value }}
+{{- end }}
+
+{{/* The spool's sizes, in bytes, from spool.size: maxBytes (METASTORE_SPOOL_MAX_BYTES), the
+emptyDir's sizeLimit (a quarter more, at least 64Mi: a segment being written, records set aside),
+and the ephemeral-storage the server container requests (the spool's, /tmp's and the log's). */}}
+{{- define "metastore.spool" -}}
+{{- if not (kindIs "invalid" .Values.spool.sizeLimit) }}
+{{- fail "spool.sizeLimit is derived from spool.size now: set spool.size, the most the spool holds (METASTORE_SPOOL_MAX_BYTES)" }}
+{{- end }}
+{{- $max := include "metastore.bytes" .Values.spool.size | int64 }}
+{{- if lt $max 1048576 }}
+{{- fail (printf "spool.size=%v is below 1Mi, the least METASTORE_SPOOL_MAX_BYTES may be" .Values.spool.size) }}
+{{- end }}
+{{- $limit := add $max (max (div $max 4) 67108864) }}
+{{- $ephemeral := add $limit (include "metastore.bytes" .Values.tmpSizeLimit | int64) }}
+{{- if .Values.logging.vectorAggregatorConfigMapName }}
+{{- $ephemeral = add $ephemeral (include "metastore.bytes" .Values.logging.sizeLimit | int64) }}
+{{- end }}
+{{- dict "maxBytes" $max "sizeLimit" $limit "ephemeralStorage" $ephemeral | toJson }}
+{{- end }}
+
+{{/* Where a credentials Secret is mounted with database.credentialsAsFiles. */}}
+{{- define "metastore.credentialsDir" -}}
+/stackable/secrets/{{ . }}
+{{- end }}
+
+{{- define "metastore.credentialsVolume" -}}
+{{- $name := index . 0 }}{{- $secret := index . 1 }}
+- name: {{ $name }}-credentials
+  secret:
+    secretName: {{ $secret }}
+    defaultMode: 0440
+    items:
+      - key: username
+        path: username
+      - key: password
+        path: password
+{{- end }}
+
+{{/* Seconds of a Stackable duration (6h, 1d12h, 30m, 90s). */}}
+{{- define "metastore.durationSeconds" -}}
+{{- $text := toString . }}
+{{- $parts := regexFindAll "[0-9]+[dhms]" $text -1 }}
+{{- if or (not $parts) (ne (join "" $parts) $text) }}
+{{- fail (printf "%q is not a duration this chart understands (e.g. 6h, 1d12h, 30m)" $text) }}
+{{- end }}
+{{- $units := dict "d" 86400 "h" 3600 "m" 60 "s" 1 }}
+{{- $total := 0 }}
+{{- range $parts }}
+{{- $unit := regexFind "[dhms]$" . }}
+{{- $total = add $total (mul (trimSuffix $unit . | int64) (get $units $unit)) }}
+{{- end }}
+{{- $total }}
 {{- end }}
