@@ -15,6 +15,7 @@ from typing import Any
 from sanic import Request, Sanic
 from sanic.response import HTTPResponse, raw
 
+from metastore.arguments import FILTERS
 from metastore.db import Pool
 from metastore.errors import ApiError
 
@@ -23,17 +24,6 @@ log = logging.getLogger("metastore.feed")
 NDJSON = "application/x-ndjson"
 # Events per page of a stream: bounds memory (a page is held while it is written out).
 STREAM_PAGE = 200
-FILTERS = (
-    "event_time_from",
-    "event_time_to",
-    "received_from",
-    "received_to",
-    "job_namespace",
-    "job_name",
-    "dataset_namespace",
-    "dataset_name",
-    "event_type",
-)
 
 
 def _arg(request: Request, name: str) -> str | None:
