@@ -10,14 +10,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
+from metastore import arguments
 from metastore import config as settings
-from metastore import hiding, logs, migrations, transfer
 
+# Imported by the commands that need them, when they run: help and usage errors answer at once.
 if TYPE_CHECKING:
+    import psycopg
     from sanic import Sanic
 
+    from metastore import migrations
     from metastore.tlsctx import ReloadingContext
 
 log = logging.getLogger("metastore")
@@ -33,6 +34,8 @@ def _admin_dsn(args: argparse.Namespace) -> str:
 
 
 def serve() -> int:
+    from metastore import logs
+
     config = settings.load()
     try:
         levels = logs.parse_levels(os.environ.get("METASTORE_LOG_LEVELS", ""))
@@ -103,6 +106,8 @@ _APPLICATION = {
 
 
 def _limits(args: argparse.Namespace) -> migrations.Limits:
+    from metastore import migrations
+
     # Reads and checks are quick; a deploy may rewrite big tables. Both settings bound a
     # server that stops answering, on the client too.
     default_statement = 600 if args.db_command in ("deploy", "revert", "retention") else 10
@@ -148,6 +153,8 @@ def _allowed_connect() -> tuple[str, ...]:
 
 def _confirm_revert(dsn: str, args: argparse.Namespace, limits: migrations.Limits) -> list[int] | None:
     """What the operator agreed to revert, or None when they did not agree."""
+    from metastore import migrations
+
     status = migrations.status(dsn, limits)
     applied = status["applied"]
     assert isinstance(applied, list)
@@ -172,7 +179,10 @@ def _confirm_revert(dsn: str, args: argparse.Namespace, limits: migrations.Limit
 
 
 def db(args: argparse.Namespace) -> int:
-    logs.setup(os.environ.get("METASTORE_LOG_LEVEL", "INFO").upper())
+    from metastore import logs, migrations
+
+    text = logs.text_wanted(args.log_format)
+    logs.setup(os.environ.get("METASTORE_LOG_LEVEL", "INFO").upper(), text=text)
     dsn = _admin_dsn(args)
     limits = _limits(args)
     allowed = _allowed_connect() if args.db_command in ("deploy", "verify") else ()
@@ -193,16 +203,33 @@ def db(args: argparse.Namespace) -> int:
         migrations.backfill(dsn, args.sessions, args.batch_size, limits)
         return 0
     if args.db_command == "retention":
-        print(json.dumps(migrations.retention(dsn, args.keep, limits)))
+        removed = migrations.retention(dsn, args.keep, limits)
+        print(_described(removed) if text else json.dumps(removed))
         return 0
     if args.db_command in ("hide", "unhide"):
-        print(json.dumps(hiding.run(dsn, args, limits)))
+        from metastore import hiding
+
+        answer = hiding.run(dsn, args, limits)
+        print(_described(answer) if text and isinstance(answer, dict) else json.dumps(answer))
         return 0
-    print(json.dumps(migrations.status(dsn, limits)))
+    status = migrations.status(dsn, limits)
+    print(_described(status) if text else json.dumps(status))
     return 0
 
 
+def _described(result: dict[str, Any]) -> str:
+    """A command's JSON result as lines for a person: `key: value`, lists as ranges or `none`."""
+    lines = []
+    for key, value in result.items():
+        if isinstance(value, list):
+            value = ", ".join(map(str, value)) if value else "none"
+        lines.append(f"{key.replace('_', ' ')}: {value}")
+    return "\n".join(lines)
+
+
 def _deploy(dsn: str, args: argparse.Namespace, limits: migrations.Limits, allowed: tuple[str, ...]) -> int:
+    from metastore import migrations
+
     app_role = args.app_role or os.environ.get("METASTORE_APP_ROLE") or None
     reader_role = args.reader_role or os.environ.get("METASTORE_READER_ROLE") or None
     try:
@@ -224,6 +251,8 @@ def _deploy(dsn: str, args: argparse.Namespace, limits: migrations.Limits, allow
 
 
 def _revert(dsn: str, args: argparse.Namespace, limits: migrations.Limits) -> int:
+    from metastore import migrations
+
     latest = migrations.latest_version()
     if args.to != 0 and args.to not in {c.version for c in migrations.changes()}:
         raise migrations.MigrationError(
@@ -256,6 +285,10 @@ def _revert(dsn: str, args: argparse.Namespace, limits: migrations.Limits) -> in
 
 def _database_failure(exc: psycopg.Error) -> tuple[str, int]:
     """The message and exit status of an expected database failure: no traceback."""
+    import psycopg
+
+    from metastore import migrations
+
     text = " ".join(str(exc).split())
     if isinstance(exc, psycopg.errors.ConnectionTimeout):
         return (
@@ -282,80 +315,22 @@ def _database_failure(exc: psycopg.Error) -> tuple[str, int]:
     return f"database error {exc.sqlstate}: {text}{hint}", 1
 
 
-# The db commands' exit status, in their --help and in docs/operations.md ("The database commands").
-DB_EXIT_CODES = """exit status:
-  0  done, or nothing needed doing
-  1  the database refused or failed the operation (SQLSTATE named), or verify found a difference
-  2  a setting or an argument is wrong (nothing was changed), or a revert was not confirmed
-  3  the database could not be reached or logged into in time"""
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="metastore", description="Metadata Store: OpenLineage into PostgreSQL.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("serve", help="run the HTTP service (settings from METASTORE_* variables)")
-    commands.add_parser("settings", help="print the settings table (Markdown)")
-    db_parser = commands.add_parser(
-        "db",
-        help="database migrations (METASTORE_ADMIN_DATABASE_URL: the owner role)",
-        epilog=DB_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    db_parser.add_argument("--database-url", help="connection string of the owner role")
-    db_commands = db_parser.add_subparsers(dest="db_command", required=True)
-    deploy = db_commands.add_parser(
-        "deploy",
-        help="apply pending changes, re-apply db/functions, then verify",
-        epilog=DB_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    deploy.add_argument(
-        "--to",
-        type=int,
-        default=None,
-        help="the release's latest change, the only one it deploys to (its functions need all of them)",
-    )
-    deploy.add_argument(
-        "--app-role",
-        help="this installation's NOLOGIN group role for the service (env METASTORE_APP_ROLE; "
-        "default: <database>_app on a first deploy, then the recorded one)",
-    )
-    deploy.add_argument(
-        "--reader-role",
-        help="its read-only group role (env METASTORE_READER_ROLE; default: <database>_reader, then the recorded one)",
-    )
-    revert = db_commands.add_parser(
-        "revert",
-        help="revert changes newer than --to, newest first",
-        epilog=DB_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    revert.add_argument("--to", type=int, required=True, help="the change to keep (0 removes everything)")
-    revert.add_argument("--yes", action="store_true", help="confirm a revert without asking (no terminal, e.g. a Job)")
-    db_commands.add_parser(
-        "verify", help="fail unless every change of this release is deployed with the expected shape and grants"
-    )
-    db_commands.add_parser("status", help="print applied and pending changes as JSON")
-    retention = db_commands.add_parser(
-        "retention", help="forget events older than --keep (metastore.apply_retention); prints what it dropped"
-    )
-    retention.add_argument("--keep", default="90 days", help="a PostgreSQL interval, at least 1 day (default: 90 days)")
-    rebuild = db_commands.add_parser(
-        "backfill", help="rebuild the derived tables from the stored events while ingest goes on (metastore.backfill)"
-    )
-    rebuild.add_argument("--sessions", type=int, default=1, help="database sessions sharing the work (default 1)")
-    rebuild.add_argument("--batch-size", type=int, default=1000, help="events per transaction, at most 1000 (default)")
-    hiding.add_commands(db_commands)  # hide, unhide
-    transfer.add_commands(commands)  # export, import, replay
-    args = parser.parse_args(argv)
+    args = arguments.parser().parse_args(argv)
+    if args.command == "settings":
+        print(settings.settings_table())
+        return 0
+    if args.command in arguments.TRANSFER_COMMANDS:
+        from metastore import transfer
+
+        return transfer.run(args)
+    import psycopg
+
+    from metastore import migrations
+
     try:
         if args.command == "serve":
             return serve()
-        if args.command in transfer.COMMANDS:
-            return transfer.run(args)
-        if args.command == "settings":
-            print(settings.settings_table())
-            return 0
         return db(args)
     except settings.ConfigError as exc:
         print(f"metastore: configuration error: {exc}", file=sys.stderr)

@@ -35,6 +35,7 @@ from typing import Any
 
 from sanic import Request, Sanic
 
+from metastore.arguments import FILTERS
 from metastore.config import Config
 from metastore.db import Pool
 from metastore.errors import ApiError
@@ -60,17 +61,6 @@ KERNEL_SEND_BUFFER = 256 << 10
 # not yet acknowledged by the reader. A response keeps that much of its pages' room in the budget
 # (no more than it wrote) until it ends, so that the budget bounds the kernel's copies too.
 KERNEL_HOLD = 2 * KERNEL_SEND_BUFFER
-FILTERS = (
-    "event_time_from",
-    "event_time_to",
-    "received_from",
-    "received_to",
-    "job_namespace",
-    "job_name",
-    "dataset_namespace",
-    "dataset_name",
-    "event_type",
-)
 
 
 class Budget:

@@ -50,7 +50,27 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False).encode("utf-8", "replace").decode("utf-8")
 
 
+class TextFormatter(logging.Formatter):
+    """For a person at a terminal: `metastore: message`, with the level when it is not INFO."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
+        line = f"metastore: {level}{record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line.encode("utf-8", "replace").decode("utf-8")
+
+
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+FORMATS = ("auto", "text", "json")
+
+
+def text_wanted(choice: str, stream: object = sys.stdout) -> bool:
+    """--log-format: `text` or `json`; `auto` is text on a terminal, JSON lines elsewhere (a Job's log)."""
+    if choice == "auto":
+        isatty = getattr(stream, "isatty", None)
+        return bool(isatty and isatty())
+    return choice == "text"
 
 
 def parse_levels(text: str) -> dict[str, str]:
@@ -67,8 +87,8 @@ def parse_levels(text: str) -> dict[str, str]:
     return levels
 
 
-def setup(level: str, file: Path | None = None, levels: dict[str, str] | None = None) -> None:
-    formatter = JsonFormatter()
+def setup(level: str, file: Path | None = None, levels: dict[str, str] | None = None, text: bool = False) -> None:
+    formatter: logging.Formatter = TextFormatter() if text else JsonFormatter()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
     if file is not None:
         # Bounded on disk: the platform's Vector agent tails it (…/<container>/*.py.json).

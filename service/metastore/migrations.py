@@ -355,7 +355,11 @@ def deploy(
                 app_role=app_role,
                 reader_role=reader_role,
             ).fetchone()
-            log.info("group roles: %s", row[0] if row else None)
+            if row:
+                chosen = row[0]
+                log.info(
+                    "group roles: %s (the service's) and %s (read-only)", chosen["app_role"], chosen["reader_role"]
+                )
         conn.commit()
         after = applied_versions(conn, limits)
     if new:

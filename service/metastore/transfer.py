@@ -25,13 +25,12 @@ import contextlib
 import gzip
 import json
 import logging
-import math
 import os
 import re
 import sys
 import time
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO
@@ -39,7 +38,7 @@ from typing import IO, Any, TextIO
 import requests
 import urllib3
 
-from metastore.feed import FILTERS  # the filters of GET /api/v1/events, which these commands pass on
+from metastore.arguments import FILTERS, MIB
 from metastore.outbound import (
     Answer,
     GuardedSession,
@@ -55,11 +54,7 @@ from metastore.outbound import (
 
 log = logging.getLogger("metastore.transfer")
 
-COMMANDS = ("export", "import", "replay")
 EXIT_FAILED, EXIT_USAGE, EXIT_DEADLINE, EXIT_INTERRUPTED = 1, 2, 3, 130
-MIB = 1 << 20
-# The store's default METASTORE_MAX_BODY_BYTES: the largest event a store takes by default.
-STORE_MAX_BODY = 16 * MIB
 # Around the event, a feed line carries its id, cursor, times and source (a principal may be long).
 ENVELOPE_BYTES = 64 * 1024
 _NETWORK_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
@@ -766,109 +761,6 @@ def import_(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": round(elapsed, 3),
         "events_per_second": round(job.totals["read"] / elapsed, 1) if elapsed > 0 else None,
     }
-
-
-def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        value = kind(text)
-        if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
-        return value
-
-    return parse
-
-
-def _add_source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--from",
-        dest="source",
-        default=os.environ.get("METASTORE_URL"),
-        help="base URL of the store to read, e.g. https://metastore:8443 (default: $METASTORE_URL)",
-    )
-    parser.add_argument("--ca", type=Path, help="CA certificate(s) that sign the store's certificate (PEM)")
-    parser.add_argument("--insecure", action="store_true", help="do not verify the store's certificate")
-    for name in FILTERS:
-        parser.add_argument(
-            f"--{name.replace('_', '-')}", dest=name, help=f"feed filter {name} (see GET /api/v1/events)"
-        )
-    parser.add_argument("--since", help="received since: a duration back from now (30m, 6h, 7d) or a time")
-    parser.add_argument("--limit", type=_positive(int), help="stop after this many events")
-    _add_retries(parser)
-    parser.add_argument(
-        "--max-line-bytes",
-        type=_positive(int),
-        default=64 * MIB,
-        help="longest line of the feed to read (default 64 MiB); a longer one stops the command",
-    )
-    _add_deadline(parser)
-
-
-def _add_retries(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--retries",
-        type=int,
-        choices=range(0, 101),
-        metavar="N",
-        default=4,
-        help="tries after the first when a store or target gives no answer, or 408, 429 or 5xx (default 4)",
-    )
-
-
-def _add_deadline(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--deadline", type=_positive(float), help="seconds the whole command may take (exit 3 when they pass)"
-    )
-
-
-def add_commands(commands: Any) -> None:
-    exp = commands.add_parser("export", help="write stored events to NDJSON (gzip when the name ends in .gz)")
-    _add_source(exp)
-    exp.add_argument("-o", "--output", required=True, help="file to write, or - for stdout")
-    exp.add_argument("--gzip", action=argparse.BooleanOptionalAction, default=None, help="compress (default: by name)")
-    exp.add_argument("--cursor", help="start after this event's cursor")
-    exp.add_argument("--timeout", type=_positive(float), default=30.0, help="seconds per read (default 30)")
-
-    imp = commands.add_parser("import", help="store the events of export files into a store (de-duplicated)")
-    imp.add_argument("files", nargs="+", help="NDJSON files written by export, gzip or not; - for stdin")
-    imp.add_argument("--to", required=True, help="base URL of the receiving store (or its ingest URL)")
-    imp.add_argument("--ca", type=Path, help="CA certificate(s) that sign its certificate (PEM)")
-    imp.add_argument("--insecure", action="store_true", help="do not verify its certificate")
-    # 100 is the store's default max_batch_events: a larger batch is refused whole (413).
-    imp.add_argument("--batch-size", type=_positive(int), default=100, help="events per POST (default 100)")
-    imp.add_argument(
-        "--batch-bytes", type=_positive(int), default=4 * MIB, help="bytes of events per POST (default 4 MiB)"
-    )
-    imp.add_argument(
-        "--max-event-bytes",
-        type=_positive(int),
-        default=STORE_MAX_BODY,
-        help="largest event the target takes, its METASTORE_MAX_BODY_BYTES (default 16 MiB); a longer line "
-        "stops the import, naming it",
-    )
-    imp.add_argument("--timeout", type=_positive(float), default=60.0, help="seconds per POST (default 60)")
-    _add_retries(imp)
-    _add_deadline(imp)
-
-    rep = commands.add_parser("replay", help="re-emit stored events to an OpenLineage HTTP endpoint")
-    _add_source(rep)
-    rep.add_argument(
-        "--to",
-        required=True,
-        help="the OpenLineage endpoint's base URL (Marquez, another store, ...), or its ingest URL",
-    )
-    rep.add_argument("--endpoint", default="api/v1/lineage", help="path under a base URL (default api/v1/lineage)")
-    rep.add_argument("--to-ca", type=Path, help="CA certificate(s) of the target (PEM)")
-    rep.add_argument("--to-insecure", action="store_true", help="do not verify the target's certificate")
-    rep.add_argument("--rate", type=_positive(float), help="at most this many events a second")
-    rep.add_argument("--checkpoint", type=Path, help="file to resume from and to save progress in")
-    rep.add_argument("--restart", action="store_true", help="ignore the checkpoint file's position")
-    rep.add_argument(
-        "--timeout",
-        type=_positive(float),
-        default=10.0,
-        help="seconds per POST, plus one per MiB of the event (default 10)",
-    )
-    rep.add_argument("--gzip", action="store_true", help="send the events gzip-compressed")
 
 
 def _scrub(text: str, args: argparse.Namespace) -> str:

@@ -395,3 +395,49 @@ def test_roles_the_operator_names_may_hold_connect(database: Database) -> None:
         owner.execute(f"REVOKE ALL ON DATABASE {database.name} FROM {backup}, {cdc}")  # type: ignore[arg-type]
     with psycopg.connect(su, autocommit=True) as conn:
         conn.execute(f"DROP ROLE {backup}, {cdc}")  # type: ignore[arg-type]
+
+
+def test_lines_for_a_person_and_json_lines_for_a_job(empty_db: Database) -> None:
+    """Text on request (a terminal's default), JSON lines otherwise: the same facts either way."""
+    job = metastore_db("deploy", "--log-format", "json", dsn=empty_db.owner_dsn)
+    assert job.returncode == 0, job.stderr
+    records = [json.loads(line) for line in job.stdout.splitlines()]
+    assert any("group roles" in r["message"] for r in records)
+    assert not any("{" in r["message"] for r in records), "a structure printed inside a message"
+
+    person = metastore_db("deploy", "--log-format", "text", dsn=empty_db.owner_dsn)
+    assert person.returncode == 0, person.stderr
+    lines = person.stdout.splitlines()
+    assert lines and all(line.startswith("metastore: ") for line in lines)
+    assert any("nothing to deploy" in line for line in lines)
+
+    status = metastore_db("status", "--log-format", "text", dsn=empty_db.owner_dsn)
+    assert status.returncode == 0
+    assert "pending: none" in status.stdout.splitlines()
+    machine = json.loads(metastore_db("status", dsn=empty_db.owner_dsn).stdout)
+    assert machine["pending"] == [] and machine["applied"] == [c.version for c in migrations.changes()]
+
+
+def test_on_a_terminal_the_lines_are_text(empty_db: Database) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("METASTORE_", "PG"))}
+    env["METASTORE_ADMIN_DATABASE_URL"] = empty_db.owner_dsn
+    main, follower = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "metastore", "db", "status"], env=env, stdout=follower, stderr=subprocess.DEVNULL
+        )
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            out += chunk
+        assert process.wait(timeout=60) == 0
+    finally:
+        os.close(main)
+    text = out.decode().replace("\r\n", "\n")
+    assert "pending: " in text and not text.lstrip().startswith("{")
