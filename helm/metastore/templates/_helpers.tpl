@@ -90,9 +90,10 @@ queueFactor x METASTORE_ASYNC_QUEUE_BYTES, and that must fit headroomPercent of 
        + libpq's send buffers: sync mode, poolMax x max(group commit 1 MiB, large event 256 KiB)
          + 1 large-event call x the body limit; async mode with asyncQueueFull=sync, poolMax x
          the body limit (an ingest connection may store any event when the queue is full)
-       + 4.1 x writers x max(batch 4 MiB, the body limit).
+       + 4.1 x writers x max(batch 4 MiB, the body limit)
+       + the read side: 2 x the event feed's buffer (32 MiB) + 3 read connections x 32 MiB.
      The service's defaults of METASTORE_GROUP_COMMIT_BYTES, _LARGE_EVENT_BYTES, _LARGE_EVENT_CALLS
-     and _ASYNC_BATCH_BYTES apply: the chart does not set them. With a spool the async queue waits
+     _ASYNC_BATCH_BYTES, _FEED_BUFFER_BYTES and _READ_POOL_MAX apply: the chart does not set them. With a spool the async queue waits
      on disk; its bytes (a queue in memory counts 1.6 x) still get the room left. */ -}}
 {{- $mib := 1048576 }}
 {{- $base := mul 80 $mib }}
@@ -108,13 +109,14 @@ queueFactor x METASTORE_ASYNC_QUEUE_BYTES, and that must fit headroomPercent of 
 {{- end }}
 {{- $batch := max 4194304 $body }}
 {{- $writers := div (mul 41 (mul (int64 $c.asyncWriters) $batch)) 10 }}
-{{- $fixed := add $base (mul $c.maxConnections $perConnection) (int64 $c.maxInflightBytes) $sendBuffers $writers }}
+{{- $readSide := add (mul 2 (mul 32 $mib)) (mul 3 (mul 32 $mib)) }}
+{{- $fixed := add $base (mul $c.maxConnections $perConnection) (int64 $c.maxInflightBytes) $sendBuffers $writers $readSide }}
 {{- $room := sub $budget $fixed }}
 {{- $queue := 0 }}
 {{- if kindIs "invalid" $c.asyncQueueBytes }}
 {{- $queue = div (mul $room 10) 16 }}
 {{- if lt $queue $mib }}
-{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the service's memory bound (docs/operations.md, \"Sizing\": 80 MiB, config.maxConnections=%d x 90 KiB, config.maxInflightBytes=%d, libpq's send buffers %d, 4.1 x config.asyncWriters x max(4 MiB, config.maxBodyBytes) = %d) needs %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) $sendBuffers $writers (add $fixed (div (mul 16 $mib) 10))) }}
+{{- fail (printf "resources.memory.limit=%s leaves no room for the async queue: %d%% of it is %d bytes, and the service's memory bound (docs/operations.md, \"Sizing\": 80 MiB, config.maxConnections=%d x 90 KiB, config.maxInflightBytes=%d, libpq's send buffers %d, 4.1 x config.asyncWriters x max(4 MiB, config.maxBodyBytes) = %d, the read side 160 MiB) needs %d of them with 1 MiB of queue; raise the limit or lower those" (toString .Values.resources.memory.limit) $headroomPercent $budget (int64 $c.maxConnections) (int64 $c.maxInflightBytes) $sendBuffers $writers (add $fixed (div (mul 16 $mib) 10))) }}
 {{- end }}
 {{- else }}
 {{- $queue = int64 $c.asyncQueueBytes }}
