@@ -17,8 +17,7 @@ from metastore.errors import ApiError
 from metastore.ingest import Breaker, _environmental
 from tests.conftest import Database
 from tests.server_fixtures import TLSFiles, start_server
-from tests.service.test_group_commit import metric
-from tests.service.test_operations import stored_run_ids
+from tests.support.checks import metric, stored_run_ids
 from tests.support.events import run_event
 
 DEADLINE = ApiError(503, "the database did not answer within 1.5 s; retry later", "57014")

@@ -13,7 +13,7 @@ import psycopg
 
 from tests.conftest import Database
 from tests.server_fixtures import TLSFiles, start_server
-from tests.service.test_operations import event, stored_run_ids
+from tests.support.checks import event, stored_run_ids
 
 
 def test_reads_saturating_their_pool_never_fail_ingest_or_readiness(

@@ -15,22 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
 from tests.server_fixtures import Server, TLSFiles, start_server
-from tests.service.test_operations import event
-
-
-def metric(server: Server, name: str, **labels: str) -> float:
-    with server.client() as http:
-        text = http.get("/metrics").text
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
+from tests.support.checks import event, metric
 
 
 def post_together(server: Server, bodies: list[bytes]) -> list[tuple[int, dict[str, Any], float]]:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import FIXTURES, Database, load_fixture
 from tests.server_fixtures import Server
+from tests.support.checks import assert_error
 from tests.support.events import run_event
 
 
@@ -21,17 +22,6 @@ def unique_event(**extra: Any) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:8]
     datasets = {"inputs": ["tpch.tiny.nation"], "outputs": ["memory.default.copy"]}
     return run_event(job=f"job-{tag}", dataset_namespace=f"trino://h-{tag}:8080", **{**datasets, **extra})
-
-
-def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    error = response.json()["error"]
-    assert error["status"] == status and error["message"]
-    assert "Traceback" not in response.text
-    if code:
-        assert error["code"] == code
-    return dict(error)
 
 
 def test_post_stores_and_answers_201_then_200_for_a_resend(client: httpx.Client, module_db: Database) -> None:

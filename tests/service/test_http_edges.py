@@ -18,7 +18,7 @@ import pytest
 
 from tests.conftest import Database
 from tests.server_fixtures import Server, TLSFiles, start_server
-from tests.service.test_group_commit import metric
+from tests.support.checks import metric
 from tests.support.events import run_event
 
 MAX_BODY = 256 * 1024

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.conftest import FIXTURES, load_fixture
-from tests.service.test_http_api import assert_error
+from tests.support.checks import assert_error
 
 
 def post(client: httpx.Client, event: dict[str, Any]) -> None:

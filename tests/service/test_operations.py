@@ -23,17 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
 from tests.server_fixtures import Server, TLSFiles, start_server, wait_until_serving
-from tests.support.events import run_event
-
-
-def event(tag: str, i: int) -> dict[str, Any]:
-    return run_event(f"{tag}-{i}", job=f"q{i}", namespace="load", inputs=[f"s.t{i % 7}"], outputs=[f"s.o{i % 5}"])
-
-
-def stored_run_ids(db: Database, tag: str) -> set[str]:
-    with psycopg.connect(db.owner_dsn) as conn:
-        rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",)).fetchall()
-    return {r[0] for r in rows}
+from tests.support.checks import event, stored_run_ids
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import Database
 from tests.server_fixtures import Server
-from tests.service.test_http_api import assert_error
+from tests.support.checks import assert_error
 
 
 def post(client: httpx.Client, event: dict[str, Any]) -> None:

@@ -1,0 +1,46 @@
+"""What several service tests check the same way: an error answer's shape, a metric's value, the
+runs stored for a tag, and the event those runs come from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import psycopg
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import Database
+from tests.support.events import run_event
+from tests.support.servers import Server
+
+
+def assert_error(response: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["status"] == status and error["message"]
+    assert "Traceback" not in response.text
+    if code:
+        assert error["code"] == code
+    return dict(error)
+
+
+def metric(server: Server, name: str, **labels: str) -> float:
+    with server.client() as http:
+        text = http.get("/metrics").text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def event(tag: str, i: int) -> dict[str, Any]:
+    return run_event(f"{tag}-{i}", job=f"q{i}", namespace="load", inputs=[f"s.t{i % 7}"], outputs=[f"s.o{i % 5}"])
+
+
+def stored_run_ids(db: Database, tag: str) -> set[str]:
+    with psycopg.connect(db.owner_dsn) as conn:
+        rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",)).fetchall()
+    return {r[0] for r in rows}
