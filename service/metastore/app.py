@@ -57,7 +57,7 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
     )
     api.routes(app, service)
     feed.register(app, db.read, config)  # GET /api/v1/events
-    forward.register(app, db.writer)  # GET /api/v1/forwarding, and live forwarding when configured
+    forward.register(app, db.writer, config)  # GET /api/v1/forwarding, and live forwarding when configured
     ui.routes(app, config)
     ops.routes(app, service)
 

@@ -37,11 +37,7 @@ def serve() -> int:
     from metastore import logs
 
     config = settings.load()
-    try:
-        levels = logs.parse_levels(os.environ.get("METASTORE_LOG_LEVELS", ""))
-    except ValueError as exc:
-        raise settings.ConfigError(str(exc)) from None
-    logs.setup(config.log_level, config.log_file, levels)
+    logs.setup(config.log_level, config.log_file, dict(config.log_levels))
     from metastore import dbtls, tracing
 
     dbtls.check(config)  # warn, or refuse (METASTORE_DATABASE_TLS), unless sslmode=verify-full

@@ -4,195 +4,423 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 
 class ConfigError(ValueError):
     """A setting is missing or wrong; the message names it and says what is expected."""
 
 
+Parse = Callable[[str, str], Any]
+
+
 @dataclass(frozen=True)
 class Setting:
+    """One setting, declared once: its variable, default, meaning (the docs' table), how its text is
+    read and checked, and the Config field it fills."""
+
     env: str
     default: str | None
     meaning: str
+    parse: Parse
+    field: str = ""  # the Config field; "": the variable's name without METASTORE_, lower-cased
+
+    @property
+    def name(self) -> str:
+        return self.field or self.env.removeprefix("METASTORE_").lower()
+
+
+def text(name: str, raw: str) -> str:
+    return raw
+
+
+def path(name: str, raw: str) -> Path | None:
+    return Path(raw) if raw else None
+
+
+def whole(low: int, high: int) -> Parse:
+    def parse(name: str, raw: str) -> int | None:
+        if not raw:
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise ConfigError(f"{name}={value} is outside {low}..{high}")
+        return value
+
+    return parse
+
+
+def choice(*choices: str) -> Parse:
+    def parse(name: str, raw: str) -> str:
+        value = raw.lower()
+        if value not in choices:
+            raise ConfigError(f"{name}={value!r}: use {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def switch(name: str, raw: str) -> bool:
+    return bool(choice("on", "off")(name, raw) == "on")
+
+
+def log_level(name: str, raw: str) -> str:
+    return str(choice("debug", "info", "warning", "error")(name, raw)).upper()
+
+
+def log_levels(name: str, raw: str) -> dict[str, str]:
+    from metastore.logs import parse_levels
+
+    try:
+        return parse_levels(raw)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def readable_file(name: str, raw: str) -> Path | None:
+    if not raw:
+        return None
+    if not os.path.isfile(raw) or not os.access(raw, os.R_OK):
+        raise ConfigError(f"{name}={raw} is not a readable file")
+    return Path(raw)
+
+
+def writable_dir(name: str, raw: str) -> Path | None:
+    if not raw:
+        return None
+    try:
+        Path(raw).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{name}={raw}: cannot create it ({exc.strerror})") from None
+    if not os.access(raw, os.W_OK | os.X_OK):
+        raise ConfigError(f"{name}={raw} is not a writable directory")
+    return Path(raw)
+
+
+def log_file(name: str, raw: str) -> Path | None:
+    if raw and not Path(raw).parent.is_dir():
+        raise ConfigError(f"{name}={raw}: its directory does not exist")
+    return Path(raw) if raw else None
+
+
+# A CSP source expression (scheme, host with optional scheme, port and wildcard) or a keyword:
+# nothing that could end the directive or the header.
+_SOURCE = re.compile(r"'none'|'self'|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]*://)?(\*\.)?[a-z0-9.-]+(:(\d+|\*))?", re.I)
+
+
+def frame_ancestors(name: str, raw: str) -> str:
+    sources = raw.split()
+    bad = [s for s in sources if not _SOURCE.fullmatch(s)]
+    if not sources or bad or ("'none'" in sources and len(sources) > 1):
+        raise ConfigError(
+            f"{name}={raw!r}: give 'none', or CSP sources separated by spaces "
+            "('self', https://cockpit.example.com, https://*.example.com)"
+        )
+    return " ".join(sources)
 
 
 # The single list of settings: the table in docs/service.md is generated from it (`metastore settings`).
 SETTINGS: tuple[Setting, ...] = (
-    Setting("METASTORE_DATABASE_URL", None, "libpq connection string or URL of the application role (required)."),
+    Setting(
+        "METASTORE_DATABASE_URL",
+        None,
+        "libpq connection string or URL of the application role (required).",
+        text,
+    ),
     Setting(
         "METASTORE_DATABASE_USER_FILE",
         None,
         "A file holding the role's name (e.g. a mounted credentials Secret's `username`), read at each new "
         "connection; wins over the connection string and PGUSER.",
+        readable_file,
     ),
     Setting(
         "METASTORE_DATABASE_PASSWORD_FILE",
         None,
         "A file holding the role's password (a mounted Secret's `password`), read at each new connection, so a "
         "rotated password is used without a restart; wins over the connection string and PGPASSWORD.",
+        readable_file,
     ),
     Setting(
         "METASTORE_HOST",
         "::",
         "Address to listen on. `::`: every address, IPv6 and IPv4 (dual stack; IPv4 only where the host has no IPv6).",
+        text,
     ),
-    Setting("METASTORE_PORT", "8443", "TCP port to listen on."),
+    Setting("METASTORE_PORT", "8443", "TCP port to listen on.", whole(0, 65535)),
     Setting(
         "METASTORE_METRICS_PORT",
         None,
         "A second port, serving only `GET /metrics` in plain HTTP (no TLS), for a monitoring stack that scrapes "
         "that way; unset: /metrics only on METASTORE_PORT.",
+        whole(1, 65535),
     ),
-    Setting("METASTORE_TLS_CERT", None, "PEM certificate chain for HTTPS."),
-    Setting("METASTORE_TLS_KEY", None, "PEM private key for HTTPS."),
-    Setting("METASTORE_TLS", "on", "`off` serves plain HTTP (behind a TLS-terminating mesh, or locally)."),
-    Setting("METASTORE_MAX_BODY_BYTES", "16777216", "Largest request body accepted, also after gzip inflation."),
+    Setting("METASTORE_TLS_CERT", None, "PEM certificate chain for HTTPS.", path),
+    Setting("METASTORE_TLS_KEY", None, "PEM private key for HTTPS.", path),
+    Setting(
+        "METASTORE_TLS", "on", "`off` serves plain HTTP (behind a TLS-terminating mesh, or locally).", switch, "tls_on"
+    ),
+    Setting(
+        "METASTORE_MAX_BODY_BYTES",
+        "16777216",
+        "Largest request body accepted, also after gzip inflation.",
+        whole(1024, 1 << 30),
+    ),
     Setting(
         "METASTORE_INGEST_TIMEOUT_MS",
         "1500",
         "Budget of a POST's database work, waiting for a connection included. Twice this plus Trino's 1 s "
         "pause before its one retry stays under Trino's 5 s timeout.",
+        whole(50, 60_000),
     ),
-    Setting("METASTORE_READ_TIMEOUT_MS", "1000", "Budget of a read request's database work (own pool)."),
+    Setting(
+        "METASTORE_READ_TIMEOUT_MS",
+        "1000",
+        "Budget of a read request's database work (own pool).",
+        whole(50, 600_000),
+    ),
     Setting(
         "METASTORE_DB_TIMEOUT_MS",
         "10000",
         "Deadline of each statement of the async writers (not on Trino's clock).",
+        whole(10, 600_000),
     ),
-    Setting("METASTORE_DB_CONNECT_TIMEOUT_S", "2", "Deadline to open a database connection (libpq minimum is 2)."),
-    Setting("METASTORE_POOL_MIN", "2", "Ingest pool: connections kept open."),
-    Setting("METASTORE_POOL_MAX", "8", "Ingest pool: most connections opened."),
-    Setting("METASTORE_READ_POOL_MAX", "3", "Read pool (datasets API and view): most connections opened."),
-    Setting("METASTORE_TLS_RELOAD_S", "30", "How often to look for a renewed certificate or key file (0: never)."),
     Setting(
-        "METASTORE_INGEST_MODE", "sync", "`sync`: 201 once committed. `async`: 202 once queued (below, 'Ingest modes')."
+        "METASTORE_DB_CONNECT_TIMEOUT_S",
+        "2",
+        "Deadline to open a database connection (libpq minimum is 2).",
+        whole(2, 600),
+    ),
+    Setting("METASTORE_POOL_MIN", "2", "Ingest pool: connections kept open.", whole(0, 1000)),
+    Setting("METASTORE_POOL_MAX", "8", "Ingest pool: most connections opened.", whole(1, 1000)),
+    Setting(
+        "METASTORE_READ_POOL_MAX",
+        "3",
+        "Read pool (datasets API and view): most connections opened.",
+        whole(1, 1000),
+    ),
+    Setting(
+        "METASTORE_TLS_RELOAD_S",
+        "30",
+        "How often to look for a renewed certificate or key file (0: never).",
+        whole(0, 86_400),
+    ),
+    Setting(
+        "METASTORE_INGEST_MODE",
+        "sync",
+        "`sync`: 201 once committed. `async`: 202 once queued (below, 'Ingest modes').",
+        choice("sync", "async"),
     ),
     Setting(
         "METASTORE_SPOOL_DIR",
         None,
         "Directory of the durable spool: accepted events are fsynced here before a 202 (async mode, and sync mode "
         "when the database misses the ingest budget) and replayed at start. Unset: no spool.",
+        writable_dir,
     ),
-    Setting("METASTORE_SPOOL_MAX_BYTES", "1073741824", "Most bytes the spool holds on disk; beyond, 503."),
+    Setting(
+        "METASTORE_SPOOL_MAX_BYTES",
+        "1073741824",
+        "Most bytes the spool holds on disk; beyond, 503.",
+        whole(1 << 20, 1 << 50),
+    ),
     Setting(
         "METASTORE_SPOOL_HANDOFF_MS",
         "250",
         "Sync mode with a spool: how long a POST waits for its commit before the event is spooled (202).",
+        whole(10, 60_000),
     ),
     Setting(
         "METASTORE_GROUP_COMMIT_EVENTS",
         "64",
         "Sync mode: most events of concurrent POSTs stored in one transaction, one commit (group commit; "
         "1: a transaction each).",
+        whole(1, 10_000),
+        "group_events",
     ),
-    Setting("METASTORE_GROUP_COMMIT_BYTES", "1048576", "Sync mode: most bytes of events in one group commit."),
+    Setting(
+        "METASTORE_GROUP_COMMIT_BYTES",
+        "1048576",
+        "Sync mode: most bytes of events in one group commit.",
+        whole(1024, 1 << 30),
+        "group_bytes",
+    ),
     Setting(
         "METASTORE_LARGE_EVENT_BYTES",
         "262144",
         "Sync mode: events larger than this (after inflation) are stored one by one on connections of their own, "
         "at most METASTORE_LARGE_EVENT_CALLS at once, never grouped with others, and their missed deadlines do "
         "not open the circuit breaker.",
+        whole(1024, 1 << 30),
     ),
-    Setting("METASTORE_LARGE_EVENT_CALLS", "1", "Sync mode: most large events being stored at once."),
+    Setting(
+        "METASTORE_LARGE_EVENT_CALLS",
+        "1",
+        "Sync mode: most large events being stored at once.",
+        whole(1, 64),
+    ),
     Setting(
         "METASTORE_LARGE_EVENT_SHARE_PERCENT",
         "10",
         "Sync mode: while other events are being stored, large events get at most this share of the large "
         "events' connections' time (after a call of t seconds they rest t x (100 / share - 1)); 100: no rest.",
+        whole(1, 100),
     ),
     Setting(
         "METASTORE_GROUP_COMMIT_CALLS",
         "2",
         "Sync mode with group commit: most group calls in flight at once, each a connection of the ingest pool "
         "(unset: 2, or METASTORE_POOL_MAX if smaller).",
+        whole(1, 1000),
+        "group_calls",
     ),
-    Setting("METASTORE_ASYNC_QUEUE_SIZE", "10000", "Async mode: most events accepted and not yet stored."),
+    Setting(
+        "METASTORE_ASYNC_QUEUE_SIZE",
+        "10000",
+        "Async mode: most events accepted and not yet stored.",
+        whole(1, 10_000_000),
+        "queue_size",
+    ),
     Setting(
         "METASTORE_ASYNC_QUEUE_BYTES",
         "67108864",
         "Async mode without a spool: most bytes of events held in memory (with a spool they wait on disk).",
+        whole(1024, 1 << 40),
+        "queue_bytes",
     ),
     Setting(
         "METASTORE_ASYNC_QUEUE_FULL",
         "sync",
         "Async mode, queue full: `sync` (store it now), `wait`, or `reject` (503).",
+        choice("sync", "wait", "reject"),
+        "queue_full",
     ),
-    Setting("METASTORE_ASYNC_QUEUE_WAIT_MS", "200", "Async mode with `wait`: how long to wait for room before a 503."),
-    Setting("METASTORE_ASYNC_BATCH_SIZE", "200", "Most events one writer stores in one transaction."),
-    Setting("METASTORE_ASYNC_BATCH_BYTES", "4194304", "Most bytes of events one writer stores in one transaction."),
-    Setting("METASTORE_ASYNC_WRITERS", "2", "Writers storing queued events concurrently."),
+    Setting(
+        "METASTORE_ASYNC_QUEUE_WAIT_MS",
+        "200",
+        "Async mode with `wait`: how long to wait for room before a 503.",
+        whole(0, 60_000),
+        "queue_wait_ms",
+    ),
+    Setting(
+        "METASTORE_ASYNC_BATCH_SIZE",
+        "200",
+        "Most events one writer stores in one transaction.",
+        whole(1, 10_000),
+        "batch_size",
+    ),
+    Setting(
+        "METASTORE_ASYNC_BATCH_BYTES",
+        "4194304",
+        "Most bytes of events one writer stores in one transaction.",
+        whole(1024, 1 << 30),
+        "batch_bytes",
+    ),
+    Setting("METASTORE_ASYNC_WRITERS", "2", "Writers storing queued events concurrently.", whole(1, 64), "writers"),
     Setting(
         "METASTORE_WRITER_STUCK_S",
         "60",
         "A writer that has stored nothing for this long while events wait makes /readyz fail.",
+        whole(1, 86_400),
     ),
-    Setting("METASTORE_MAX_CONNECTIONS", "1000", "Most client connections open at once; beyond, 503 and close."),
+    Setting(
+        "METASTORE_MAX_CONNECTIONS",
+        "1000",
+        "Most client connections open at once; beyond, 503 and close.",
+        whole(1, 1_000_000),
+    ),
     Setting(
         "METASTORE_MAX_INFLIGHT_BYTES",
         "67108864",
         "Most request bytes being received or inflated at once, all requests together; beyond, 503 with Retry-After.",
+        whole(1 << 16, 1 << 40),
     ),
     Setting(
         "METASTORE_REQUEST_DEADLINE_S",
         "10",
         "Longest time to receive a request's headers, then its body (in total, not per byte).",
+        whole(1, 3600),
     ),
     Setting(
         "METASTORE_SHUTDOWN_GRACE_S",
         "20",
         "On SIGTERM: time to finish requests and drain the queue (below Kubernetes' 30 s).",
+        whole(1, 3600),
     ),
-    Setting("METASTORE_READY_TIMEOUT_MS", "800", "Bound of the readiness probe's database canary (own connection)."),
-    Setting("METASTORE_LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR."),
+    Setting(
+        "METASTORE_READY_TIMEOUT_MS",
+        "800",
+        "Bound of the readiness probe's database canary (own connection).",
+        whole(50, 60_000),
+    ),
+    Setting("METASTORE_LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR.", log_level),
     Setting(
         "METASTORE_LOG_LEVELS",
         None,
         "Levels of single loggers, e.g. `sanic.access=WARNING,metastore.db=DEBUG` (the rest: METASTORE_LOG_LEVEL).",
+        log_levels,
     ),
     Setting(
         "METASTORE_LOG_FILE",
         None,
         "Also write JSON logs to this file, e.g. `/stackable/log/metastore/metastore.py.json`.",
+        log_file,
     ),
     Setting(
-        "METASTORE_ACCESS_LOG", "off", "`on`: a log line per request (method, route, status, duration, request id)."
+        "METASTORE_ACCESS_LOG",
+        "off",
+        "`on`: a log line per request (method, route, status, duration, request id).",
+        switch,
     ),
     Setting(
         "METASTORE_TLS_CLIENT_CA",
         None,
         "PEM bundle of CAs for optional client certificates: a verified one makes events `authenticated` "
         "(principal: its subject); one that fails verification is refused at the handshake.",
+        readable_file,
     ),
     Setting(
         "METASTORE_TLS_EXPIRY_WARNING_DAYS",
         "7",
         "Log a warning when the served certificate expires within this many days.",
+        whole(0, 3650),
     ),
     Setting(
         "METASTORE_DATABASE_TLS",
         "any",
         "`verify-full`: refuse to start unless the database connection uses sslmode=verify-full (production).",
+        choice("any", "verify-full"),
     ),
     Setting(
         "METASTORE_FRAME_ANCESTORS",
         "'self'",
         "CSP frame-ancestors of the view: who may embed it in a frame, e.g. `'self' https://cockpit.example.com`.",
+        frame_ancestors,
     ),
     Setting(
         "METASTORE_FORWARD_URL",
         None,
         "Forward every stored event to this OpenLineage HTTP endpoint (base URL), at least once, in order.",
+        text,
     ),
-    Setting("METASTORE_FORWARD_CA", None, "PEM CA bundle that signs the forwarding target's certificate."),
+    Setting(
+        "METASTORE_FORWARD_CA",
+        None,
+        "PEM CA bundle that signs the forwarding target's certificate.",
+        readable_file,
+    ),
     Setting(
         "METASTORE_FEED_DEADLINE_S",
         "60",
         "GET /api/v1/events: longest time for a whole response; a stream then ends with the cursor to resume "
         "from, a reader that does not take what was sent is disconnected.",
+        whole(1, 86_400),
     ),
     Setting(
         "METASTORE_FEED_BUFFER_BYTES",
@@ -200,17 +428,22 @@ SETTINGS: tuple[Setting, ...] = (
         "GET /api/v1/events: most bytes of events read and not yet taken by their readers (the kernel's "
         "send buffers included), all responses together; beyond, a request waits up to the read budget, "
         "then 503 (53000) with Retry-After, connection closed.",
+        whole(4 << 20, 1 << 40),
     ),
 )
 
 
 @dataclass(frozen=True)
 class Config:
+    """The settings as read: one field per Setting (its `name`), typed; defaults and checks are the
+    Setting's."""
+
     database_url: str
     host: str
     port: int
     tls_cert: Path | None
     tls_key: Path | None
+    tls_on: bool
     max_body_bytes: int
     ingest_timeout_ms: int
     read_timeout_ms: int
@@ -220,6 +453,7 @@ class Config:
     pool_max: int
     read_pool_max: int
     log_level: str
+    log_levels: Mapping[str, str]
     log_file: Path | None
     tls_reload_s: int
     ingest_mode: str
@@ -240,179 +474,77 @@ class Config:
     shutdown_grace_s: int
     ready_timeout_ms: int
     access_log: bool
-    # Defaults so that a Config made by hand stays valid.
-    tls_client_ca: Path | None = None
-    tls_expiry_warning_days: int = 7
-    database_tls: str = "any"
-    frame_ancestors: str = "'self'"
-    group_events: int = 64
-    group_bytes: int = 1 << 20
-    group_calls: int = 2
-    feed_deadline_s: int = 60
-    feed_buffer_bytes: int = 32 << 20
-    database_user_file: Path | None = None
-    database_password_file: Path | None = None
-    metrics_port: int | None = None
-    large_event_bytes: int = 256 << 10
-    large_event_calls: int = 1
-    large_event_share_percent: int = 10
+    tls_client_ca: Path | None
+    tls_expiry_warning_days: int
+    database_tls: str
+    frame_ancestors: str
+    group_events: int
+    group_bytes: int
+    group_calls: int
+    feed_deadline_s: int
+    feed_buffer_bytes: int
+    database_user_file: Path | None
+    database_password_file: Path | None
+    metrics_port: int | None
+    large_event_bytes: int
+    large_event_calls: int
+    large_event_share_percent: int
+    forward_url: str
+    forward_ca: Path | None
 
     @property
     def tls(self) -> bool:
         return self.tls_cert is not None
 
 
-def _int(env: Mapping[str, str], name: str, low: int, high: int) -> int:
-    raw = _get(env, name)
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a whole number") from None
-    if not low <= value <= high:
-        raise ConfigError(f"{name}={value} is outside {low}..{high}")
-    return value
-
-
-def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
-    value = _get(env, name).lower()
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r}: use {', '.join(choices)}")
-    return value
-
-
 def _get(env: Mapping[str, str], name: str) -> str:
-    default = next(s.default for s in SETTINGS if s.env == name)
+    """The variable's text, or its default; "" when unset without one."""
     value = env.get(name, "").strip()
-    if value:
-        return value
-    if default is None:
-        return ""
-    return default
+    return value or next(s.default for s in SETTINGS if s.env == name) or ""
 
 
 def load(env: Mapping[str, str] | None = None) -> Config:
     env = os.environ if env is None else env
-    database_url = _get(env, "METASTORE_DATABASE_URL")
-    if not database_url:
+    if not _get(env, "METASTORE_DATABASE_URL"):
         raise ConfigError("METASTORE_DATABASE_URL is required: the PostgreSQL connection string of the service role")
-
-    tls_switch = _choice(env, "METASTORE_TLS", ("on", "off"))
-    cert, key = _get(env, "METASTORE_TLS_CERT"), _get(env, "METASTORE_TLS_KEY")
-    tls_cert = tls_key = None
-    if tls_switch == "on":
-        if not (cert and key):
-            raise ConfigError(
-                "HTTPS needs METASTORE_TLS_CERT and METASTORE_TLS_KEY (PEM files); "
-                "set METASTORE_TLS=off to serve plain HTTP behind a TLS-terminating proxy"
-            )
-        tls_cert, tls_key = Path(cert), Path(key)
-        for name, path in (("METASTORE_TLS_CERT", tls_cert), ("METASTORE_TLS_KEY", tls_key)):
-            if not path.is_file():
-                raise ConfigError(f"{name}={path} is not a readable file")
-
-    pool_min = _int(env, "METASTORE_POOL_MIN", 0, 1000)
-    pool_max = _int(env, "METASTORE_POOL_MAX", 1, 1000)
-    if pool_max < pool_min:
-        raise ConfigError(f"METASTORE_POOL_MAX={pool_max} is below METASTORE_POOL_MIN={pool_min}")
-    log_level = _choice(env, "METASTORE_LOG_LEVEL", ("debug", "info", "warning", "error")).upper()
-    log_file = _get(env, "METASTORE_LOG_FILE")
-    if log_file and not Path(log_file).parent.is_dir():
-        raise ConfigError(f"METASTORE_LOG_FILE={log_file}: its directory does not exist")
-    spool_dir = _get(env, "METASTORE_SPOOL_DIR")
-    if spool_dir:
-        try:
-            Path(spool_dir).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigError(f"METASTORE_SPOOL_DIR={spool_dir}: cannot create it ({exc.strerror})") from None
-        if not os.access(spool_dir, os.W_OK | os.X_OK):
-            raise ConfigError(f"METASTORE_SPOOL_DIR={spool_dir} is not a writable directory")
-    ingest_timeout_ms = _int(env, "METASTORE_INGEST_TIMEOUT_MS", 50, 60_000)
-    max_body_bytes = _int(env, "METASTORE_MAX_BODY_BYTES", 1024, 1 << 30)
-    max_inflight_bytes = _int(env, "METASTORE_MAX_INFLIGHT_BYTES", 1 << 16, 1 << 40)
-    if max_inflight_bytes < max_body_bytes:
+    if _get(env, "METASTORE_TLS").lower() == "on" and not (
+        _get(env, "METASTORE_TLS_CERT") and _get(env, "METASTORE_TLS_KEY")
+    ):
         raise ConfigError(
-            f"METASTORE_MAX_INFLIGHT_BYTES={max_inflight_bytes} is below METASTORE_MAX_BODY_BYTES={max_body_bytes}: "
-            "the largest accepted body could never be received"
+            "HTTPS needs METASTORE_TLS_CERT and METASTORE_TLS_KEY (PEM files); "
+            "set METASTORE_TLS=off to serve plain HTTP behind a TLS-terminating proxy"
         )
-    check_conninfo(database_url, "METASTORE_DATABASE_URL")
-    user_file, password_file = (
-        _readable_file(env, name) for name in ("METASTORE_DATABASE_USER_FILE", "METASTORE_DATABASE_PASSWORD_FILE")
-    )
-    port = _int(env, "METASTORE_PORT", 0, 65535)
-    metrics_port = _int(env, "METASTORE_METRICS_PORT", 1, 65535) if _get(env, "METASTORE_METRICS_PORT") else None
-    if metrics_port is not None and metrics_port == port:
-        raise ConfigError(f"METASTORE_METRICS_PORT={metrics_port} is METASTORE_PORT: give the metrics another port")
-    client_ca = _get(env, "METASTORE_TLS_CLIENT_CA")
-    if client_ca and tls_cert is None:
+    values = {s.name: s.parse(s.env, _get(env, s.env)) for s in SETTINGS}
+    # Unset, the group calls follow a smaller pool down; set, they must fit in the pool.
+    if not env.get("METASTORE_GROUP_COMMIT_CALLS", "").strip():
+        values["group_calls"] = min(2, values["pool_max"])
+    elif values["group_calls"] > values["pool_max"]:
+        raise ConfigError(f"METASTORE_GROUP_COMMIT_CALLS={values['group_calls']} is outside 1..{values['pool_max']}")
+    return _checked(Config(**values))
+
+
+def _checked(config: Config) -> Config:
+    """What one setting cannot say alone: the settings that must agree with each other."""
+    if not config.tls_on:
+        config = replace(config, tls_cert=None, tls_key=None)
+    for name, file in (("METASTORE_TLS_CERT", config.tls_cert), ("METASTORE_TLS_KEY", config.tls_key)):
+        if file is not None and not file.is_file():
+            raise ConfigError(f"{name}={file} is not a readable file")
+    if config.pool_max < config.pool_min:
+        raise ConfigError(f"METASTORE_POOL_MAX={config.pool_max} is below METASTORE_POOL_MIN={config.pool_min}")
+    if config.max_inflight_bytes < config.max_body_bytes:
+        raise ConfigError(
+            f"METASTORE_MAX_INFLIGHT_BYTES={config.max_inflight_bytes} is below METASTORE_MAX_BODY_BYTES="
+            f"{config.max_body_bytes}: the largest accepted body could never be received"
+        )
+    check_conninfo(config.database_url, "METASTORE_DATABASE_URL")
+    if config.metrics_port is not None and config.metrics_port == config.port:
+        raise ConfigError(
+            f"METASTORE_METRICS_PORT={config.metrics_port} is METASTORE_PORT: give the metrics another port"
+        )
+    if config.tls_client_ca and config.tls_cert is None:
         raise ConfigError("METASTORE_TLS_CLIENT_CA needs HTTPS (METASTORE_TLS=on with a certificate and key)")
-    if client_ca and not Path(client_ca).is_file():
-        raise ConfigError(f"METASTORE_TLS_CLIENT_CA={client_ca} is not a readable file")
-    return Config(
-        database_url=database_url,
-        host=_get(env, "METASTORE_HOST"),
-        port=port,
-        tls_cert=tls_cert,
-        tls_key=tls_key,
-        max_body_bytes=max_body_bytes,
-        ingest_timeout_ms=ingest_timeout_ms,
-        read_timeout_ms=_int(env, "METASTORE_READ_TIMEOUT_MS", 50, 600_000),
-        db_timeout_ms=_int(env, "METASTORE_DB_TIMEOUT_MS", 10, 600_000),
-        db_connect_timeout_s=_int(env, "METASTORE_DB_CONNECT_TIMEOUT_S", 2, 600),
-        pool_min=pool_min,
-        pool_max=pool_max,
-        read_pool_max=_int(env, "METASTORE_READ_POOL_MAX", 1, 1000),
-        log_level=log_level,
-        log_file=Path(log_file) if log_file else None,
-        tls_reload_s=_int(env, "METASTORE_TLS_RELOAD_S", 0, 86_400),
-        ingest_mode=_choice(env, "METASTORE_INGEST_MODE", ("sync", "async")),
-        spool_dir=Path(spool_dir) if spool_dir else None,
-        spool_max_bytes=_int(env, "METASTORE_SPOOL_MAX_BYTES", 1 << 20, 1 << 50),
-        spool_handoff_ms=_int(env, "METASTORE_SPOOL_HANDOFF_MS", 10, 60_000),
-        queue_size=_int(env, "METASTORE_ASYNC_QUEUE_SIZE", 1, 10_000_000),
-        queue_bytes=_int(env, "METASTORE_ASYNC_QUEUE_BYTES", 1024, 1 << 40),
-        queue_full=_choice(env, "METASTORE_ASYNC_QUEUE_FULL", ("sync", "wait", "reject")),
-        queue_wait_ms=_int(env, "METASTORE_ASYNC_QUEUE_WAIT_MS", 0, 60_000),
-        batch_size=_int(env, "METASTORE_ASYNC_BATCH_SIZE", 1, 10_000),
-        batch_bytes=_int(env, "METASTORE_ASYNC_BATCH_BYTES", 1024, 1 << 30),
-        writers=_int(env, "METASTORE_ASYNC_WRITERS", 1, 64),
-        writer_stuck_s=_int(env, "METASTORE_WRITER_STUCK_S", 1, 86_400),
-        max_connections=_int(env, "METASTORE_MAX_CONNECTIONS", 1, 1_000_000),
-        max_inflight_bytes=max_inflight_bytes,
-        request_deadline_s=_int(env, "METASTORE_REQUEST_DEADLINE_S", 1, 3600),
-        shutdown_grace_s=_int(env, "METASTORE_SHUTDOWN_GRACE_S", 1, 3600),
-        ready_timeout_ms=_int(env, "METASTORE_READY_TIMEOUT_MS", 50, 60_000),
-        access_log=_choice(env, "METASTORE_ACCESS_LOG", ("on", "off")) == "on",
-        tls_client_ca=Path(client_ca) if client_ca else None,
-        tls_expiry_warning_days=_int(env, "METASTORE_TLS_EXPIRY_WARNING_DAYS", 0, 3650),
-        database_tls=_choice(env, "METASTORE_DATABASE_TLS", ("any", "verify-full")),
-        frame_ancestors=_frame_ancestors(_get(env, "METASTORE_FRAME_ANCESTORS")),
-        group_events=_int(env, "METASTORE_GROUP_COMMIT_EVENTS", 1, 10_000),
-        group_bytes=_int(env, "METASTORE_GROUP_COMMIT_BYTES", 1024, 1 << 30),
-        feed_deadline_s=_int(env, "METASTORE_FEED_DEADLINE_S", 1, 86_400),
-        feed_buffer_bytes=_int(env, "METASTORE_FEED_BUFFER_BYTES", 4 << 20, 1 << 40),
-        large_event_bytes=_int(env, "METASTORE_LARGE_EVENT_BYTES", 1024, 1 << 30),
-        large_event_calls=_int(env, "METASTORE_LARGE_EVENT_CALLS", 1, 64),
-        large_event_share_percent=_int(env, "METASTORE_LARGE_EVENT_SHARE_PERCENT", 1, 100),
-        # Unset, it follows a smaller pool down; set, it must fit in the pool.
-        group_calls=(
-            _int(env, "METASTORE_GROUP_COMMIT_CALLS", 1, pool_max)
-            if env.get("METASTORE_GROUP_COMMIT_CALLS", "").strip()
-            else min(int(_get(env, "METASTORE_GROUP_COMMIT_CALLS")), pool_max)
-        ),
-        database_user_file=user_file,
-        database_password_file=password_file,
-        metrics_port=metrics_port,
-    )
-
-
-def _readable_file(env: Mapping[str, str], name: str) -> Path | None:
-    value = _get(env, name)
-    if not value:
-        return None
-    path = Path(value)
-    if not path.is_file() or not os.access(path, os.R_OK):
-        raise ConfigError(f"{name}={value} is not a readable file")
-    return path
+    return config
 
 
 # libpq's parameters that take a whole number; libpq checks the rest (sslmode, ...) itself.
@@ -448,22 +580,6 @@ def check_conninfo(dsn: str, setting: str) -> dict[str, str]:
         if value and not value.lstrip("-").isdigit():
             raise ConfigError(f"{setting}: {name} {value!r} is not a whole number")
     return params
-
-
-# A CSP source expression (scheme, host with optional scheme, port and wildcard) or a keyword:
-# nothing that could end the directive or the header.
-_SOURCE = re.compile(r"'none'|'self'|[a-z][a-z0-9+.-]*:|([a-z][a-z0-9+.-]*://)?(\*\.)?[a-z0-9.-]+(:(\d+|\*))?", re.I)
-
-
-def _frame_ancestors(value: str) -> str:
-    sources = value.split()
-    bad = [s for s in sources if not _SOURCE.fullmatch(s)]
-    if not sources or bad or ("'none'" in sources and len(sources) > 1):
-        raise ConfigError(
-            f"METASTORE_FRAME_ANCESTORS={value!r}: give 'none', or CSP sources separated by spaces "
-            "('self', https://cockpit.example.com, https://*.example.com)"
-        )
-    return " ".join(sources)
 
 
 def settings_table() -> str:

@@ -27,6 +27,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -75,10 +76,8 @@ class ForwardConfig:
     shown: str  # post_url without credentials: in logs and errors
 
 
-def load(env: Any = None) -> ForwardConfig | None:
-    """METASTORE_FORWARD_URL (off when unset) and METASTORE_FORWARD_CA."""
-    env = os.environ if env is None else env
-    url = settings._get(env, "METASTORE_FORWARD_URL")
+def load(url: str, ca: Path | None) -> ForwardConfig | None:
+    """METASTORE_FORWARD_URL (off when empty) and METASTORE_FORWARD_CA, as config.py read them."""
     if not url:
         return None
     shown = redact(url)
@@ -89,11 +88,8 @@ def load(env: Any = None) -> ForwardConfig | None:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         raise settings.ConfigError(f"METASTORE_FORWARD_URL={shown!r} must be an http:// or https:// URL")
-    ca = settings._get(env, "METASTORE_FORWARD_CA") or None
-    if ca and not os.path.isfile(ca):
-        raise settings.ConfigError(f"METASTORE_FORWARD_CA={ca} is not a readable file")
     post_url = ingest_url(url)
-    return ForwardConfig(url, ca, post_url, target_key(url), redact(post_url))
+    return ForwardConfig(url, str(ca) if ca else None, post_url, target_key(url), redact(post_url))
 
 
 class Forwarder:
@@ -220,9 +216,9 @@ class Forwarder:
             LAG.labels(self.config.target).set(row.lag_seconds)
 
 
-def register(app: Sanic[Any, Any], db: Pool) -> None:
+def register(app: Sanic[Any, Any], db: Pool, settings_: settings.Config) -> None:
     """GET /api/v1/forwarding, and the forwarder when METASTORE_FORWARD_URL is set."""
-    config = load()
+    config = load(settings_.forward_url, settings_.forward_ca)
     tasks: set[asyncio.Task[None]] = set()
     forwarders: list[Forwarder] = []
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -84,3 +85,9 @@ def test_serve_fails_fast_with_exit_code_2(tmp_path: Path) -> None:
 def test_every_setting_is_in_the_service_reference() -> None:
     reference = (Path(__file__).resolve().parents[2] / "docs" / "service.md").read_text()
     assert config.settings_table() in reference
+
+
+def test_each_setting_fills_one_field_and_each_field_has_its_setting() -> None:
+    names = [s.name for s in config.SETTINGS]
+    assert len(names) == len(set(names))
+    assert set(names) == {f.name for f in dataclasses.fields(config.Config)}
