@@ -1,4 +1,4 @@
-"""`python -m bench.lineage [--datasets N]`: what the dataset layer (issue 15) costs and how it reads.
+"""`python -m bench.lineage [--datasets N]`: what the dataset layer costs and how it reads.
 
 - ingest: the same Trino CTAS events (a new query each: new run, new job, as Trino names jobs
   after the query id) into two databases of one server, one with metastore.derive_lineage and one

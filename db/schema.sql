@@ -4790,7 +4790,7 @@ BEGIN
         v_datasets := metastore.derive_datasets(v_new_ids, v_new_ev, true);
 
         -- 3. Each derivation only where its change is deployed: a revert drops its tables and its
-        -- function (db/CONVENTIONS.md, "Reverting a change"), and PL/pgSQL looks a function up only
+        -- function (db/DESIGN.md, "Reverting a change, and the operator"), and PL/pgSQL looks a function up only
         -- when a call runs, so ingest goes on until the older release's deploy replaces this function.
         IF to_regclass('metastore.column_lineage') IS NOT NULL THEN
             PERFORM metastore.derive_lineage(v_new_ids, v_new_pay, v_new_ev, v_datasets);

@@ -111,7 +111,7 @@ BEGIN
 END
 $verify$;
 
--- Owner code cannot be led astray by a search_path (issue 13, item 1; db/CONVENTIONS.md): every
+-- Owner code cannot be led astray by a search_path (db/CONVENTIONS.md): every
 -- function and procedure of the schema pins it, except the few below that cannot or must not
 -- carry SET and instead qualify every function and operator they use.
 DO $search_path$

@@ -51,7 +51,7 @@ def serve() -> int:
 
     tls = None
     if config.tls_cert and config.tls_key:
-        # issue 13: a bad pair raises ConfigError naming the settings (exit 2, no traceback)
+        # A bad pair raises ConfigError naming the settings (exit 2, no traceback).
         tls = ReloadingContext(config.tls_cert, config.tls_key, config.tls_client_ca, config.tls_expiry_warning_days)
     else:
         log.warning("TLS is off (METASTORE_TLS=off): serving plain HTTP")

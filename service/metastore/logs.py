@@ -45,7 +45,7 @@ class JsonFormatter(logging.Formatter):
             entry["trace_id"], entry["span_id"] = ids
         if record.exc_info:
             entry["exc_info"] = self.formatException(record.exc_info)
-        # Issue 13: text decoded with surrogateescape (request heads) or lone surrogates (JSON
+        # Text decoded with surrogateescape (request heads) or lone surrogates (JSON
         # escapes) cannot be written as UTF-8; replace them so the line is always valid UTF-8 JSON.
         return json.dumps(entry, ensure_ascii=False).encode("utf-8", "replace").decode("utf-8")
 

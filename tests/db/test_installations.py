@@ -1,4 +1,4 @@
-"""Installations sharing a PostgreSQL cluster (issue 13, item 3): each has its own group roles,
+"""Installations sharing a PostgreSQL cluster: each has its own group roles,
 so one installation's login roles can neither connect to another's database nor, were they
 let in, call its functions or read its views. Roles are set up as docs/operations.md says: a
 superuser (the DBA) creates them, the owner deploys."""

@@ -1,4 +1,4 @@
-"""Owner code cannot be led astray by a search_path (issue 13, item 1).
+"""Owner code cannot be led astray by a search_path.
 
 In a database where every role may create objects in schema public (what pg_upgrade leaves of a
 PostgreSQL 14 or older), the application role plants functions, aggregates and operators in

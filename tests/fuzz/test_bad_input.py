@@ -115,11 +115,11 @@ def test_any_query_parameters(client: httpx.Client, params: dict[str, str]) -> N
     check_answer(response)
     if any(
         "\u0000" in k + v for k, v in params.items() if v
-    ):  # (a blank value is ignored)  # issue 13: a 400, not "database unavailable"
+    ):  # (a blank value is ignored)  # a 400, not "database unavailable"
         assert response.status_code == 400 and response.json()["error"]["code"] == "22021"
 
 
-# Issue 13: input that could be read two ways is refused, never stored half-understood.
+# Input that could be read two ways is refused, never stored half-understood.
 
 
 def _with_duplicate(value: Any, data: st.DataObject) -> str | None:

@@ -41,7 +41,6 @@ BASE = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x"}
             "METASTORE_MAX_INFLIGHT_BYTES",
         ),
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_SPOOL_DIR": "/proc/nope"}, "METASTORE_SPOOL_DIR"),
-        # Issue 13.
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_TLS_CLIENT_CA": "/etc/hosts"}, "METASTORE_TLS_CLIENT_CA"),
         ({**BASE, "METASTORE_TLS": "off", "METASTORE_DATABASE_TLS": "strict"}, "METASTORE_DATABASE_TLS"),
         (

@@ -1,4 +1,4 @@
-"""Issue 13, item 5: every log line is valid UTF-8 JSON whatever the client sends, on stdout and in
+"""Every log line is valid UTF-8 JSON whatever the client sends, on stdout and in
 METASTORE_LOG_FILE (the file Vector ships), with nothing but those lines: no traceback on stderr.
 X-Request-ID is kept only when it is printable ASCII of at most 128 characters, else replaced by a
 generated id, and the response says which id was used."""

@@ -1,4 +1,4 @@
-"""Issue 13, item 2: optional mTLS identification, over real TLS against the real server.
+"""Optional mTLS identification, over real TLS against the real server.
 
 A client certificate verified against METASTORE_TLS_CLIENT_CA makes the event `authenticated`
 with the certificate's subject as principal; no certificate keeps it `unauthenticated`; a

@@ -1,6 +1,6 @@
 """The service reaches PostgreSQL over TLS with libpq's own settings (sslmode=verify-full and a CA
-bundle in METASTORE_DATABASE_URL), and refuses a server its CA did not sign. Issue 13, item 8:
-anything less than verify-full is warned about at start, shown in /readyz and a metric, and
+bundle in METASTORE_DATABASE_URL), and refuses a server its CA did not sign. Anything less
+than verify-full is warned about at start, shown in /readyz and a metric, and
 refused with METASTORE_DATABASE_TLS=verify-full."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13, item 9: every response says nosniff, HSTS is sent when serving TLS, and the view's
+"""Every response says nosniff, HSTS is sent when serving TLS, and the view's
 CSP frame-ancestors is configurable (default 'self'), against the real server."""
 
 from __future__ import annotations

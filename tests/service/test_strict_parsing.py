@@ -1,4 +1,4 @@
-"""Issue 13, item 6: what could be read two ways is refused with a 400, against the real server
+"""What could be read two ways is refused with a 400, against the real server
 as the service role: ambiguous framing (a smuggling primitive behind a proxy), compressed data
 with more after it, JSON objects with a duplicate key, a NUL in a query parameter."""
 

@@ -1,4 +1,4 @@
-"""Issue 13, item 7: certificate rotation against the real server.
+"""Certificate rotation against the real server.
 
 A renewed certificate that lands before its key must not break handshakes: the old pair keeps
 being served, the failure is logged and counted, and the new pair is served once its key is

@@ -1,4 +1,4 @@
-"""Issue 13, item 4: a page of another origin cannot make a visitor's browser post lineage.
+"""A page of another origin cannot make a visitor's browser post lineage.
 
 A browser sends a cross-origin POST without asking the server first (no CORS preflight) only
 with a "simple" media type: text/plain, a form encoding or multipart. The service takes JSON
