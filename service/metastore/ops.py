@@ -29,20 +29,56 @@ access = logging.getLogger("metastore.access")
 
 
 def routes(app: Sanic[Any, Any], svc: Service) -> None:
-    config, db, ingest = svc.config, svc.db, svc.ingest
-    expected_version = latest_version()
-    database_tls = dbtls.status(dbtls.sslmode(config.database_url))  # verify-full or unverified
+    Operations(svc).register(app)
 
-    @app.before_server_start
-    async def start(app: Sanic[Any, Any]) -> None:
-        await db.open()
-        if ingest:
-            await ingest.start()
+
+class Operations:
+    """Start and shutdown, the request hooks, /healthz, /readyz and /metrics of one service."""
+
+    def __init__(self, svc: Service) -> None:
+        self.svc, self.config, self.db, self.ingest = svc, svc.config, svc.db, svc.ingest
+        self.expected_version = latest_version()
+        self.database_tls = dbtls.status(dbtls.sslmode(svc.config.database_url))  # verify-full or unverified
+        # The plain-HTTP metrics port, when METASTORE_METRICS_PORT is set: its server and connections.
+        self.metrics_server: asyncio.Server | None = None
+        self.metrics_connections: set[Any] = set()
+
+    def register(self, app: Sanic[Any, Any]) -> None:
+        app.before_server_start(self.start)
+        app.before_server_stop(self.begin_drain)
+        app.after_server_stop(self.finish)
+        app.on_request(self.begin_request)
+        app.on_response(self.end_request)  # type: ignore[no-untyped-call,unused-ignore]
+
+        # Functions, not the bound methods: Sanic names a route after its handler.
+        @app.get("/healthz")
+        async def healthz(request: Request) -> HTTPResponse:
+            return json({"status": "ok"})
+
+        @app.get("/readyz")
+        async def readyz(request: Request) -> HTTPResponse:
+            ready, body = await self.readiness()
+            metrics.READY.set(1 if ready else 0)
+            return json(body, status=200 if ready else 503)
+
+        @app.get("/metrics")
+        async def metrics_endpoint(request: Request) -> HTTPResponse:
+            self.db.record_pool_stats()
+            metrics.QUEUE_AGE.set(self.ingest.queue.oldest_age() if self.ingest else 0.0)
+            # Rendering runs in a thread: a scrape never holds the event loop.
+            text = await asyncio.get_running_loop().run_in_executor(None, generate_latest)
+            return raw(text, content_type=CONTENT_TYPE_LATEST)
+
+    async def start(self, app: Sanic[Any, Any]) -> None:
+        svc, config = self.svc, self.config
+        await self.db.open()
+        if self.ingest:
+            await self.ingest.start()
         if svc.tls and config.tls_reload_s:
             svc.background.add(asyncio.create_task(svc.tls.watch(config.tls_reload_s)))
-        svc.background.add(asyncio.create_task(maintain_partitions()))
+        svc.background.add(asyncio.create_task(self.maintain_partitions()))
         if getattr(app.ctx, "metrics_socket", None) is not None:
-            metrics_port["server"] = await serve_metrics(app, app.ctx.metrics_socket, metrics_port["connections"])
+            self.metrics_server = await serve_metrics(app, app.ctx.metrics_socket, self.metrics_connections)
         log.info(
             "serving on %s:%d (%s, ingest %s%s, schema version %d expected)",
             config.host,
@@ -50,69 +86,62 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
             "https" if svc.tls else "http",
             config.ingest_mode,
             f", spool {config.spool_dir}" if config.spool_dir else "",
-            expected_version,
+            self.expected_version,
         )
 
-    # The plain-HTTP metrics port, when METASTORE_METRICS_PORT is set: its server and connections.
-    metrics_port: dict[str, Any] = {"server": None, "connections": set()}
-
-    async def maintain_partitions() -> None:
+    async def maintain_partitions(self) -> None:
         # Daily partitions are made two weeks ahead; hourly is plenty, and a miss (database away,
         # or the function backing off from busy tables) is simply retried at the next tick.
         while True:
             try:
-                (created,) = await db.writer.one("ensure_partitions", {})
+                (created,) = await self.db.writer.one("ensure_partitions", {})
                 if created:
                     log.info("created %d partitions ahead", created)
             except ApiError as exc:
                 log.warning("creating partitions ahead failed, will retry in an hour: %s %s", exc.code, exc.message)
             for _ in range(60):  # the gauge each minute, the partitions each hour
                 with contextlib.suppress(ApiError):
-                    (ahead,) = await db.writer.one("partitions_ahead", {})
+                    (ahead,) = await self.db.writer.one("partitions_ahead", {})
                     metrics.PARTITIONS_AHEAD.set(ahead)
                 await asyncio.sleep(60)
 
-    @app.before_server_stop
-    async def begin_drain(app: Sanic[Any, Any]) -> None:
+    async def begin_drain(self, app: Sanic[Any, Any]) -> None:
         # From here /readyz answers 503 so that the platform stops routing new requests here.
-        svc.draining, svc.stop_started = True, time.monotonic()
+        self.svc.draining, self.svc.stop_started = True, time.monotonic()
         log.info("shutting down: finishing requests in flight")
 
-    @app.after_server_stop
-    async def finish(app: Sanic[Any, Any]) -> None:
+    async def finish(self, app: Sanic[Any, Any]) -> None:
         # Requests are done; the pools are still open for the queue's last batches.
-        if ingest:
-            elapsed = time.monotonic() - (svc.stop_started or time.monotonic())
-            await ingest.drain(max(config.shutdown_grace_s - elapsed, 1.0))
-        for task in svc.background:
+        if self.ingest:
+            elapsed = time.monotonic() - (self.svc.stop_started or time.monotonic())
+            await self.ingest.drain(max(self.config.shutdown_grace_s - elapsed, 1.0))
+        for task in self.svc.background:
             task.cancel()
-        if metrics_port["server"] is not None:
-            metrics_port["server"].close()
-            for connection in list(metrics_port["connections"]):
+        if self.metrics_server is not None:
+            self.metrics_server.close()
+            for connection in list(self.metrics_connections):
                 connection.abort()
-        await db.close()
+        await self.db.close()
         log.info("stopped")
 
-    @app.on_request
-    async def begin_request(request: Request) -> HTTPResponse | None:
+    async def begin_request(self, request: Request) -> HTTPResponse | None:
         request.ctx.started = time.perf_counter()
         logs.request_id.set(str(request.id))
         # The plain-HTTP metrics port serves the metrics, and nothing else.
         port = request.conn_info.server_port if request.conn_info else None
         scrape = request.path == "/metrics" and request.method in ("GET", "HEAD")
-        if config.metrics_port and port == config.metrics_port and not scrape:
+        if self.config.metrics_port and port == self.config.metrics_port and not scrape:
             return json(error_body(404, "this port serves GET /metrics only", None, request), status=404)
         return None
 
-    @app.on_response  # type: ignore[untyped-decorator,unused-ignore]
-    async def end_request(request: Request, response: HTTPResponse) -> None:
+    async def end_request(self, request: Request, response: HTTPResponse) -> None:
         route = "/" + request.route.path.lstrip("/") if request.route else "unmatched"
         started = getattr(request.ctx, "started", None)
         method = metrics.method_label(request.method)
         if started is not None:
             seconds = time.perf_counter() - started
             metrics.REQUESTS.labels(method, route, str(response.status)).observe(seconds)
-            if config.access_log:
+            if self.config.access_log:
                 access.info(
                     "%s %s %d %.1f ms",
                     method,
@@ -122,30 +151,21 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                     extra={"fields": {"method": method, "route": route, "status": response.status}},
                 )
         response.headers["X-Request-ID"] = str(request.id)
-        if svc.draining and isinstance(request.stream, Http):
+        if self.svc.draining and isinstance(request.stream, Http):
             # Sanic keeps serving busy keep-alive connections until its timeout; a client told
             # to close reconnects, to a replica that is not shutting down.
             request.stream.keep_alive = False
 
-    @app.get("/healthz")
-    async def healthz(request: Request) -> HTTPResponse:
-        return json({"status": "ok"})
-
-    @app.get("/readyz")
-    async def readyz(request: Request) -> HTTPResponse:
-        ready, body = await readiness()
-        metrics.READY.set(1 if ready else 0)
-        return json(body, status=200 if ready else 503)
-
-    async def readiness() -> tuple[bool, dict[str, Any]]:
-        if svc.draining:
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        config, ingest = self.config, self.ingest
+        if self.svc.draining:
             return False, {"status": "draining", "reason": "the service is shutting down"}
         try:
-            version = await canary()
+            version = await self.canary()
         except ApiError as exc:
             return False, _unready(exc)
         metrics.SCHEMA_VERSION.set(version)
-        verdict = migrations.schema_verdict(version, expected_version)
+        verdict = migrations.schema_verdict(version, self.expected_version)
         if verdict is not None:
             return False, {"status": verdict[0], "reason": verdict[1], "schema_version": version}
         stuck = ingest.stuck_for() if ingest else 0.0
@@ -163,17 +183,17 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
             "status": "ready",
             "schema_version": version,
             "ingest_mode": config.ingest_mode,
-            "database_tls": database_tls,
+            "database_tls": self.database_tls,
         }
 
-    async def canary() -> int:
+    async def canary(self) -> int:
         """metastore.schema_version() on the canary's own connection. While that pool holds no
         connection (it cannot log in, or the server is away) the call could only time out, so one
         direct attempt runs alongside and says why."""
-        call = asyncio.ensure_future(db.health.one("schema_version", {}))
+        call = asyncio.ensure_future(self.db.health.one("schema_version", {}))
         attempt = None
-        if db.health.pool.get_stats().get("pool_available", 0) == 0:
-            attempt = asyncio.ensure_future(diagnose_connection(config))
+        if self.db.health.pool.get_stats().get("pool_available", 0) == 0:
+            attempt = asyncio.ensure_future(diagnose_connection(self.config))
         try:
             if attempt is not None:
                 await asyncio.wait({call, attempt}, return_when=asyncio.FIRST_COMPLETED)
@@ -194,27 +214,20 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 if task is not None and not task.done():
                     task.cancel()
 
-    def _unready(exc: ApiError) -> dict[str, Any]:
-        if isinstance(exc, Unready):
-            return {"status": exc.readiness, "reason": exc.message}
-        if exc.code in SCHEMA_MISMATCH:
-            status, reason = migrations.schema_verdict(None) or ("", "")
-            return {"status": status, "reason": reason}
-        if exc.code == "42501":
-            return {
-                "status": "not permitted",
-                "reason": "the service role may not call metastore.schema_version(): grant it the installation's "
-                "app role (<database>_app)",
-            }
-        return {"status": "database unavailable", "reason": exc.message}
 
-    @app.get("/metrics")
-    async def metrics_endpoint(request: Request) -> HTTPResponse:
-        db.record_pool_stats()
-        metrics.QUEUE_AGE.set(ingest.queue.oldest_age() if ingest else 0.0)
-        # Rendering runs in a thread: a scrape never holds the event loop.
-        text = await asyncio.get_running_loop().run_in_executor(None, generate_latest)
-        return raw(text, content_type=CONTENT_TYPE_LATEST)
+def _unready(exc: ApiError) -> dict[str, Any]:
+    if isinstance(exc, Unready):
+        return {"status": exc.readiness, "reason": exc.message}
+    if exc.code in SCHEMA_MISMATCH:
+        status, reason = migrations.schema_verdict(None) or ("", "")
+        return {"status": status, "reason": reason}
+    if exc.code == "42501":
+        return {
+            "status": "not permitted",
+            "reason": "the service role may not call metastore.schema_version(): grant it the installation's "
+            "app role (<database>_app)",
+        }
+    return {"status": "database unavailable", "reason": exc.message}
 
 
 class Unready(ApiError):
