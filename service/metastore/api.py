@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -238,6 +238,9 @@ class Intake:
         return json_text(batch.result, status=400 if batch.status == "failure" else 200)
 
 
+ReadJson = Callable[[str, dict[str, Any]], Awaitable[HTTPResponse]]
+
+
 def routes(app: Sanic[Any, Any], svc: Service) -> None:
     db = svc.db
     Intake(svc).register(app)
@@ -247,6 +250,13 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
         (document,) = await db.read.one(query, params)
         return json_text(document)
 
+    # Every read route is one named query's one call: route -> query -> function.
+    _dataset_reads(app, read_json)
+    _job_reads(app, read_json)
+    _search_reads(app, read_json)
+
+
+def _dataset_reads(app: Sanic[Any, Any], read_json: ReadJson) -> None:
     @app.get("/api/v1/datasets")
     async def list_datasets(request: Request) -> HTTPResponse:
         args = request.args
@@ -297,6 +307,8 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     async def dataset_runs(request: Request, dataset_id: int) -> HTTPResponse:
         return await read_json("dataset_runs", {"id": dataset_id, "limit": _int_param(request.args, "limit", 20)})
 
+
+def _job_reads(app: Sanic[Any, Any], read_json: ReadJson) -> None:
     @app.get("/api/v1/jobs")
     async def list_jobs(request: Request) -> HTTPResponse:
         args = request.args
@@ -321,7 +333,6 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
     async def get_run(request: Request, run_id: int) -> HTTPResponse:
         return await read_json("get_run", {"id": run_id})
 
-    # The runs timeline, search, namespaces and field lineage: reads, each one function call.
     @app.get("/api/v1/runs")
     async def list_runs(request: Request) -> HTTPResponse:
         args = request.args
@@ -340,6 +351,8 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
             },
         )
 
+
+def _search_reads(app: Sanic[Any, Any], read_json: ReadJson) -> None:
     @app.get("/api/v1/search")
     async def search(request: Request) -> HTTPResponse:
         return await read_json(
