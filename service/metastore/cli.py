@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -177,7 +178,7 @@ def db(args: argparse.Namespace) -> int:
         migrations.backfill(dsn, args.sessions, args.batch_size, limits)
         return 0
     if args.db_command == "retention":
-        print(json.dumps(migrations.retention(dsn, args.keep, limits)))
+        print(json.dumps(migrations.retention(dsn, args.keep, limits, args.archive)))
         return 0
     print(json.dumps(migrations.status(dsn, limits)))
     return 0
@@ -237,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
         "retention", help="forget events older than --keep (metastore.apply_retention); prints what it dropped"
     )
     retention.add_argument("--keep", default="90 days", help="a PostgreSQL interval, at least 1 day (default: 90 days)")
+    retention.add_argument(
+        "--archive",
+        type=Path,
+        help="first write each expiring day's events to a gzip NDJSON file with a manifest in this directory "
+        "(what `metastore import` reads back)",
+    )
     rebuild = db_commands.add_parser(
         "backfill", help="rebuild the derived tables from the stored events while ingest goes on (metastore.backfill)"
     )

@@ -376,6 +376,28 @@ def _lines_of(path: str) -> Iterator[str]:
                 yield text
 
 
+def checked_files(given: list[str]) -> list[str]:
+    """The files to import, every archive among them checked first against its manifest (named, or
+    beside the file: `metastore db retention --archive`), so that a damaged one imports nothing."""
+    from metastore import archive
+
+    files = []
+    for name in given:
+        path = Path(name)
+        manifest = path if name.endswith(archive.MANIFEST_SUFFIX) else None
+        if manifest is None and name != "-":
+            manifest = archive.manifest_of(path)
+        if manifest is not None:
+            try:
+                data, events = archive.verify(manifest)
+            except archive.ArchiveError as exc:
+                raise TransferError(f"{exc}; nothing was imported") from None
+            log.info("%s: %d events, checksum verified against %s", data, events, manifest)
+            name = str(data)
+        files.append(name)
+    return files
+
+
 def import_(args: argparse.Namespace) -> dict[str, Any]:
     """Posts the events of export files to a store's batch route: each batch is stored through the
     ingest functions, so an event the store has already is a duplicate, not a second copy."""
@@ -417,10 +439,11 @@ def import_(args: argparse.Namespace) -> dict[str, Any]:
             time.sleep(min(0.3 * 2**attempt, 10))
         raise TransferError(f"POST {url} kept failing: {error}")
 
+    files = checked_files(args.files)
     with requests.Session() as session:
         batch: list[FeedEvent] = []
         size = 0
-        for path in args.files:
+        for path in files:
             for line in _lines_of(path):
                 event = split_line(line)
                 batch.append(event)
@@ -469,7 +492,12 @@ def add_commands(commands: Any) -> None:
     exp.add_argument("--cursor", help="start after this event's cursor")
 
     imp = commands.add_parser("import", help="store the events of export files into a store (de-duplicated)")
-    imp.add_argument("files", nargs="+", help="NDJSON files written by export, gzip or not; - for stdin")
+    imp.add_argument(
+        "files",
+        nargs="+",
+        help="NDJSON files written by export, gzip or not, or by `db retention --archive` (checked against their "
+        "manifests, which may be named instead); - for stdin",
+    )
     imp.add_argument("--to", required=True, help="base URL of the receiving store")
     imp.add_argument("--ca", type=Path, help="CA certificate(s) that sign its certificate (PEM)")
     imp.add_argument("--insecure", action="store_true", help="do not verify its certificate")

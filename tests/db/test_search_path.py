@@ -138,6 +138,7 @@ CALLS: dict[str, str] = {
     "metastore.schema_version()": "SELECT metastore.schema_version()",
     "metastore.create_partitions(date,integer)": "SELECT metastore.create_partitions()",
     "metastore.apply_retention(interval)": "SELECT metastore.apply_retention('3650 days')",
+    "metastore.expiring_days(interval)": "SELECT count(*) FROM metastore.expiring_days('3650 days')",
     "metastore.group_role(text)": "SELECT metastore.group_role('app')",
     "metastore.use_group_roles(text,text)": "SELECT metastore.use_group_roles()",
     "metastore.check_source(text,text)": "SELECT metastore.check_source('unauthenticated', NULL)",

@@ -26,7 +26,8 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             "FROM metastore.datasets_view ORDER BY 1, 2"
         ).fetchall(),
         "links": conn.execute(
-            "SELECT e.payload_sha256, d.namespace, d.name, l.direction, l.event_time, l.tableoid::regclass::text "
+            "SELECT e.payload_sha256, d.namespace, d.name, l.direction, l.event_time, "
+            "regexp_replace(l.tableoid::regclass::text, '_[0-9]+$', '') "
             "FROM metastore.event_datasets l "
             "JOIN metastore.events e ON e.id = l.event_id AND e.event_time = l.event_time "
             "JOIN metastore.datasets d ON d.id = l.dataset_id ORDER BY 1, 2, 3, 4"
