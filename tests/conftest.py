@@ -50,6 +50,8 @@ class Database:
 # `make test-citus`: the session's server is a Citus coordinator with two workers, and every
 # database of the tests is distributed (docs/scale.md).
 CITUS = os.environ.get("METASTORE_CITUS", "") == "1"
+# tests/citus compare a Citus cluster with plain PostgreSQL: collected by `make test-citus` only.
+collect_ignore = [] if CITUS else ["citus"]
 
 
 def provision(server: LocalPostgres, dbname: str = TEMPLATE) -> Database:

@@ -12,9 +12,9 @@ BEGIN
         ASSERT (SELECT p.partmethod = 'h'
                        AND pg_catalog.column_to_column_name(p.logicalrelid, p.partkey) = 'event_time'
                   FROM pg_catalog.pg_dist_partition AS p WHERE p.logicalrelid = v_table::regclass),
-            pg_catalog.format('%s must be distributed by event_time (the citus extension is present; a deploy of '
-                              'V0012 distributes it: revert to 11 and deploy, which copies it to the workers)',
-                              v_table);
+            pg_catalog.format('%s must be distributed by event_time: the citus extension is present (to distribute '
+                              'a store deployed before it: revert the citus_layout change, then deploy, which '
+                              'copies the events to the workers; docs/operations.md)', v_table);
     END LOOP;
     ASSERT (SELECT pg_catalog.count(DISTINCT p.colocationid) = 1 FROM pg_catalog.pg_dist_partition AS p
              WHERE p.logicalrelid IN ('metastore.events'::regclass, 'metastore.event_datasets'::regclass)),

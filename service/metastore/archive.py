@@ -107,6 +107,10 @@ def _write_day(run: Run, directory: Path, stamp: str, day: date, time_from: date
                     break
         raw.flush()
         os.fsync(raw.fileno())
+    if count == 0:
+        # A day made ahead that no event reached: nothing to keep.
+        path.unlink()
+        return DayFile(day, path, manifest, 0, None, None)
     record = {
         "format": FORMAT,
         "day": day.isoformat(),
@@ -156,6 +160,7 @@ def retention(conn: psycopg.Connection[Any], run: Run, keep: str, directory: Pat
     result["archived"] = [
         {"day": f.day.isoformat(), "events": f.events, "file": str(f.path), "manifest": str(f.manifest)}
         for f in written
+        if f.events
     ]
     return result
 

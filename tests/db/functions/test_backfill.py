@@ -371,7 +371,7 @@ def stop_midway(database: Database, batch_size: int) -> None:
                 if started and left < started - 10:
                     break
                 threading.Event().wait(0.02)
-            watch.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            watch.execute("SELECT pg_cancel_backend(%s::integer)", (pid,))
         thread.join(60)
         assert caught and isinstance(caught[0], psycopg.errors.QueryCanceled), caught
 

@@ -206,7 +206,7 @@ def test_a_stopped_rebuild_keeps_the_counts_of_datasets_it_had_not_reached(datab
             )
             assert owner.execute(counts).fetchone() == (2,)
             for s in sessions:
-                owner.execute("SELECT pg_cancel_backend(%s)", (s.pid,))
+                owner.execute("SELECT pg_cancel_backend(%s::integer)", (s.pid,))
             for s in sessions:
                 s.join()
             holder.rollback()
@@ -229,7 +229,7 @@ def test_a_session_of_an_older_generation_joins_the_newer_one(database: Database
         other_rules(owner)
         newer = Session(database, 1)
         wait_for(owner, "SELECT generation FROM metastore.derive_state", lambda r: r[0] == 3)
-        owner.execute("SELECT pg_cancel_backend(%s)", (newer.pid,))
+        owner.execute("SELECT pg_cancel_backend(%s::integer)", (newer.pid,))
         newer.join()
         older.join()
         assert older.error is None
@@ -260,7 +260,7 @@ def test_sessions_resuming_the_end_of_a_rebuild_do_not_deadlock(database: Databa
             owner.execute("UPDATE metastore.datasets SET generation = (SELECT generation FROM metastore.derive_state)")
             stopped = Session(database, 1000)
             wait_for(owner, "SELECT rebuild FROM metastore.derive_state", lambda r: r == ("finishing",))
-            owner.execute("SELECT pg_cancel_backend(%s)", (stopped.pid,))
+            owner.execute("SELECT pg_cancel_backend(%s::integer)", (stopped.pid,))
             stopped.join()
             if stopped.error is None:  # it finished before the cancel came: nothing to resume
                 continue

@@ -93,7 +93,7 @@ def test_a_vacuum_of_a_partition_does_not_hold_it_off(
         finally:
             # Ended, not cancelled: a cancel that came between its statements would leave the VACUUM
             # to run at its full delay. A role may end its own sessions.
-            owner.execute("SELECT pg_terminate_backend(%s)", (vacuum_pid,))
+            owner.execute("SELECT pg_terminate_backend(%s::integer)", (vacuum_pid,))
             thread.join(30)
             assert not thread.is_alive()
     assert all(isinstance(e, psycopg.OperationalError) for e in vacuum_error), vacuum_error
