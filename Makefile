@@ -72,7 +72,7 @@ bench-replay: $(VENV)/.installed-bench ## feed, export, import and replay betwee
 scale: $(VENV)/.installed-bench ## storage, ingest, get_dataset, partitions and retention at 0, 1 and 5 million events; lz4 vs pglz (~15 min, ~15 GB)
 	$(PY) -m bench.scale
 
-soak: system-deps $(VENV)/.installed-bench ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods and a SIGTERM; sync, async, async with spool (bench/results/soak.json)
+soak: system-deps $(VENV)/.installed-bench ## minutes of load with a PostgreSQL restart and pause, a poison event, a long lock, the floods and a SIGTERM; sync, async, async with spool (and its disk full, a damaged segment) (bench/results/soak.json)
 	$(PY) -m bench.soak
 
 floods: $(VENV)/.installed-bench ## each flood (slow uploads, gzip bombs, idle and half-open connections, methods, slowloris, full queue) at default settings: the memory bound (bench/results/memory.json, minutes)
@@ -93,7 +93,7 @@ format: $(VENV)/.installed-lint ## apply ruff's fixes and formatting
 schema: $(VENV)/.installed-test ## rewrite db/schema.sql from a fresh deploy (commit it with the change)
 	$(PY) -m tests.schema_dump
 
-settings: $(VENV)/.installed-local ## print the settings table for the README
+settings: $(VENV)/.installed-local ## print the settings table (docs/service.md holds it)
 	$(PY) -m metastore settings
 
 clean-dev: ## delete the development database (in .dev/, or where `make dev` said it is)

@@ -7,9 +7,11 @@ resident memory: VmRSS sampled from /proc/<pid>/status during the flood, and VmH
     python -m bench.floods --measure     # each flood at default settings, fit the bound
                                          # (bench/results/memory.json)
 
-Floods: slow uploads of large bodies, gzip bombs, idle TLS connections (and TCP connections that
-never finish the TLS handshake), thousands of made-up HTTP methods while /metrics is scraped,
-slowloris headers, and (measure only) the async queue full in memory.
+Floods: slow uploads of large bodies, gzip bombs, all kinds of bodies at once (stored events that
+inflate to the body limit, plain ones, batches, slow uploads), idle TLS connections (and TCP
+connections that never finish the TLS handshake), as many connections as the cap allows each
+having received a body, thousands of made-up HTTP methods while /metrics
+is scraped, slowloris headers, and (measure only) the async queue full in memory.
 """
 
 from __future__ import annotations
@@ -428,6 +430,47 @@ async def idle_connections(
     return await flooding(target, "idle_connections", {"tls": n, "raw_tcp": raw, "hold_s": hold_s}, body)
 
 
+async def busy_connections(target: Target, n: int = 1000, size: int = 1 << 20, hold_s: float = 3) -> dict[str, Any]:
+    """n connections that each post one event of `size` bytes at full speed, are answered, and stay
+    open: what a connection keeps once it has received a body (its TLS and HTTP buffers), measured
+    once every answer is in (`settled_mb`, the bodies gone)."""
+    ctx = target.ssl_context()
+    gate = asyncio.Semaphore(100)
+    held: list[asyncio.StreamWriter] = []
+    body_bytes = padded_event(f"busy-{time.time_ns()}", size)
+
+    async def one(seen: Seen, i: int) -> None:
+        started = time.perf_counter()
+        async with gate:
+            try:
+                reader, writer = await target.connect(ctx)
+            except (OSError, ssl.SSLError) as exc:
+                seen.add(type(exc).__name__, time.perf_counter() - started)
+                return
+            data = body_bytes.replace(b'"busy-', f'"busy-{i}-'.encode(), 1)
+            writer.write(
+                f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n".encode()
+                + data
+            )
+            try:
+                code, retry_after = await asyncio.wait_for(read_status(reader), 60)
+            except TimeoutError:
+                code, retry_after = "no answer", None
+        seen.add(code, time.perf_counter() - started, retry_after)
+        held.append(writer)
+
+    async def body(seen: Seen) -> dict[str, Any]:
+        await asyncio.gather(*(one(seen, i) for i in range(n)))
+        await asyncio.sleep(hold_s)  # every answer is in, the bodies are freed; the connections stay
+        settled = _status_kb(target.pid, "VmRSS") / 1024
+        for w in held:
+            _close(w)
+        return {"held": len(held), "settled_mb": round(settled, 1)}
+
+    return await flooding(target, "busy_connections", {"n": n, "size": size}, body)
+
+
 async def made_up_methods(
     target: Target, n: int = 5000, concurrency: int = 16, scrapes: int = 20, healthz: int = 200
 ) -> dict[str, Any]:
@@ -527,6 +570,123 @@ async def slowloris(target: Target, n: int = 200, every_s: float = 2, max_s: flo
         return {}
 
     return await flooding(target, "slowloris", {"n": n, "byte_every_s": every_s}, body)
+
+
+def stored_event(run_id: str, size: int) -> bytes:
+    """A valid event of `size` bytes that is stored as sent (a long string: jsonb keeps it whole),
+    unlike a whitespace bomb, whose whitespace PostgreSQL drops: the most a body can cost."""
+    return padded_event(run_id, size)
+
+
+def batch_body(tag: str, size: int, events: int = 8) -> bytes:
+    """A JSON array of `events` padded events, about `size` bytes in all."""
+    each = max(2048, size // events - 64)
+    return b"[" + b",".join(padded_event(f"{tag}-{i}", each) for i in range(events)) + b"]"
+
+
+async def mixed(
+    target: Target,
+    seconds: float = 20,
+    body_limit: int = 16 << 20,
+    bombs: int = 12,
+    plain: int = 3,
+    batches: int = 2,
+    slow: int = 4,
+    slow_rate: int = 65536,
+) -> dict[str, Any]:
+    """Every kind of body at once, for `seconds`: gzip and deflate bodies that inflate to the body
+    limit (stored events, not whitespace), plain bodies of the limit, batches (gzip and plain) of
+    the limit, and slow uploads of the limit; each client posts again as soon as it is answered.
+    Refusals (413, 503) are expected: what is measured is that memory stays bounded meanwhile."""
+    tag = f"mixed-{time.time_ns()}"
+    ctx = target.ssl_context()
+    stop_at = time.monotonic() + seconds
+    # Just under the limit after inflation: admitted, held whole, then stored.
+    size = body_limit - 4096
+
+    async def poster(seen: Seen, kind: str, make: Callable[[int], tuple[bytes, dict[str, str]]], path: str) -> None:
+        i = 0
+        async with target.client(timeout=60) as http:
+            while time.monotonic() < stop_at:
+                i += 1
+                data, headers = await asyncio.to_thread(make, i)
+                started = time.perf_counter()
+                try:
+                    r = await http.post(path, content=data, headers={**JSON, **headers})
+                    code = r.json().get("error", {}).get("code", "") if r.status_code >= 400 else ""
+                    seen.add(f"{kind} {r.status_code} {code}".strip(), time.perf_counter() - started)
+                except httpx.HTTPError as exc:
+                    seen.add(f"{kind} {type(exc).__name__}", time.perf_counter() - started)
+
+    def bomb(n: int, k: int, encoding: str) -> tuple[bytes, dict[str, str]]:
+        raw = stored_event(f"{tag}-b{k}-{n}", size)
+        if encoding == "gzip":
+            return gzip.compress(raw, 6), {"Content-Encoding": "gzip"}
+        import zlib
+
+        return zlib.compress(raw, 6), {"Content-Encoding": "deflate"}
+
+    def plain_body(n: int, k: int) -> tuple[bytes, dict[str, str]]:
+        return stored_event(f"{tag}-p{k}-{n}", size), {}
+
+    def batch(n: int, k: int) -> tuple[bytes, dict[str, str]]:
+        data = batch_body(f"{tag}-a{k}-{n}", size)
+        return (gzip.compress(data, 6), {"Content-Encoding": "gzip"}) if n % 2 else (data, {})
+
+    async def slow_upload(seen: Seen) -> None:
+        while time.monotonic() < stop_at:
+            started = time.perf_counter()
+            try:
+                reader, writer = await target.connect(ctx)
+            except (OSError, ssl.SSLError) as exc:
+                seen.add(f"slow {type(exc).__name__}", time.perf_counter() - started)
+                await asyncio.sleep(0.5)
+                continue
+            data = stored_event(f"{tag}-s-{time.time_ns()}", size)
+            head = (
+                f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n"
+            ).encode()
+
+            async def trickle(data: bytes = data, head: bytes = head, writer: asyncio.StreamWriter = writer) -> None:
+                writer.write(head)
+                for at in range(0, len(data), slow_rate):
+                    writer.write(data[at : at + slow_rate])
+                    await writer.drain()
+                    await asyncio.sleep(1)
+
+            sender = asyncio.create_task(trickle())
+            try:
+                code, _ = await asyncio.wait_for(read_status(reader), max(1.0, stop_at - time.monotonic() + 15))
+            except TimeoutError:
+                code = "no answer"
+            seen.add(f"slow {code}", time.perf_counter() - started)
+            sender.cancel()
+            _close(writer)
+
+    async def body(seen: Seen) -> dict[str, Any]:
+        tasks = [
+            *(
+                poster(seen, "bomb", lambda n, k=k: bomb(n, k, "deflate" if k % 4 == 3 else "gzip"), "/api/v1/lineage")
+                for k in range(bombs)
+            ),
+            *(poster(seen, "plain", lambda n, k=k: plain_body(n, k), "/api/v1/lineage") for k in range(plain)),
+            *(poster(seen, "batch", lambda n, k=k: batch(n, k), "/api/v1/lineage/batch") for k in range(batches)),
+            *(slow_upload(seen) for _ in range(slow)),
+        ]
+        await asyncio.gather(*tasks)
+        return {}
+
+    params = {
+        "seconds": seconds,
+        "body_bytes": size,
+        "bombs": bombs,
+        "plain": plain,
+        "batches": batches,
+        "slow": slow,
+        "slow_bytes_per_s": slow_rate,
+    }
+    return await flooding(target, "mixed", params, body)
 
 
 # ---------------------------------------------------------------- measuring the bound
@@ -657,6 +817,10 @@ def measure(out: Path, quick: bool = False) -> dict[str, Any]:
         # As many bombs as the budget holds whole (64 MiB / 16 MB): none refused midway.
         run("gzip_bombs_4", lambda t: gzip_bombs(t, n=4))
         run("large_bodies", lambda t: large_bodies(t, n=8 // min(scale, 2)))
+        # Every kind of body at once, sustained: stored events inflating to the limit, plain ones,
+        # batches, slow uploads (with a spool too: its copies, and its writers).
+        run("mixed", lambda t: mixed(t, seconds=30 / scale))
+        run("mixed_spool", lambda t: mixed(t, seconds=30 / scale), METASTORE_SPOOL_DIR=str(work / "mixed-spool"))
         run("idle_tls_3000", lambda t: idle_connections(t, n=3000 // scale, hold_s=3))
         run(
             "idle_tls_3000_uncapped",
@@ -664,6 +828,8 @@ def measure(out: Path, quick: bool = False) -> dict[str, Any]:
             METASTORE_MAX_CONNECTIONS=str(3000 // scale),
         )
         run("raw_tcp_3000", lambda t: idle_connections(t, n=0, raw=3000 // scale, hold_s=3))
+        # Every connection the cap allows, each having received a body at full speed.
+        run("busy_connections", lambda t: busy_connections(t, n=max_connections // scale))
         run("made_up_methods", lambda t: made_up_methods(t, n=5000 // scale))
         run("slowloris", lambda t: slowloris(t, n=200 // scale, max_s=30))
         run(
@@ -699,14 +865,37 @@ def _peak(run: dict[str, Any]) -> float:
     return max(run["rss"]["hwm_mb"], run["rss"]["sampled_peak_mb"])
 
 
-def bound_mb(constants: dict[str, float], env: dict[str, str]) -> float:
-    """The documented memory bound (MiB) at these settings (METASTORE_* variables; defaults otherwise)."""
+def _settings(env: dict[str, str]) -> Callable[[str], int]:
     from metastore import config as settings
 
     def value(name: str) -> int:
         default = next(s.default for s in settings.SETTINGS if s.env == name)
         return int(env.get(name) or default or 0)
 
+    return value
+
+
+def send_buffers_mb(env: dict[str, str]) -> float:
+    """What libpq's send buffers keep, exactly from the settings: a connection's buffer stays as
+    large as the largest message it sent, for the connection's life. In sync mode, an ingest
+    connection sends a group (at most GROUP_COMMIT_BYTES) or an event up to LARGE_EVENT_BYTES; a
+    large-event connection, up to MAX_BODY_BYTES. In async mode with ASYNC_QUEUE_FULL=sync, an
+    ingest connection may store any event when the queue is full. (The writers' connections are
+    in the writers' term.)"""
+    value = _settings(env)
+    if env.get("METASTORE_INGEST_MODE") == "async":
+        full = (env.get("METASTORE_ASYNC_QUEUE_FULL") or "sync") == "sync"
+        return value("METASTORE_POOL_MAX") * value("METASTORE_MAX_BODY_BYTES") / MIB if full else 0.0
+    group = max(value("METASTORE_GROUP_COMMIT_BYTES"), value("METASTORE_LARGE_EVENT_BYTES"))
+    return (
+        value("METASTORE_POOL_MAX") * group + value("METASTORE_LARGE_EVENT_CALLS") * value("METASTORE_MAX_BODY_BYTES")
+    ) / MIB
+
+
+def bound_mb(constants: dict[str, float], env: dict[str, str]) -> float:
+    """The documented memory bound (MiB) at these settings (METASTORE_* variables; defaults otherwise),
+    for the ingest side: the read side's terms (pages and NDJSON streams) are added to it."""
+    value = _settings(env)
     spool = bool(env.get("METASTORE_SPOOL_DIR"))
     queued = env.get("METASTORE_INGEST_MODE") == "async" or spool
     batch = max(value("METASTORE_ASYNC_BATCH_BYTES"), value("METASTORE_MAX_BODY_BYTES"))
@@ -714,6 +903,7 @@ def bound_mb(constants: dict[str, float], env: dict[str, str]) -> float:
         constants["base_mb"]
         + value("METASTORE_MAX_CONNECTIONS") * constants["per_connection_kb"] / 1024
         + constants["k_inflight"] * value("METASTORE_MAX_INFLIGHT_BYTES") / MIB
+        + send_buffers_mb(env)
     )
     if queued and not spool:
         total += constants["m_queue"] * value("METASTORE_ASYNC_QUEUE_BYTES") / MIB
@@ -722,10 +912,23 @@ def bound_mb(constants: dict[str, float], env: dict[str, str]) -> float:
     return round(total, 1)
 
 
+FORMULA = (
+    "RSS <= base_mb + MAX_CONNECTIONS x per_connection_kb + k_inflight x MAX_INFLIGHT_BYTES"
+    " + POOL_MAX x max(GROUP_COMMIT_BYTES, LARGE_EVENT_BYTES) + LARGE_EVENT_CALLS x MAX_BODY_BYTES"
+    " (sync mode; async mode with ASYNC_QUEUE_FULL=sync: POOL_MAX x MAX_BODY_BYTES instead)"
+    " + m_queue x ASYNC_QUEUE_BYTES (async mode without a spool)"
+    " + w_writers x ASYNC_WRITERS x max(ASYNC_BATCH_BYTES, MAX_BODY_BYTES) (async mode, or a spool)"
+    " + the read side's terms"
+)
+
+# Floods of request bodies in sync mode without a spool: k_inflight is fitted to them.
+BODY_FLOODS = ("slow_uploads", "gzip_bombs", "gzip_bombs_4", "large_bodies", "mixed")
+
+
 def fit(
     runs: dict[str, dict[str, Any]], max_connections: int, inflight: int, queue_bytes: int, defaults: dict[str, Any]
 ) -> dict[str, Any]:
-    """Constants of the bound (see "formula"), each from its own flood, rounded up; then every measured
+    """Constants of the bound (see FORMULA), each from its own flood, rounded up; then every measured
     peak checked against the bound at its settings."""
     base = max(_peak(runs["idle"]), *(r["baseline_mb"] for r in runs.values()))
     uncapped = runs["idle_tls_3000_uncapped"]
@@ -735,11 +938,17 @@ def fit(
     # Counted while their handshake waits: at most the cap of them hold TLS buffers.
     pending = min(raw["params"]["raw_tcp"], max_connections)
     per_handshake_kb = max(0.0, (_peak(raw) - raw["baseline_mb"]) * 1024 / pending)
+    busy = runs["busy_connections"]
+    # Settled: the answers are in and the bodies freed; what stays is per connection (and what the
+    # allocator kept of the bodies, counted here too).
+    per_busy_connection_kb = max(0.0, (busy["settled_mb"] - busy["baseline_mb"]) * 1024 / max(1, busy["held"]))
     loris = runs["slowloris"]
     per_slow_header_kb = max(0.0, (_peak(loris) - loris["baseline_mb"]) * 1024 / loris["params"]["n"])
-    bodies = ("slow_uploads", "gzip_bombs", "gzip_bombs_4", "large_bodies")
-    body_peaks = [_peak(runs[n]) - runs[n]["baseline_mb"] for n in bodies]
-    k = max(body_peaks) * MIB / inflight
+    # What the bodies held beyond libpq's send buffers (their own term), per byte of the budget.
+    body_peaks = [
+        _peak(runs[n]) - runs[n]["baseline_mb"] - send_buffers_mb(runs[n]["settings"]) for n in BODY_FLOODS if n in runs
+    ]
+    k = max(0.0, *body_peaks) * MIB / inflight
     q = runs["async_queue_full"]
     m = max(0.0, (_peak(q) - q["baseline_mb"]) * MIB / max(1, queue_bytes))
     # A writer's batch is at least one event: up to the largest body, whatever ASYNC_BATCH_BYTES says.
@@ -751,7 +960,9 @@ def fit(
     w = max(0.0, ((_peak(wl) - wl["baseline_mb"]) * MIB - receiving) / (writers * batch))
     constants = {
         "base_mb": _ceil(base + 10, 10),
-        "per_connection_kb": _ceil(max(per_connection_kb, per_handshake_kb, per_slow_header_kb) * 1.25, 5),
+        "per_connection_kb": _ceil(
+            max(per_connection_kb, per_handshake_kb, per_slow_header_kb, per_busy_connection_kb) * 1.25, 5
+        ),
         "k_inflight": round(_ceil(k * 1.1, 0.1), 1),
         "m_queue": round(_ceil(m * 1.1, 0.1), 1),
         "w_writers": round(_ceil(w * 1.1, 0.1), 1),
@@ -765,14 +976,13 @@ def fit(
         for name, r in runs.items()
     }
     return {
-        "formula": "RSS <= base_mb + MAX_CONNECTIONS x per_connection_kb + k_inflight x MAX_INFLIGHT_BYTES"
-        " + m_queue x ASYNC_QUEUE_BYTES (async mode without a spool)"
-        " + w_writers x ASYNC_WRITERS x max(ASYNC_BATCH_BYTES, MAX_BODY_BYTES) (async mode, or a spool)",
+        "formula": FORMULA,
         "constants": constants,
         "measured": {
             "per_connection_kb": round(per_connection_kb, 1),
             "per_pending_handshake_kb": round(per_handshake_kb, 1),
             "per_slow_header_connection_kb": round(per_slow_header_kb, 1),
+            "per_connection_after_a_body_kb": round(per_busy_connection_kb, 1),
             "k_inflight": round(k, 2),
             "m_queue": round(m, 2),
             "w_writers": round(w, 2),
@@ -782,6 +992,7 @@ def fit(
             "METASTORE_MAX_INFLIGHT_BYTES": inflight,
             "METASTORE_ASYNC_QUEUE_BYTES": queue_bytes,
             "bound_sync_mb": bound({}),
+            "bound_sync_spool_mb": bound({"METASTORE_SPOOL_DIR": "x"}),
             "bound_async_mb": bound({"METASTORE_INGEST_MODE": "async"}),
             "bound_async_spool_mb": bound({"METASTORE_INGEST_MODE": "async", "METASTORE_SPOOL_DIR": "x"}),
         },

@@ -103,10 +103,10 @@ def post_floor(url: str, ca: Path, dump: Path) -> dict[str, Any]:
     count = 0
     started = time.monotonic()
     with requests.Session() as session:
-        for line in transfer._lines_of(str(dump)):
+        for _, line in transfer.file_lines(str(dump), transfer.STORE_MAX_BODY + transfer.ENVELOPE_BYTES):
             response = session.post(
                 f"{url}/api/v1/lineage",
-                data=transfer.split_line(line).payload.encode(),
+                data=transfer.split_line(line).payload,
                 headers={"Content-Type": "application/json"},
                 verify=str(ca),
                 timeout=30,

@@ -8,8 +8,12 @@ in ACCESS EXCLUSIVE mode for 14 s while 500 events of 60 KB arrive), 0.4 the flo
 bench/floods.py, shortened (a minute or so), 0.9 SIGTERM of the service (the supervisor starts it again on the
 same port). Run in sync mode, async mode, and async mode with a spool (METASTORE_SPOOL_DIR; after
 the run the service is started once more on it, as a restarted pod would be, to store what it
-kept). Reports, per run, requests, acknowledged, missing (acknowledged and not stored: must be 0),
-503s and the service's peak RSS. Loopback only; bounded in time.
+kept). The spool run has two faults more: at 0.7 its file system is full for 5 s (a tmpfs filled
+by a ballast file where mounting works here, else a file-size limit on the service), and at its
+SIGTERM, between the stop and the start, a segment of 20 events of its own, two of them with a
+byte changed, is put into the spool (its 18 intact events must be stored, the two damaged ones
+kept in quarantine). Reports, per run, requests, acknowledged, missing (acknowledged and not
+stored: must be 0), 503s and the service's peak RSS. Loopback only; bounded in time.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import shutil
 import signal
 import ssl
 import subprocess
@@ -25,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +39,9 @@ import psycopg
 
 from bench import floods
 from devtools.localpg import LocalPostgres, free_port, provision
+from metastore.spool import Spool
 from tests.support.certs import TLSFiles, write_tls_files
+from tests.support.disks import FillableDisk, fillable_disk, piped_log
 from tests.support.servers import Server, service_env, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +55,7 @@ class Supervisor:
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
         self.exit_codes: list[int] = []
+        self.before_restart: Callable[[], None] | None = None  # run once, between a stop and the next start
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -55,20 +64,24 @@ class Supervisor:
         self._thread.start()
 
     def _spawn(self) -> None:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "metastore", "serve"],
-                env=self.env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        # Through a pipe: a file-size limit on the service (a full spool disk) must not stop its log.
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "metastore", "serve"],
+            env={**self.env, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        piped_log(self.process, self.log)
 
     def _watch(self) -> None:
         while not self._stop.is_set():
             if self.process is not None and self.process.poll() is not None:
                 self.exit_codes.append(self.process.returncode)
                 self.restarts += 1
+                hook, self.before_restart = self.before_restart, None
+                if hook is not None:
+                    hook()
                 self._spawn()
             time.sleep(0.05)
 
@@ -148,11 +161,64 @@ def run_floods(url: str, ca: Path, supervisor: Supervisor) -> list[dict[str, Any
     return out
 
 
+def spool_disk_full(url: str, verify: ssl.SSLContext, supervisor: Supervisor, disk: FillableDisk) -> dict[str, Any]:
+    """The spool's file system full for 5 s: what /readyz said, and how soon it was ready again."""
+    assert supervisor.process is not None
+    pid = supervisor.process.pid
+    said: dict[str, int] = {}
+    with httpx.Client(base_url=url, verify=verify, timeout=5) as http:
+        disk.fill(pid)
+        try:
+            for _ in range(5):
+                time.sleep(1)
+                status = http.get("/readyz").json().get("status", "?")
+                said[status] = said.get(status, 0) + 1
+        finally:
+            disk.free(pid)
+        freed = time.monotonic()
+        ready_again: float | None = None
+        while time.monotonic() - freed < 30:
+            if http.get("/readyz").status_code == 200:
+                ready_again = round(time.monotonic() - freed, 2)
+                break
+            time.sleep(0.2)
+        failures = sum(
+            float(line.split()[-1])
+            for line in http.get("/metrics").text.splitlines()
+            if line.startswith("metastore_spool_write_failures_total ")
+        )
+    return {"disk": disk.kind, "readyz_while_full": said, "ready_again_s": ready_again, "write_failures": failures}
+
+
+def damaged_segment(spool_dir: Path, tag: str, count: int = 20, damaged: tuple[int, ...] = (6, 13)) -> list[str]:
+    """Writes a segment of `count` events (with the service's own spool code, beside it) into
+    spool_dir, with one byte of each `damaged` record's body changed; returns the run ids."""
+    scratch = Path(tempfile.mkdtemp(prefix="soak-segment-"))
+    spool = Spool(scratch, 1 << 30)
+    spool.recover()
+    run_ids = [f"{tag}-planted-{i}" for i in range(count)]
+
+    async def write() -> list[Any]:
+        return [await spool.append(json.dumps(floods.event(r)).encode(), r, "unauthenticated", None) for r in run_ids]
+
+    tickets = asyncio.run(write())
+    spool.close()
+    (segment,) = scratch.glob("*.spool")
+    data = bytearray(segment.read_bytes())
+    for i in damaged:
+        data[tickets[i].offset + tickets[i].length // 2] ^= 0x01
+    # A number above the service's own segments: replayed after them.
+    (spool_dir / "900000000000.spool").write_bytes(bytes(data))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return run_ids
+
+
 def run(
     name: str, mode: str, seconds: float, clients: int, work: Path, tls: TLSFiles, spool: bool = False
 ) -> dict[str, Any]:
     pg = LocalPostgres().start(durable=True)
     supervisor: Supervisor | None = None
+    disk = fillable_disk(size_kb=512 << 10) if spool else None
     try:
         provision(pg, "soak")
         port = free_port()
@@ -164,8 +230,10 @@ def run(
             METASTORE_DB_TIMEOUT_MS="2000",
             METASTORE_LOG_LEVEL="WARNING",
         )
-        if spool:
-            env["METASTORE_SPOOL_DIR"] = str(work / f"spool-{name}")
+        spool_dir = disk.path / "spool" if disk else work / "no-spool"
+        if disk:
+            env["METASTORE_SPOOL_DIR"] = str(spool_dir)
+            env["METASTORE_SPOOL_MAX_BYTES"] = str(384 << 20)  # within the 512 MiB file system
         log = work / f"soak-{name}.log"
         supervisor = Supervisor(env, log)
         supervisor.start()
@@ -307,10 +375,24 @@ def run(
         t0 = time.monotonic() - begin
         flood_results = run_floods(url, ca, supervisor)
         faults.append({"fault": "floods", "at_s": round(t0, 1), "ended_s": round(time.monotonic() - begin, 1)})
+        planted: list[str] = []
+        if disk:
+            at(0.7)
+            t0 = time.monotonic() - begin
+            full = spool_disk_full(url, verify, supervisor, disk)
+            faults.append({"fault": "spool disk full 5 s", "at_s": round(t0, 1), "ended_s": round(t0 + 5, 1), **full})
+            supervisor.before_restart = lambda: planted.extend(damaged_segment(spool_dir, tag))
         at(0.9)
         t0 = time.monotonic() - begin
         supervisor.terminate()
-        faults.append({"fault": "SIGTERM of the service", "at_s": round(t0, 1), "ended_s": round(t0, 1)})
+        faults.append(
+            {
+                "fault": "SIGTERM of the service"
+                + (", a damaged spool segment put in before it starts" if disk else ""),
+                "at_s": round(t0, 1),
+                "ended_s": round(t0, 1),
+            }
+        )
         for t in threads:
             t.join(seconds + 60)
         supervisor.stop()
@@ -354,6 +436,21 @@ def run(
                 ).fetchone()
             )
         missing = acknowledged - stored
+        damaged_spool: dict[str, Any] | None = None
+        if disk and not planted:
+            damaged_spool = {"error": "not put in: the service was not restarted"}
+        elif planted:
+            with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
+                rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id = ANY(%s)", (planted,))
+                found = {r[0] for r in rows}
+            intact = set(planted) - {planted[6], planted[13]}
+            damaged_spool = {
+                "events": len(planted),
+                "damaged": 2,
+                "intact_stored": len(intact & found),
+                "damaged_stored": len(found - intact),
+                "quarantined_files": len(list((spool_dir / "quarantine").glob("*.bad"))),
+            }
         return {
             "run": name,
             "mode": mode,
@@ -375,11 +472,14 @@ def run(
             "poison": poison,
             "long_lock": long_lock,
             "floods": flood_results,
+            "damaged_spool_segment": damaged_spool,
         }
     finally:
         if supervisor is not None:
             supervisor.stop()  # after a failure: no service left running (a second stop does nothing)
         pg.cleanup()
+        if disk:
+            disk.close()
 
 
 def main() -> int:
@@ -398,7 +498,13 @@ def main() -> int:
     lost = sum(r["missing"] for r in results)
     if lost:
         print(f"soak: {lost} acknowledged events are not stored", file=sys.stderr)
-    return 1 if lost else 0
+    spooled = [r["damaged_spool_segment"] for r in results if r["damaged_spool_segment"]]
+    bad_replay = [
+        d for d in spooled if "error" in d or d["intact_stored"] != d["events"] - d["damaged"] or d["damaged_stored"]
+    ]
+    if bad_replay:
+        print(f"soak: a damaged spool segment was not replayed as it should be: {bad_replay}", file=sys.stderr)
+    return 1 if lost or bad_replay else 0
 
 
 if __name__ == "__main__":

@@ -1836,21 +1836,24 @@ BEGIN
        SET cursor = coalesce(p_cursor, t.cursor),
            sent = t.sent + p_sent,
            refused = t.refused + p_refused,
-           last_error = coalesce(p_error, t.last_error),
+           last_error = coalesce(left(p_error, 2000), t.last_error),
            last_error_at = CASE WHEN p_error IS NOT NULL THEN clock_timestamp() ELSE t.last_error_at END,
+           failures = CASE WHEN p_error IS NOT NULL THEN t.failures + 1 ELSE 0 END,
+           failing_since = CASE WHEN p_error IS NOT NULL THEN coalesce(t.failing_since, clock_timestamp()) END,
            updated_at = clock_timestamp()
-     WHERE t.name = p_target AND t.lease_owner = p_owner AND t.lease_until >= clock_timestamp();
+     WHERE t.name = metastore.forward_key(p_target) AND t.lease_owner = p_owner AND t.lease_until >= clock_timestamp();
     RETURN FOUND;
 END
 $$;
 
-COMMENT ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) IS 'Records that target p_target answered the events up to feed cursor p_cursor (p_sent accepted, p_refused refused with a 4xx), and p_error when sending stopped on an error. Returns false when p_owner does not hold an unexpired lease (nothing is recorded). Error code: 22023 negative counts.';
+COMMENT ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer, p_error text) IS 'Records that target p_target answered the events up to feed cursor p_cursor (p_sent accepted, p_refused judged and refused with 400 or 422), and p_error (at most 2000 characters kept) when an attempt ended without such an answer: failures counts those in a row, 0 again after an attempt without error. Returns false when p_owner does not hold an unexpired lease (nothing is recorded). Error code: 22023 negative counts.';
 
 CREATE FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) RETURNS TABLE(claimed boolean, cursor text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    v_key    text;
     v_cursor text;
 BEGIN
     IF p_target IS NULL OR p_target = '' OR p_owner IS NULL OR p_owner = ''
@@ -1858,13 +1861,14 @@ BEGIN
         RAISE EXCEPTION USING
             ERRCODE = '22023',
             MESSAGE = format('target and owner must be named and the lease from 1 to 3600 s, not %s, %s, %s',
-                             p_target, p_owner, p_lease_seconds);
+                             metastore.forward_key(p_target), p_owner, p_lease_seconds);
     END IF;
-    INSERT INTO metastore.forward_targets AS t (name) VALUES (p_target) ON CONFLICT (name) DO NOTHING;
+    v_key := metastore.forward_key(p_target);
+    INSERT INTO metastore.forward_targets AS t (name) VALUES (v_key) ON CONFLICT (name) DO NOTHING;
     UPDATE metastore.forward_targets AS t
        SET lease_owner = p_owner,
            lease_until = clock_timestamp() + make_interval(secs => p_lease_seconds)
-     WHERE t.name = p_target
+     WHERE t.name = v_key
        AND (t.lease_owner IS NULL OR t.lease_owner = p_owner OR t.lease_until < clock_timestamp())
     RETURNING t.cursor INTO v_cursor;
     claimed := FOUND;
@@ -1873,7 +1877,179 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) IS 'Takes or renews the lease of p_owner on forwarding target p_target (made on first use) for p_lease_seconds; returns claimed (false while another owner holds an unexpired lease) and the feed cursor to send after. Error code: 22023 bad arguments.';
+COMMENT ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) IS 'Takes or renews the lease of p_owner on forwarding target p_target (named by metastore.forward_key, made on first use) for p_lease_seconds; returns claimed (false while another owner holds an unexpired lease) and the feed cursor to send after. Error code: 22023 bad arguments.';
+
+CREATE FUNCTION metastore.forward_key(p_url text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_base  text := split_part(p_url, '#', 1);
+    v_query text;
+    v_part  text;
+    v_cut   text;
+    v_shown text[] := '{}';
+BEGIN
+    IF strpos(v_base, '?') > 0 THEN
+        v_query := substr(v_base, strpos(v_base, '?') + 1);
+        v_base := substr(v_base, 1, strpos(v_base, '?') - 1);
+    END IF;
+    -- User info: everything of the authority up to its last @.
+    v_base := regexp_replace(v_base, '^([A-Za-z][A-Za-z0-9+.-]*://)[^/]*@', '\1');
+    -- The ingest path and trailing slashes, until none is left (so that the key of a key is itself):
+    -- the base URL and the ingest URL are one target.
+    LOOP
+        v_cut := regexp_replace(v_base, '(/api/v1/lineage)?/*$', '');
+        EXIT WHEN v_cut = v_base;
+        v_base := v_cut;
+    END LOOP;
+    -- Any query value may be a token: only the names stay (a part without = is all value).
+    FOREACH v_part IN ARRAY coalesce(string_to_array(v_query, '&'), '{}') LOOP
+        CONTINUE WHEN v_part = '';
+        v_shown := v_shown || CASE WHEN strpos(v_part, '=') > 0 THEN split_part(v_part, '=', 1) || '=***'
+                                   ELSE '***' END;
+    END LOOP;
+    RETURN v_base || CASE WHEN cardinality(v_shown) > 0 THEN '?' || array_to_string(v_shown, '&') ELSE '' END;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.forward_key(p_url text) IS 'The name of a forwarding target: its URL without user info, fragment, ingest path (/api/v1/lineage) and trailing slashes, each query value replaced by ***. Idempotent; service/metastore/outbound.py computes the same (target_key).';
+
+CREATE FUNCTION metastore.forward_page(p_cursor text, p_limit integer DEFAULT 100, p_max_bytes integer DEFAULT 4194304) RETURNS TABLE(cursor text, event_id bigint, payload text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_pos   record;
+    v_row   record;
+    v_bytes bigint := 0;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 OR p_max_bytes IS NULL OR p_max_bytes < 1 THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('limit must be from 1 to 1000 and max_bytes 1 or more, not %s and %s',
+                             p_limit, p_max_bytes);
+    END IF;
+    SELECT * INTO v_pos FROM metastore.forward_position(p_cursor);
+    FOR v_row IN
+        SELECT e.xact_id, e.id, e.payload
+          FROM metastore.events AS e
+         WHERE (e.xact_id, e.id) > (v_pos.xact_id, v_pos.event_id)
+           AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY e.xact_id, e.id
+         LIMIT p_limit
+    LOOP
+        cursor := translate(encode(convert_to(v_row.xact_id::text || ':' || v_row.id::text, 'UTF8'), 'base64'),
+                            E'+/\n', '-_');
+        event_id := v_row.id;
+        payload := v_row.payload::text;
+        RETURN NEXT;
+        v_bytes := v_bytes + octet_length(payload);
+        EXIT WHEN v_bytes >= p_max_bytes;
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) IS 'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes of text (the first is returned whatever its size). Error code: 22023 bad limits or a cursor not returned by the feed.';
+
+CREATE FUNCTION metastore.forward_position(p_cursor text, OUT xact_id xid8, OUT event_id bigint) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_after text[];
+BEGIN
+    xact_id := '0';
+    event_id := 0;
+    IF p_cursor IS NULL THEN
+        RETURN;
+    END IF;
+    BEGIN
+        v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
+                                '^([0-9]{1,20}):([0-9]{1,19})$');
+        -- PostgreSQL 15 reads a transaction id past 2^64 - 1 without an error: refuse it here.
+        IF v_after[1]::numeric > 18446744073709551615 THEN
+            v_after := NULL;
+        END IF;
+        xact_id := v_after[1]::xid8;
+        event_id := v_after[2]::bigint;
+    EXCEPTION WHEN data_exception THEN
+        v_after := NULL;
+    END;
+    IF v_after IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = 'cursor is not valid: pass the cursor of an event or the next_cursor of a page unchanged';
+    END IF;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.forward_position(p_cursor text, OUT xact_id xid8, OUT event_id bigint) IS 'The (transaction id, event id) a feed cursor names; (0, 0) for a null cursor. Error code: 22023 a cursor metastore.read_events did not return.';
+
+CREATE FUNCTION metastore.forward_refused(p_target text, p_owner text, p_event_id bigint, p_cursor text, p_status integer, p_body text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    c_keep constant integer := 1000;
+    v_key  text := metastore.forward_key(p_target);
+    v_last record;
+BEGIN
+    IF p_status IS NULL OR p_status NOT IN (400, 422) OR p_event_id IS NULL OR p_cursor IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023',
+            MESSAGE = format('only a 400 or 422 judges an event, with its id and cursor: not %s for event %s',
+                             p_status, p_event_id);
+    END IF;
+    PERFORM FROM metastore.forward_targets AS t
+      WHERE t.name = v_key AND t.lease_owner = p_owner AND t.lease_until >= clock_timestamp()
+        FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO metastore.forward_refusals AS r (target, event_id, cursor, status, body)
+    VALUES (v_key, p_event_id, p_cursor, p_status, left(coalesce(p_body, ''), 2000))
+    ON CONFLICT (target, event_id) DO UPDATE
+       SET cursor = excluded.cursor, status = excluded.status, body = excluded.body, refused_at = excluded.refused_at;
+    SELECT r.refused_at, r.event_id INTO v_last
+      FROM metastore.forward_refusals AS r
+     WHERE r.target = v_key
+     ORDER BY r.refused_at DESC, r.event_id DESC
+    OFFSET c_keep - 1 LIMIT 1;
+    IF FOUND THEN
+        DELETE FROM metastore.forward_refusals AS r
+         WHERE r.target = v_key AND (r.refused_at, r.event_id) < (v_last.refused_at, v_last.event_id);
+    END IF;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_refused(p_target text, p_owner text, p_event_id bigint, p_cursor text, p_status integer, p_body text) IS 'Records that target p_target refused event p_event_id (feed cursor p_cursor) with p_status 400 or 422 and p_body (its first 2000 characters), keeping the newest 1000 refusals per target. Returns false when p_owner does not hold an unexpired lease (nothing is recorded). Error code: 22023 any other status.';
+
+CREATE FUNCTION metastore.forward_remove(p_target text) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_key   text := metastore.forward_key(p_target);
+    v_until timestamptz;
+BEGIN
+    SELECT t.lease_until INTO v_until FROM metastore.forward_targets AS t WHERE t.name = v_key FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    IF v_until >= clock_timestamp() THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '55006',
+            MESSAGE = format('forwarding target %s is in use (a replica holds its lease until %s)', v_key, v_until),
+            HINT = 'Remove it from METASTORE_FORWARD_URL on every replica first, then wait for the lease to end.';
+    END IF;
+    DELETE FROM metastore.forward_targets AS t WHERE t.name = v_key;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.forward_remove(p_target text) IS 'Removes forwarding target p_target (any URL naming it: metastore.forward_key) with its cursor and refusals; returns false when there is no such target. For the owner only. Error code: 55006 the target is in use (a replica holds an unexpired lease).';
 
 CREATE FUNCTION metastore.forward_status() RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1881,27 +2057,38 @@ CREATE FUNCTION metastore.forward_status() RETURNS jsonb
     SET "TimeZone" TO 'UTC'
     AS $$
 DECLARE
-    v_out  jsonb := '[]';
-    v_t    record;
-    v_next timestamptz;
-    v_auth text;
+    v_out     jsonb := '[]';
+    v_t       record;
+    v_pos     record;
+    v_next    timestamptz;
+    v_refusal jsonb;
 BEGIN
     FOR v_t IN SELECT * FROM metastore.forward_targets ORDER BY name LOOP
-        -- The oldest event not yet acknowledged: the lag is how long it has waited.
-        SELECT (r.event::jsonb ->> 'received_at')::timestamptz INTO v_next
-          FROM metastore.read_events(1, v_t.cursor) AS r;
-        -- The name is the target's URL, with any user:password@ in it (the cursor's key): anyone may
-        -- read this, so neither the name nor the error (which may quote the URL) shows them.
-        v_auth := substring(v_t.name FROM '^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@');
+        -- The oldest event not yet acknowledged, in the feed's order: the lag is how long it has waited.
+        SELECT * INTO v_pos FROM metastore.forward_position(v_t.cursor);
+        SELECT e.received_at INTO v_next
+          FROM metastore.events AS e
+         WHERE (e.xact_id, e.id) > (v_pos.xact_id, v_pos.event_id)
+           AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
+         ORDER BY e.xact_id, e.id
+         LIMIT 1;
+        SELECT jsonb_build_object('event_id', r.event_id, 'status', r.status, 'body', r.body, 'at', r.refused_at)
+          INTO v_refusal
+          FROM metastore.forward_refusals AS r
+         WHERE r.target = v_t.name
+         ORDER BY r.refused_at DESC, r.event_id DESC
+         LIMIT 1;
         v_out := v_out || jsonb_build_object(
-            'target', CASE WHEN v_auth IS NULL THEN v_t.name ELSE replace(v_t.name, v_auth || '@', '') END,
+            'target', v_t.name,
             'sent', v_t.sent,
             'refused', v_t.refused,
+            'last_refusal', v_refusal,
             'cursor', v_t.cursor,
             'updated_at', v_t.updated_at,
             'lease_until', v_t.lease_until,
-            'last_error', CASE WHEN v_auth IS NULL OR v_auth = '' THEN v_t.last_error
-                               ELSE replace(v_t.last_error, v_auth, '***') END,
+            'failures', v_t.failures,
+            'failing_since', v_t.failing_since,
+            'last_error', v_t.last_error,
             'last_error_at', v_t.last_error_at,
             'oldest_pending_received_at', v_next,
             'lag_seconds', CASE WHEN v_next IS NULL THEN 0
@@ -1911,7 +2098,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.forward_status() IS 'Live forwarding, per target (its URL without user:password@): events sent and refused, cursor, last error (credentials of the URL replaced by ***), and lag_seconds: how long the oldest event not yet acknowledged has waited since it was received (0 when the target is up to date).';
+COMMENT ON FUNCTION metastore.forward_status() IS 'Live forwarding, per target (named by metastore.forward_key: no credentials): events sent and refused, the last refusal (event, status, start of the body), cursor, failures in a row and since when, the last error, and lag_seconds: how long the oldest event not yet acknowledged has waited since it was received (0 when the target is up to date).';
 
 CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -3598,6 +3785,19 @@ ALTER TABLE metastore.events ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
     CACHE 1
 );
 
+CREATE TABLE metastore.forward_refusals (
+    target text NOT NULL,
+    event_id bigint NOT NULL,
+    cursor text NOT NULL,
+    status integer NOT NULL,
+    body text NOT NULL,
+    refused_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    CONSTRAINT forward_refusals_body_check CHECK ((length(body) <= 2000)),
+    CONSTRAINT forward_refusals_status_check CHECK ((status = ANY (ARRAY[400, 422])))
+);
+
+COMMENT ON TABLE metastore.forward_refusals IS 'Events a forwarding target refused with 400 or 422 (the answers that judge an event): its status and the start of its body (credentials of the URL replaced by ***), the newest 1000 per target. Written by metastore.forward_refused.';
+
 CREATE TABLE metastore.forward_targets (
     name text NOT NULL,
     cursor text,
@@ -3608,6 +3808,9 @@ CREATE TABLE metastore.forward_targets (
     last_error text,
     last_error_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    failing_since timestamp with time zone,
+    CONSTRAINT forward_targets_failures_check CHECK ((failures >= 0)),
     CONSTRAINT forward_targets_refused_check CHECK ((refused >= 0)),
     CONSTRAINT forward_targets_sent_check CHECK ((sent >= 0))
 );
@@ -3616,7 +3819,11 @@ COMMENT ON TABLE metastore.forward_targets IS 'Downstreams that receive every st
 
 COMMENT ON COLUMN metastore.forward_targets.cursor IS 'metastore.read_events cursor of the last event the target answered; null: from the first event.';
 
-COMMENT ON COLUMN metastore.forward_targets.refused IS 'Events the target refused with a 4xx (skipped: they would never pass).';
+COMMENT ON COLUMN metastore.forward_targets.refused IS 'Events the target judged and refused (400 or 422): skipped, and kept in metastore.forward_refusals.';
+
+COMMENT ON COLUMN metastore.forward_targets.failures IS 'Attempts in a row that ended without an answer judging the event (no answer, 401, 403, 404, 408, 413, 429, 5xx, a redirect not followed): retried with backoff; 0 once an attempt ends well.';
+
+COMMENT ON COLUMN metastore.forward_targets.failing_since IS 'When the current run of failures began (null: none).';
 
 CREATE TABLE metastore.group_roles (
     singleton boolean DEFAULT true NOT NULL,
@@ -3888,6 +4095,9 @@ ALTER TABLE ONLY metastore.events
 ALTER TABLE ONLY metastore.events_default
     ADD CONSTRAINT events_default_pkey PRIMARY KEY (id, event_time);
 
+ALTER TABLE ONLY metastore.forward_refusals
+    ADD CONSTRAINT forward_refusals_pkey PRIMARY KEY (target, event_id);
+
 ALTER TABLE ONLY metastore.forward_targets
     ADD CONSTRAINT forward_targets_pkey PRIMARY KEY (name);
 
@@ -3992,6 +4202,9 @@ CREATE TRIGGER settings_keep_row BEFORE DELETE ON metastore.settings FOR EACH RO
 
 CREATE TRIGGER settings_keep_row_truncate BEFORE TRUNCATE ON metastore.settings FOR EACH STATEMENT EXECUTE FUNCTION metastore.settings_keep_row();
 
+ALTER TABLE ONLY metastore.forward_refusals
+    ADD CONSTRAINT forward_refusals_target_fkey FOREIGN KEY (target) REFERENCES metastore.forward_targets(name) ON UPDATE CASCADE ON DELETE CASCADE;
+
 GRANT USAGE ON SCHEMA metastore TO metastore_app;
 GRANT USAGE ON SCHEMA metastore TO metastore_reader;
 
@@ -4055,6 +4268,18 @@ GRANT ALL ON FUNCTION metastore.forward_ack(p_target text, p_owner text, p_curso
 
 REVOKE ALL ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_key(p_url text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_position(p_cursor text, OUT xact_id xid8, OUT event_id bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.forward_refused(p_target text, p_owner text, p_event_id bigint, p_cursor text, p_status integer, p_body text) FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.forward_refused(p_target text, p_owner text, p_event_id bigint, p_cursor text, p_status integer, p_body text) TO metastore_app;
+
+REVOKE ALL ON FUNCTION metastore.forward_remove(p_target text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.forward_status() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_app;

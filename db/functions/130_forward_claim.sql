@@ -1,6 +1,7 @@
 -- Live forwarding: a forwarder takes (or renews) the lease on a target before sending to it, so
 -- that one replica at a time sends to each target, in order. A lease that was not renewed in time
--- (its holder died or hangs) passes to the next caller.
+-- (its holder died or hangs) passes to the next caller. The target is named by
+-- metastore.forward_key: the same target whatever credentials its URL carries.
 CREATE OR REPLACE FUNCTION metastore.forward_claim(
     p_target        text,
     p_owner         text,
@@ -10,6 +11,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
+    v_key    text;
     v_cursor text;
 BEGIN
     IF p_target IS NULL OR p_target = '' OR p_owner IS NULL OR p_owner = ''
@@ -17,13 +19,14 @@ BEGIN
         RAISE EXCEPTION USING
             ERRCODE = '22023',
             MESSAGE = format('target and owner must be named and the lease from 1 to 3600 s, not %s, %s, %s',
-                             p_target, p_owner, p_lease_seconds);
+                             metastore.forward_key(p_target), p_owner, p_lease_seconds);
     END IF;
-    INSERT INTO metastore.forward_targets AS t (name) VALUES (p_target) ON CONFLICT (name) DO NOTHING;
+    v_key := metastore.forward_key(p_target);
+    INSERT INTO metastore.forward_targets AS t (name) VALUES (v_key) ON CONFLICT (name) DO NOTHING;
     UPDATE metastore.forward_targets AS t
        SET lease_owner = p_owner,
            lease_until = clock_timestamp() + make_interval(secs => p_lease_seconds)
-     WHERE t.name = p_target
+     WHERE t.name = v_key
        AND (t.lease_owner IS NULL OR t.lease_owner = p_owner OR t.lease_until < clock_timestamp())
     RETURNING t.cursor INTO v_cursor;
     claimed := FOUND;
@@ -33,9 +36,9 @@ END
 $fn$;
 
 COMMENT ON FUNCTION metastore.forward_claim(text, text, integer) IS
-    'Takes or renews the lease of p_owner on forwarding target p_target (made on first use) for p_lease_seconds; '
-    'returns claimed (false while another owner holds an unexpired lease) and the feed cursor to send after. '
-    'Error code: 22023 bad arguments.';
+    'Takes or renews the lease of p_owner on forwarding target p_target (named by metastore.forward_key, made '
+    'on first use) for p_lease_seconds; returns claimed (false while another owner holds an unexpired lease) '
+    'and the feed cursor to send after. Error code: 22023 bad arguments.';
 
 REVOKE ALL ON FUNCTION metastore.forward_claim(text, text, integer) FROM PUBLIC;
 -- To this installation's group roles (metastore.group_roles).

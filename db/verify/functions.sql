@@ -19,6 +19,8 @@ BEGIN
                                 'metastore.forward_claim(text, text, integer)',
                                 'metastore.forward_ack(text, text, text, integer, integer, text)',
                                 'metastore.forward_status()',
+                                'metastore.forward_page(text, integer, integer)',
+                                'metastore.forward_refused(text, text, bigint, text, integer, text)',
                                 'metastore.list_jobs(integer, text, text, text)',
                                 'metastore.get_job(bigint, integer)',
                                 'metastore.get_run(bigint)',
@@ -47,7 +49,9 @@ BEGIN
     FOREACH v_fn IN ARRAY ARRAY['metastore.reject_event(bytea, text, text, text, text)',
                                 'metastore.ensure_partitions()',
                                 'metastore.write_probe()',
-                                'metastore.forward_ack(text, text, text, integer, integer, text)'] LOOP
+                                'metastore.forward_ack(text, text, text, integer, integer, text)',
+                                'metastore.forward_refused(text, text, bigint, text, integer, text)',
+                                'metastore.forward_page(text, integer, integer)'] LOOP
         ASSERT NOT pg_catalog.has_function_privilege(v_reader, v_fn, 'EXECUTE'), v_fn;
     END LOOP;
     -- Internal: reached only through the functions above, or by the owner.
@@ -72,7 +76,10 @@ BEGIN
                                     'metastore.roll_up_datasets(bigint[])',
                                     'metastore.derive_lineage(bigint[], jsonb[], metastore.valid_event[], jsonb)',
                                     'metastore.dataset_aliases(bigint[], integer)',
-                                    'metastore.dataset_layer(bigint)'] LOOP
+                                    'metastore.dataset_layer(bigint)',
+                                    'metastore.forward_position(text)',
+                                    -- The owner's: a target that is no longer configured.
+                                    'metastore.forward_remove(text)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
                 pg_catalog.format('%s must not execute %s', v_role, v_fn);
         END LOOP;
@@ -148,6 +155,10 @@ DECLARE
         'metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) -> boolean',
         'metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) -> TABLE(claimed boolean, cursor text)',
         'metastore.forward_status() -> jsonb',
+        'metastore.forward_page(p_cursor text, p_limit integer DEFAULT 100, p_max_bytes integer DEFAULT 4194304) -> TABLE(cursor text, event_id bigint, payload text)',
+        'metastore.forward_position(p_cursor text, OUT xact_id xid8, OUT event_id bigint) -> record',
+        'metastore.forward_refused(p_target text, p_owner text, p_event_id bigint, p_cursor text, p_status integer, p_body text) -> boolean',
+        'metastore.forward_remove(p_target text) -> boolean',
         'metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) -> jsonb',
         'metastore.get_job(p_id bigint, p_runs_limit integer DEFAULT 50) -> jsonb',
         'metastore.get_run(p_id bigint) -> jsonb',
@@ -184,7 +195,8 @@ BEGIN
     SELECT c_functions || pg_catalog.array_agg(m.f) INTO v_expected
       FROM (VALUES (1, 'metastore.forbid_change() -> trigger'),
                    (2, 'metastore.settings_keep_row() -> trigger'),
-                   (5, 'metastore.dataset_key(p_namespace text, p_name text) -> bytea')) AS m (v, f)
+                   (5, 'metastore.dataset_key(p_namespace text, p_name text) -> bytea'),
+                   (9, 'metastore.forward_key(p_url text) -> text')) AS m (v, f)
      WHERE m.v IN (SELECT s.version FROM metastore_migrations.schema_version AS s);
     WITH actual AS (
         SELECT 'metastore.' || p.proname || '(' || pg_catalog.pg_get_function_arguments(p.oid) || ')'

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -12,7 +15,7 @@ from sanic.response import HTTPResponse, json, raw
 
 from metastore import metrics
 from metastore.errors import ApiError
-from metastore.ingest import Breaker, GroupCommit, Source, Stored
+from metastore.ingest import Breaker, GroupCommit, LargeLane, Source, Stored, pinned
 from metastore.limits import Reservation, inflate, receive_body
 from metastore.provenance import source_of
 from metastore.state import Service, error_body
@@ -20,6 +23,8 @@ from metastore.state import Service, error_body
 log = logging.getLogger("metastore")
 
 JSON = "application/json"
+# Copies of a body that metastore.spool.Spool.append makes while it writes the record.
+_SPOOL_COPIES = 2
 
 
 def json_text(text: str, status: int = 200) -> HTTPResponse:
@@ -46,60 +51,143 @@ def _int_param(args: RequestParameters, name: str, default: int) -> int:
         raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
 
 
-def routes(app: Sanic[Any, Any], svc: Service) -> None:
-    config, db, ingest = svc.config, svc.db, svc.ingest
-    breaker = Breaker()
-    handoff_s = min(config.spool_handoff_ms, config.ingest_timeout_ms) / 1000
-    group = GroupCommit(db.ingest, config.group_events, config.group_bytes, config.group_calls)
+def _answered(error: ApiError) -> ApiError:
+    """The refusal without its traceback and context: they hold the frames it came through, and
+    with them the body, for as long as the error lives, which after a reference cycle is until
+    the collector runs. The body is counted as given back when the request ends; so it must be."""
+    error.__context__ = None
+    return error.with_traceback(None)
 
-    async def read_json(query: str, params: dict[str, Any]) -> HTTPResponse:
-        """A read function's one jsonb result, as PostgreSQL rendered it."""
-        (document,) = await db.read.one(query, params)
-        return json_text(document)
 
-    async def body_of(request: Request, reservation: Reservation) -> bytes:
+class Intake:
+    """POST /api/v1/lineage and /batch: bodies received within the budget and the deadline, then
+    stored (group commit, or the large events' lane) through the breaker, spooled, or queued."""
+
+    def __init__(self, svc: Service) -> None:
+        config, db, ingest = svc.config, svc.db, svc.ingest
+        self.svc, self.config, self.db, self.ingest = svc, config, db, ingest
+        self.breaker = Breaker()
+        self.handoff_s = min(config.spool_handoff_ms, config.ingest_timeout_ms) / 1000
+        self.group = GroupCommit(db.ingest, config.group_events, config.group_bytes, config.group_calls, svc.budget)
+        share = config.large_event_share_percent / 100
+        self.large_lane = LargeLane(db.large, config.large_event_calls, share, self.group.active)
+        self.sync = ingest is None or config.ingest_mode == "sync"
+        self.spooled = ingest is not None and ingest.spool is not None
+
+    def register(self, app: Sanic[Any, Any]) -> None:
+        # Functions, not the bound methods: Sanic marks a streaming handler with an attribute.
+        @app.post("/api/v1/lineage", stream=True)
+        async def post_lineage(request: Request) -> HTTPResponse:
+            return await self.post_lineage(request)
+
+        @app.post("/api/v1/lineage/batch", stream=True)
+        async def post_lineage_batch(request: Request) -> HTTPResponse:
+            return await self.post_lineage_batch(request)
+
+    def reservation(self) -> Reservation:
+        return Reservation(self.svc.budget, self.config.large_event_bytes)
+
+    async def body_of(self, request: Request, reservation: Reservation) -> bytes:
+        """The body, inflated; refused before it is read (and before a 100 Continue) when it could
+        not be taken anyway."""
+        config = self.config
+        if self.sync:
+            if not self.spooled and self.breaker.refusing():
+                metrics.REFUSED.labels("database_failing").inc()
+                raise ApiError(503, "the database keeps failing; retry in a second", close=True)
+            length = request.headers.get("content-length", "")
+            plain = request.headers.get("content-encoding", "identity").strip().lower() == "identity"
+            if plain and length.isdigit() and int(length) > config.large_event_bytes:
+                # A large event's sender posting again at once waits here, its body unread.
+                await self.large_lane.admit(self.db.ingest.deadline_s)
         body = await receive_body(request, reservation, config.max_body_bytes, config.request_deadline_s)
         encoding = request.headers.get("content-encoding", "")
         return await inflate(body, encoding, config.max_body_bytes, reservation)
 
-    async def accept(request: Request, body: bytes, source: Source) -> Stored | None:
-        """Store the event, or queue it (None: answered 202)."""
-        if ingest is not None and config.ingest_mode == "async":
-            return await ingest.submit(body, str(request.id), source)
-        spooled = ingest is not None and ingest.spool is not None
-        failure: ApiError
-        if breaker.allow():
-            try:
-                # With a spool, a commit that is not there quickly is not waited for: the event waits
-                # on disk for the writers, and Trino gets its 202 now instead of a 503 and a retry.
-                result = await group.store(body, source, handoff_s if spooled else db.ingest.deadline_s)
-            except ApiError as exc:
-                breaker.done(ok=exc.status < 500)
-                if exc.status < 500:
-                    raise
-                failure = exc
-            except BaseException:
-                breaker.abandon()  # cancelled (the client hung up): no outcome
-                raise
-            else:
-                breaker.done(ok=True)
-                return result
-        else:
+    async def store(self, body: bytes, source: Source, reservation: Reservation, large: bool, started: float) -> Stored:
+        """Store the event within its budget (a 503 when missed), through the breaker."""
+        breaker = self.breaker
+        # With a spool, a commit that is not there quickly is not waited for: the event waits on
+        # disk for the writers, and Trino gets its 202 now instead of a 503 and a retry. Not a
+        # large one: it has the whole budget, and the spool only when the store is in trouble.
+        deadline_s = self.handoff_s if self.spooled and not large else self.db.ingest.deadline_s
+        if not breaker.allow():
             metrics.REFUSED.labels("database_failing").inc()
-            failure = ApiError(503, "the database keeps failing; retry in a second")
-        if ingest is not None and spooled and await ingest.enqueue(body, str(request.id), source):
+            raise ApiError(503, "the database keeps failing; retry in a second")
+        try:
+            if large:
+                result = await self.large_lane.store(body, source, deadline_s, reservation)
+            else:
+                result = await self.group.store(body, source, deadline_s, reservation)
+        except ApiError as exc:
+            if exc.status < 500:
+                breaker.answered()
+                raise
+            breaker.failed(started, exc, large)
+            if exc.code == "57014":
+                metrics.DEADLINE_MISSED.labels("large" if large else "group").inc()
+            raise
+        except BaseException:
+            breaker.abandon()  # cancelled (the client hung up): no outcome
+            raise
+        breaker.answered()
+        return result
+
+    async def accept(self, request: Request, body: bytes, source: Source, reservation: Reservation) -> Stored | None:
+        """Store the event, or queue it (None: answered 202)."""
+        ingest = self.ingest
+        if not self.sync and ingest is not None:
+            async with self.spooling(body, reservation):
+                return await ingest.submit(body, str(request.id), source)
+        large = len(body) > self.config.large_event_bytes
+        started = time.monotonic()
+        try:
+            return await self.store(body, source, reservation, large, started)
+        except ApiError as failure:
+            if failure.status < 500:
+                raise
+            if large and self.breaker.answered_since(started):
+                # The database answered others meanwhile: the time was this event's own cost.
+                # It fails alone, and is not handed to the spool (whose writers would spend it
+                # again, for a sender that can post them faster than anything stores them).
+                # Not in rejected_events either: the client was told 503 and may send it again.
+                log.warning(
+                    "a large event (%d bytes) was not stored within the ingest budget: answered %d (%s)",
+                    len(body),
+                    failure.status,
+                    failure.code,
+                )
+                raise
+            if ingest is None or not self.spooled:
+                raise
+            async with self.spooling(body, reservation):
+                if not await ingest.enqueue(body, str(request.id), source):
+                    raise
             log.warning("the database did not commit in time (%s): event spooled for the writers", failure.code)
             return None
-        raise failure
 
-    @app.post("/api/v1/lineage", stream=True)
-    async def post_lineage(request: Request) -> HTTPResponse:
-        # Authorization, if sent, is ignored: the store has no authentication.
-        reservation = Reservation(svc.budget)
+    @contextlib.asynccontextmanager
+    async def spooling(self, body: bytes, reservation: Reservation) -> AsyncIterator[None]:
+        """The spool writes a record built from copies of the body (its header, then the record
+        itself): counted while it is written."""
+        copies = _SPOOL_COPIES * len(body) if self.spooled else 0
+        reservation.take(copies)
         try:
-            body = await body_of(request, reservation)
-            result = await accept(request, body, source_of(request))
+            yield
         finally:
+            reservation.give(copies)
+
+    async def post_lineage(self, request: Request) -> HTTPResponse:
+        # Authorization, if sent, is ignored: the store has no authentication.
+        reservation = self.reservation()
+        body = b""
+        try:
+            body = await self.body_of(request, reservation)
+            result = await self.accept(request, body, source_of(request), reservation)
+        except ApiError as exc:
+            raise _answered(exc) from None
+        finally:
+            body = b""
             reservation.release()
         if result is None:
             return json({"status": "accepted"}, status=202)
@@ -111,21 +199,36 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
             {"status": result.status, "event_id": result.event_id}, status=201 if result.status == "stored" else 200
         )
 
-    @app.post("/api/v1/lineage/batch", stream=True)
-    async def post_lineage_batch(request: Request) -> HTTPResponse:
-        reservation = Reservation(svc.budget)
+    async def post_lineage_batch(self, request: Request) -> HTTPResponse:
+        reservation = self.reservation()
+        body = b""
         try:
-            body = await body_of(request, reservation)
+            body = await self.body_of(request, reservation)
             kind, principal = source_of(request)
             # Nothing accepted: a client error, in the error shape every 4xx has, with the per-event reasons.
             failure = error_body(400, "no event of the batch was accepted; see failed_events", None, request)
-            batch = await db.ingest.one(
-                "ingest_batch",
-                {"body": body, "source_kind": kind, "source_principal": principal, "on_failure": Jsonb(failure)},
-            )
+            params = {"body": body, "source_kind": kind, "source_principal": principal, "on_failure": Jsonb(failure)}
+            if len(body) > self.config.large_event_bytes:
+                # A large batch waits for its turn on the large events' connections, as a large event does.
+                batch = await self.large_lane.call("ingest_batch", params, self.db.large.deadline_s, reservation)
+            else:
+                batch = await self.db.ingest.one("ingest_batch", params, on_done=pinned([reservation]))
+        except ApiError as exc:
+            raise _answered(exc) from None
         finally:
+            body = params = b""  # type: ignore[assignment]
             reservation.release()
         return json_text(batch.result, status=400 if batch.status == "failure" else 200)
+
+
+def routes(app: Sanic[Any, Any], svc: Service) -> None:
+    db = svc.db
+    Intake(svc).register(app)
+
+    async def read_json(query: str, params: dict[str, Any]) -> HTTPResponse:
+        """A read function's one jsonb result, as PostgreSQL rendered it."""
+        (document,) = await db.read.one(query, params)
+        return json_text(document)
 
     @app.get("/api/v1/datasets")
     async def list_datasets(request: Request) -> HTTPResponse:

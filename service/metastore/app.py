@@ -18,7 +18,7 @@ from metastore.config import Config
 from metastore.db import Database
 from metastore.errors import ApiError
 from metastore.ingest import Ingest
-from metastore.limits import ByteBudget
+from metastore.limits import ByteBudget, reserve_for_small, tune_allocator
 from metastore.state import Service, error_body
 from metastore.tlsctx import ReloadingContext
 
@@ -33,6 +33,7 @@ def _close_after(request: Request) -> None:
 
 
 def create_app(config: Config, tls: ReloadingContext | None = None, name: str = "metastore") -> App:
+    tune_allocator()  # freed request bodies leave the process (limits.py; docs/operations.md, "Sizing")
     # Strict request heads (httpguard.Request); JSON media type, query NULs, security headers.
     app: App = Sanic(name, configure_logging=False, request_class=httpguard.Request)
     httpguard.install(app, config)
@@ -49,7 +50,9 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
         config=config,
         db=db,
         ingest=Ingest(db, config) if queued else None,
-        budget=ByteBudget(config.max_inflight_bytes),
+        budget=ByteBudget(
+            config.max_inflight_bytes, reserve_for_small(config.max_inflight_bytes, config.max_body_bytes)
+        ),
         tls=tls,
     )
     api.routes(app, service)

@@ -20,7 +20,7 @@ class Setting:
     meaning: str
 
 
-# The single list of settings: the README table is generated from it (`metastore settings`).
+# The single list of settings: the table in docs/service.md is generated from it (`metastore settings`).
 SETTINGS: tuple[Setting, ...] = (
     Setting("METASTORE_DATABASE_URL", None, "libpq connection string or URL of the application role (required)."),
     Setting("METASTORE_HOST", "0.0.0.0", "Address to listen on."),
@@ -46,7 +46,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("METASTORE_POOL_MAX", "8", "Ingest pool: most connections opened."),
     Setting("METASTORE_READ_POOL_MAX", "3", "Read pool (datasets API and view): most connections opened."),
     Setting("METASTORE_TLS_RELOAD_S", "30", "How often to look for a renewed certificate or key file (0: never)."),
-    Setting("METASTORE_INGEST_MODE", "sync", "`sync`: 201 once committed. `async`: 202 once queued (see README)."),
+    Setting(
+        "METASTORE_INGEST_MODE", "sync", "`sync`: 201 once committed. `async`: 202 once queued (below, 'Ingest modes')."
+    ),
     Setting(
         "METASTORE_SPOOL_DIR",
         None,
@@ -65,7 +67,21 @@ SETTINGS: tuple[Setting, ...] = (
         "Sync mode: most events of concurrent POSTs stored in one transaction, one commit (group commit; "
         "1: a transaction each).",
     ),
-    Setting("METASTORE_GROUP_COMMIT_BYTES", "4194304", "Sync mode: most bytes of events in one group commit."),
+    Setting("METASTORE_GROUP_COMMIT_BYTES", "1048576", "Sync mode: most bytes of events in one group commit."),
+    Setting(
+        "METASTORE_LARGE_EVENT_BYTES",
+        "262144",
+        "Sync mode: events larger than this (after inflation) are stored one by one on connections of their own, "
+        "at most METASTORE_LARGE_EVENT_CALLS at once, never grouped with others, and their missed deadlines do "
+        "not open the circuit breaker.",
+    ),
+    Setting("METASTORE_LARGE_EVENT_CALLS", "1", "Sync mode: most large events being stored at once."),
+    Setting(
+        "METASTORE_LARGE_EVENT_SHARE_PERCENT",
+        "10",
+        "Sync mode: while other events are being stored, large events get at most this share of the large "
+        "events' connections' time (after a call of t seconds they rest t x (100 / share - 1)); 100: no rest.",
+    ),
     Setting(
         "METASTORE_GROUP_COMMIT_CALLS",
         "2",
@@ -195,8 +211,11 @@ class Config:
     database_tls: str = "any"
     frame_ancestors: str = "'self'"
     group_events: int = 64
-    group_bytes: int = 4 << 20
+    group_bytes: int = 1 << 20
     group_calls: int = 2
+    large_event_bytes: int = 256 << 10
+    large_event_calls: int = 1
+    large_event_share_percent: int = 10
 
     @property
     def tls(self) -> bool:
@@ -321,6 +340,9 @@ def load(env: Mapping[str, str] | None = None) -> Config:
         frame_ancestors=_frame_ancestors(_get(env, "METASTORE_FRAME_ANCESTORS")),
         group_events=_int(env, "METASTORE_GROUP_COMMIT_EVENTS", 1, 10_000),
         group_bytes=_int(env, "METASTORE_GROUP_COMMIT_BYTES", 1024, 1 << 30),
+        large_event_bytes=_int(env, "METASTORE_LARGE_EVENT_BYTES", 1024, 1 << 30),
+        large_event_calls=_int(env, "METASTORE_LARGE_EVENT_CALLS", 1, 64),
+        large_event_share_percent=_int(env, "METASTORE_LARGE_EVENT_SHARE_PERCENT", 1, 100),
         # Unset, it follows a smaller pool down; set, it must fit in the pool.
         group_calls=(
             _int(env, "METASTORE_GROUP_COMMIT_CALLS", 1, pool_max)
@@ -347,7 +369,7 @@ def _frame_ancestors(value: str) -> str:
 
 
 def settings_table() -> str:
-    """The settings as a Markdown table, for the README."""
+    """The settings as a Markdown table, for docs/service.md."""
     rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
     for s in SETTINGS:
         default = f"`{s.default}`" if s.default is not None else "(none)"

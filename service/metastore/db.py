@@ -2,7 +2,8 @@
 parameters, and a deadline that holds even when PostgreSQL does not answer at all.
 
 Each kind of work has its own pool and budget, so that one kind can never starve another:
-`ingest` (POSTs, on Trino's clock), `read` (the datasets API and view), `writer` (the async
+`ingest` (POSTs, on Trino's clock), `large` (POSTs of large events, on the same clock, a few at a
+time so that they cannot take the others' connections or CPU), `read` (the datasets API and view), `writer` (the async
 writers, not on anyone's clock) and `health` (the readiness canary, one connection)."""
 
 from __future__ import annotations
@@ -10,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg.abc import Buffer
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
 from psycopg.rows import AsyncRowFactory, namedtuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -21,6 +26,22 @@ from metastore.config import Config
 from metastore.errors import ApiError, http_status
 
 log = logging.getLogger("metastore.db")
+
+
+class _BodyDumper(Dumper):
+    """bytes to bytea (binary) as they are. psycopg's own binary dumper copies each one into a new
+    bytearray first: a third copy of every event body (with the body and libpq's send buffer) while
+    it is stored."""
+
+    format = Format.BINARY
+    oid = psycopg.postgres.types["bytea"].oid
+
+    def dump(self, obj: Buffer) -> Buffer:
+        return obj
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    conn.adapters.register_dumper(bytes, _BodyDumper)
 
 
 class Pool:
@@ -40,6 +61,7 @@ class Pool:
             # An empty query before each use: a connection PostgreSQL dropped (restart,
             # failover) is replaced instead of failing a request.
             check=AsyncConnectionPool.check_connection,
+            configure=_configure,
             reconnect_timeout=float("inf"),  # keep trying: recovery needs no restart of the service
             kwargs={
                 "autocommit": True,  # each call is one function call, committed when it returns
@@ -86,13 +108,18 @@ class Pool:
         deadline_s: float | None = None,
         fetch_all: bool = False,
         row: AsyncRowFactory[Any] = namedtuple_row,
+        on_done: Callable[[], None] | None = None,
     ) -> list[Any]:
         """Run a named query; raise ApiError (4xx for the client's mistakes, 503 when the
         database is unavailable or misses the deadline). Rows are read by column name: named
-        tuples, or what `row` makes (e.g. class_row(Stored))."""
+        tuples, or what `row` makes (e.g. class_row(Stored)). on_done is called once the query
+        has really ended, which for a call past its deadline is after the answer (the parameters
+        are held until then: what the caller counts as held is given back there)."""
         deadline = self.deadline_s if deadline_s is None else deadline_s
         started = time.perf_counter()
         task = asyncio.create_task(self._run(query, params, fetch_all, row))
+        if on_done is not None:
+            task.add_done_callback(lambda _: on_done())
         result = "error"
         try:
             # Not asyncio.wait_for: cancelling a query waits for PostgreSQL to confirm, and a
@@ -135,8 +162,9 @@ class Pool:
         *,
         deadline_s: float | None = None,
         row: AsyncRowFactory[Any] = namedtuple_row,
+        on_done: Callable[[], None] | None = None,
     ) -> Any:
-        rows = await self.call(query, params, deadline_s=deadline_s, row=row)
+        rows = await self.call(query, params, deadline_s=deadline_s, row=row, on_done=on_done)
         if not rows:
             raise ApiError(500, f"{query} returned no row")
         return rows[0]
@@ -148,11 +176,14 @@ class Database:
         self.ingest = Pool(config, "ingest", config.pool_min, config.pool_max, ingest_ms, ingest_ms / 1000)
         self.read = Pool(config, "read", 0, config.read_pool_max, read_ms, read_ms / 1000)
         self.health = Pool(config, "health", 1, 1, config.ready_timeout_ms, config.ready_timeout_ms / 1000)
+        # Events over METASTORE_LARGE_EVENT_BYTES, on connections of their own: libpq keeps a
+        # connection's send buffer at the largest message it sent, so only these hold body-sized ones.
+        self.large = Pool(config, "large", 0, config.large_event_calls, ingest_ms, ingest_ms / 1000)
         # Async writers, spool replay, forwarding and partition maintenance: on nobody's clock.
         self.writer = Pool(
             config, "writer", 0, max(writers, 1), config.db_timeout_ms, config.db_timeout_ms / 1000 + 0.5
         )
-        self.pools = [self.ingest, self.read, self.health, self.writer]
+        self.pools = [self.ingest, self.large, self.read, self.health, self.writer]
 
     async def open(self) -> None:
         for pool in self.pools:

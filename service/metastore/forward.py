@@ -1,25 +1,34 @@
 """Live forwarding: every stored event, at least once and in the feed's order, to a downstream
 OpenLineage HTTP endpoint (METASTORE_FORWARD_URL).
 
-The outbox is PostgreSQL itself: the events table read through the feed (metastore.read_events,
+The outbox is PostgreSQL itself: the events table read in the feed's order (metastore.forward_page,
 which never skips an event that commits late) and, per target, the cursor of the last event the
 target answered (metastore.forward_targets). Nothing is held in memory between pages: a restart
-of the service or of the receiver resumes after the stored cursor. The cursor moves only after
-the target answered, so an event may be sent twice (a crash between the answer and the
-cursor's update) but never lost; OpenLineage receivers such as this store answer a duplicate
-with 200. One replica at a time sends to a target, under a lease (metastore.forward_claim).
+of the service or of the receiver resumes after the stored cursor. The cursor moves only past an
+event the target stored (2xx) or judged (400, 422: refused, kept in metastore.forward_refusals),
+so an event may be sent twice (a crash between the answer and the cursor's update) but never
+lost; OpenLineage receivers such as this store answer a duplicate with 200. Any other answer
+(401, 403, 404, 408, 413, 429, 5xx, a redirect other than 307/308) or none says the target is
+wrong or unwell: the event is sent again after a backoff, for as long as that lasts, and the
+failure is shown (GET /api/v1/forwarding, metastore_forward_failures_total, a log line). One
+replica at a time sends to a target, under a lease (metastore.forward_claim).
+
+The target is named without credentials (outbound.target_key, metastore.forward_key): a new
+password or token keeps its cursor, and nothing anyone may read shows them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import socket
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Gauge
 from sanic import Request, Sanic
@@ -27,6 +36,7 @@ from sanic.response import HTTPResponse, raw
 
 from metastore import config as settings
 from metastore.db import Pool
+from metastore.outbound import Answer, Poster, ingest_url, one_line, redact, target_key
 
 log = logging.getLogger("metastore.forward")
 
@@ -38,8 +48,19 @@ LAG = Gauge(
 EVENTS = Counter(
     "metastore_forward_events_total", "Events forwarded, by the target's answer", ["target", "result"]
 )  # result: sent, refused, failed
+FAILURES = Counter(
+    "metastore_forward_failures_total",
+    "Attempts to forward an event that ended without an answer judging it, by the answer (its HTTP status, "
+    "or none): retried with backoff",
+    ["target", "answer"],
+)
 
 PAGE = 100
+# Rendered text of a page at most (and always one event): an event that prints to megabytes
+# fills a page of its own.
+PAGE_BYTES = 4 << 20
+# Per send: this, plus a second per MiB of the event (outbound.MIN_RATE).
+SEND_TIMEOUT_S = 10.0
 LEASE_S = 30
 IDLE_S = 1.0
 MAX_BACKOFF_S = 30.0
@@ -47,23 +68,11 @@ MAX_BACKOFF_S = 30.0
 
 @dataclass(frozen=True)
 class ForwardConfig:
-    url: str
+    url: str  # as configured, credentials included: used to send, shown nowhere
     ca: str | None
-    target: str  # the cursor's key in metastore.forward_targets: the whole URL, credentials included
-    shown: str  # the URL without its credentials: in logs, metric labels and forward_ack's errors
-
-    def scrub(self, text: str) -> str:
-        """text with the URL's password (basic auth) replaced: error messages may quote the URL."""
-        password = urlsplit(self.url).password
-        return text.replace(password, "***") if password else text
-
-
-def without_credentials(url: str) -> str:
-    """The URL without user:password@: GET /api/v1/forwarding and /metrics answer anyone."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    post_url: str  # where events go: the ingest URL (credentials included)
+    target: str  # the cursor's key in metastore.forward_targets, without credentials: metric labels too
+    shown: str  # post_url without credentials: in logs and errors
 
 
 def load(env: Any = None) -> ForwardConfig | None:
@@ -72,25 +81,28 @@ def load(env: Any = None) -> ForwardConfig | None:
     url = settings._get(env, "METASTORE_FORWARD_URL")
     if not url:
         return None
-    if not url.startswith(("http://", "https://")):
-        raise settings.ConfigError(f"METASTORE_FORWARD_URL={url!r} must be an http:// or https:// URL")
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise settings.ConfigError(f"METASTORE_FORWARD_URL={shown!r} must be an http:// or https:// URL")
     ca = settings._get(env, "METASTORE_FORWARD_CA") or None
     if ca and not os.path.isfile(ca):
         raise settings.ConfigError(f"METASTORE_FORWARD_CA={ca} is not a readable file")
-    # The target's name is its URL: another URL is another downstream, with its own cursor. Its
-    # credentials stay in the key (a key without them would restart forwarding from the first event).
-    target = url.rstrip("/")
-    return ForwardConfig(url, ca, target, without_credentials(target))
+    post_url = ingest_url(url)
+    return ForwardConfig(url, ca, post_url, target_key(url), redact(post_url))
 
 
 class Forwarder:
     def __init__(self, db: Pool, config: ForwardConfig) -> None:
-        from metastore.transfer import make_transport
-
         self.db, self.config = db, config
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.transport = make_transport(config.url, verify=config.ca or True)
+        self.poster = Poster(config.post_url, verify=config.ca or True, timeout=SEND_TIMEOUT_S)
         self.backoff = 0.0
+        self.lease_until = 0.0  # monotonic: until when this forwarder surely holds the lease
 
     async def run(self) -> None:
         while True:
@@ -99,69 +111,120 @@ class Forwarder:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the loop must outlive any failure; it is logged and retried
-                log.warning("forwarding to %s failed: %s", self.config.shown, self.config.scrub(str(exc)))
                 pause = self.next_backoff()
+                message = self.poster.redactor.scrub(one_line(str(exc)))
+                log.warning("forwarding to %s failed: %s; retrying in %.1f s", self.config.target, message, pause)
             await asyncio.sleep(pause)
 
-    def next_backoff(self) -> float:
+    def next_backoff(self, at_least: float = 0.0) -> float:
         self.backoff = min(max(self.backoff * 2, 0.5), MAX_BACKOFF_S)
-        return self.backoff
+        return max(self.backoff, min(at_least, MAX_BACKOFF_S))
+
+    async def claim(self, lease_s: int) -> Any:
+        started = time.monotonic()
+        claim = await self.db.one(
+            "forward_claim", {"target": self.config.target, "owner": self.owner, "lease_s": lease_s}
+        )
+        if claim.claimed:
+            self.lease_until = started + lease_s
+        return claim
+
+    async def keep_lease(self, size: int) -> bool:
+        """Renew the lease when it could end before an event of `size` bytes is sent: a large event's
+        send may take longer than the usual lease. False when another replica holds it now."""
+        needed = self.poster.budget(size) + 10
+        if self.lease_until - time.monotonic() >= needed:
+            return True
+        claim = await self.claim(min(3600, max(LEASE_S, math.ceil(needed + 10))))
+        return bool(claim.claimed)
 
     async def step(self) -> float:
         """Send one page; return how long to wait before the next."""
-        target, shown = self.config.target, self.config.shown
-        claim = await self.db.one("forward_claim", {"target": target, "owner": self.owner, "lease_s": LEASE_S})
+        claim = await self.claim(LEASE_S)
         if not claim.claimed:
             return LEASE_S / 3  # another replica sends; take over if its lease expires
-        rows = await self.db.call("forward_page", {"limit": PAGE, "cursor": claim.cursor}, fetch_all=True)
+        rows = await self.db.call(
+            "forward_page", {"cursor": claim.cursor, "limit": PAGE, "max_bytes": PAGE_BYTES}, fetch_all=True
+        )
         if not rows:
             await self.record_lag()
             self.backoff = 0.0
             return IDLE_S
         sent = refused = 0
-        error = None
         last = None
+        failure: tuple[int, Answer] | None = None
         for row in rows:
-            try:
-                response = await asyncio.to_thread(self.transport.emit_text, row.payload)
-            except Exception as exc:  # retried by the transport already
-                error = self.config.scrub(f"event {row.event_id}: {exc}")
+            if not await self.keep_lease(len(row.payload)):
+                break  # another replica sends from the stored cursor
+            answer = await asyncio.to_thread(self.poster.post, row.payload)
+            if answer.verdict == "failed":
+                failure = (row.event_id, answer)
                 break
-            if response.status_code >= 500 or response.status_code in (408, 429):
-                error = f"event {row.event_id}: {response.status_code} {response.text[:200]}"
-                break
-            if response.status_code >= 400:
-                refused += 1  # the target will never take it: skip, do not block every event after it
-                log.warning("%s refused event %d: %s", shown, row.event_id, response.text[:200])
+            if answer.verdict == "refused":
+                if not await self.refused(row, answer):
+                    break
+                refused += 1
             else:
                 sent += 1
             last = row.cursor
-        EVENTS.labels(shown, "sent").inc(sent)
-        EVENTS.labels(shown, "refused").inc(refused)
-        if error:
-            EVENTS.labels(shown, "failed").inc()
-            log.warning("forwarding to %s stopped: %s", shown, error)
-        (acked,) = await self.db.one(
-            "forward_ack",
-            {"target": target, "owner": self.owner, "cursor": last, "sent": sent, "refused": refused, "error": error},
-        )
+        return await self.ack(last, sent, refused, failure)
+
+    async def refused(self, row: Any, answer: Answer) -> bool:
+        """Keep the judged refusal (False when the lease was lost: nothing recorded)."""
+        params = {
+            "target": self.config.target,
+            "owner": self.owner,
+            "event_id": row.event_id,
+            "cursor": row.cursor,
+            "status": answer.status,
+            "body": answer.body,
+        }
+        (kept,) = await self.db.one("forward_refused", params)
+        if kept:
+            log.warning(
+                "%s refused event %d (it will never take it): %s", self.config.target, row.event_id, answer.describe()
+            )
+        return bool(kept)
+
+    async def ack(self, last: str | None, sent: int, refused: int, failure: tuple[int, Answer] | None) -> float:
+        target = self.config.target
+        EVENTS.labels(target, "sent").inc(sent)
+        EVENTS.labels(target, "refused").inc(refused)
+        error = None
+        if failure:
+            event_id, answer = failure
+            error = one_line(f"event {event_id}: {answer.describe()}")[:2000]
+            EVENTS.labels(target, "failed").inc()
+            FAILURES.labels(target, answer.label).inc()
+        params = {
+            "target": target,
+            "owner": self.owner,
+            "cursor": last,
+            "sent": sent,
+            "refused": refused,
+            "error": error,
+        }
+        (acked,) = await self.db.one("forward_ack", params)
         if not acked:
-            log.warning("lost the lease on %s: another replica sends from here", shown)
+            log.warning("lost the lease on %s: another replica sends from here", target)
         await self.record_lag()
-        if error:
-            return self.next_backoff()
+        if failure:
+            pause = self.next_backoff(failure[1].retry_after or 0.0)
+            log.warning("forwarding to %s: %s; sending it again in %.1f s", target, error, pause)
+            return pause
         self.backoff = 0.0
         return 0.0
 
     async def record_lag(self) -> None:
         for row in await self.db.call("forward_lag", {"target": self.config.target}):
-            LAG.labels(self.config.shown).set(row.lag_seconds)
+            LAG.labels(self.config.target).set(row.lag_seconds)
 
 
 def register(app: Sanic[Any, Any], db: Pool) -> None:
     """GET /api/v1/forwarding, and the forwarder when METASTORE_FORWARD_URL is set."""
     config = load()
     tasks: set[asyncio.Task[None]] = set()
+    forwarders: list[Forwarder] = []
 
     @app.get("/api/v1/forwarding")
     async def forwarding(request: Request) -> HTTPResponse:
@@ -174,6 +237,7 @@ def register(app: Sanic[Any, Any], db: Pool) -> None:
     @app.after_server_start
     async def start_forwarding(app: Sanic[Any, Any]) -> None:
         forwarder = Forwarder(db, config)
+        forwarders.append(forwarder)
         tasks.add(asyncio.create_task(forwarder.run()))
         log.info("forwarding every stored event to %s", config.shown)
 
@@ -181,5 +245,7 @@ def register(app: Sanic[Any, Any], db: Pool) -> None:
     async def stop_forwarding(app: Sanic[Any, Any]) -> None:
         for task in tasks:
             task.cancel()
+        for forwarder in forwarders:
+            forwarder.poster.session.sockets.shut()  # a send in its thread ends now, not at its budget
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)

@@ -5,6 +5,11 @@
   "transfer-encoding " that it ignores, framing the body by Content-Length instead: a proxy that
   honours the chunked encoding then disagrees with us on where the request ends (smuggling).
   Refused while the head is parsed, before any body is read, and the connection is closed.
+- Host: an HTTP/1.1 request without one, any request with two, or one whose value is not a host
+  (and port) is a 400, as RFC 9112 (3.2) requires of a server.
+- Expect: 100-continue: a request answered before its body was asked for (a refusal: too large,
+  wrong media type, a full budget, a failing database) gets its answer without a "100 Continue"
+  first (Sanic would send one, inviting a body that nobody will read), and its connection closes.
 - Request ids: X-Request-ID is echoed and logged, so only printable ASCII of bounded length is
   kept; anything else is replaced by a generated id (the response says which).
 - Cross-site writes: a browser lets any page POST text/plain, form encodings or multipart to any
@@ -25,6 +30,7 @@ from typing import Any
 from sanic import Request as SanicRequest
 from sanic import Sanic
 from sanic.exceptions import BadRequest
+from sanic.http import Http
 from sanic.response import BaseHTTPResponse
 
 from metastore import metrics
@@ -35,6 +41,8 @@ from metastore.errors import ApiError
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _BAD_VALUE = re.compile(r"[\r\n\x00]")
 _DIGITS = re.compile(r"[0-9]+", re.ASCII)
+# RFC 9112 3.2 / RFC 3986: uri-host [ ":" port ]; empty is allowed (a target without authority).
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]*)(:[0-9]*)?")
 # Printable ASCII without space: safe in a header, a log line and a JSON string as it is.
 _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,128}")
 # type "/" subtype, parameters ignored: application/json or application/<anything>+json.
@@ -70,6 +78,12 @@ class Request(SanicRequest):
         if "transfer-encoding" in names and "content-length" in names:
             metrics.REFUSED.labels("te_and_cl").inc()
             raise BadRequest("Transfer-Encoding and Content-Length together")
+        hosts = self.headers.getall("host", [])
+        # (Sanic's stand-in for a request whose head could not be read has no head, nor headers.)
+        missing = not hosts and self.version == "1.1" and bool(self.head)
+        if len(hosts) > 1 or missing or (hosts and not _HOST.fullmatch(hosts[0])):
+            metrics.REFUSED.labels("bad_host").inc()
+            raise BadRequest("an HTTP/1.1 request needs exactly one Host header naming a host, e.g. Host: example.com")
 
     @property
     def id(self) -> str:
@@ -105,6 +119,13 @@ def install(app: Sanic[Any, Any], config: Config) -> None:
                 raise ApiError(400, "a query parameter contains a NUL character", "22021")
 
     async def secure_headers(request: SanicRequest, response: BaseHTTPResponse) -> None:
+        stream = request.stream
+        if isinstance(stream, Http) and stream.expecting_continue:
+            # Answered before the body was asked for: no "100 Continue" in front of the answer, no
+            # wait for a body the client holds back, and so no reuse of the connection.
+            stream.expecting_continue = False
+            stream.keep_alive = False
+            stream.request_body = None
         response.headers["X-Content-Type-Options"] = "nosniff"
         if config.tls:
             response.headers["Strict-Transport-Security"] = HSTS

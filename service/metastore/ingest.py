@@ -21,16 +21,18 @@ import contextvars
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg.rows import class_row
+from psycopg.rows import AsyncRowFactory, class_row, namedtuple_row
 
 from metastore import metrics
 from metastore.config import Config
 from metastore.db import Database, Pool
 from metastore.errors import ApiError
-from metastore.spool import Record, Spool, SpoolFull, Ticket
+from metastore.limits import ByteBudget, Reservation
+from metastore.spool import Record, Spool, SpoolDamaged, SpoolFull, Ticket
 
 log = logging.getLogger("metastore.ingest")
 
@@ -58,11 +60,36 @@ def record(result: Stored) -> None:
         metrics.count_event(result.status, None, result.event_type)
 
 
-async def store_now(pool: Pool, body: bytes, source: Source, deadline_s: float | None = None) -> Stored:
+async def store_now(
+    pool: Pool,
+    body: bytes,
+    source: Source,
+    deadline_s: float | None = None,
+    reservation: Reservation | None = None,
+) -> Stored:
+    """One event, one call. The reservation that counts the body stays held until the call has
+    really ended (a call past its deadline holds the body until PostgreSQL has cancelled it)."""
     params = {"body": body, "source_kind": source[0], "source_principal": source[1]}
-    result: Stored = await pool.one("ingest_event", params, deadline_s=deadline_s, row=class_row(Stored))
+    result: Stored = await pool.one(
+        "ingest_event", params, deadline_s=deadline_s, row=class_row(Stored), on_done=pinned([reservation])
+    )
     record(result)
     return result
+
+
+def pinned(reservations: list[Reservation | None], then: Callable[[], None] | None = None) -> Callable[[], None]:
+    """Pins the reservations now; the callable returned unpins them (and runs `then`), once."""
+    held = [r for r in reservations if r is not None]
+    for r in held:
+        r.pin()
+
+    def done() -> None:
+        for r in held:
+            r.unpin()
+        if then is not None:
+            then()
+
+    return done
 
 
 @dataclass(eq=False)
@@ -71,6 +98,7 @@ class _Waiter:
     source: Source
     until: float  # loop time: after it, nobody waits for this answer
     answer: asyncio.Future[Stored]
+    reservation: Reservation | None
     # The request's context (request id in logs, trace): its group's call runs in the first member's.
     context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
@@ -85,21 +113,36 @@ class GroupCommit:
     Each request waits for its answer until its own deadline, counted from its arrival; a group's
     call runs until the latest deadline of its members. A call that fails as a whole for a reason
     that may be one event's (not a lock, timeout or connection: those are everyone's) is split in
-    two and each half sent again, so that an event that fails, fails alone."""
+    two and each half sent again, so that an event that fails, fails alone.
 
-    def __init__(self, pool: Pool, max_events: int, max_bytes: int, max_calls: int = 1) -> None:
+    Memory: each member's body stays counted in the in-flight budget until the call that carries it
+    has really ended, and a group's array of bodies (psycopg joins them into one parameter) is
+    counted too, from `budget`: a group that cannot have it is sent smaller."""
+
+    def __init__(
+        self, pool: Pool, max_events: int, max_bytes: int, max_calls: int = 1, budget: ByteBudget | None = None
+    ) -> None:
         self.pool, self.max_events, self.max_bytes, self.max_calls = pool, max_events, max_bytes, max_calls
+        self.budget = budget
+        self._active_at = float("-inf")  # loop time of the last event given to store()
         self._waiting: deque[_Waiter] = deque()
         # Calls in flight. Counted by hand, not by the task's done-callback: that runs a turn later,
         # and a request arriving in between would find no sender to send it.
         self._sending = 0
         self._senders: set[asyncio.Task[None]] = set()
 
-    async def store(self, body: bytes, source: Source, deadline_s: float) -> Stored:
+    def active(self, within_s: float = 1.0) -> bool:
+        """Were events given to store() in the last within_s seconds, or are calls in flight?"""
+        return self._sending > 0 or asyncio.get_running_loop().time() - self._active_at < within_s
+
+    async def store(
+        self, body: bytes, source: Source, deadline_s: float, reservation: Reservation | None = None
+    ) -> Stored:
+        self._active_at = asyncio.get_running_loop().time()
         if self.max_events <= 1:
-            return await store_now(self.pool, body, source, deadline_s)
+            return await store_now(self.pool, body, source, deadline_s, reservation)
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(body, source, loop.time() + deadline_s, loop.create_future())
+        waiter = _Waiter(body, source, loop.time() + deadline_s, loop.create_future(), reservation)
         self._waiting.append(waiter)
         if self._sending < self.max_calls:
             self._sending += 1
@@ -122,7 +165,8 @@ class GroupCommit:
         try:
             while group := self._take():
                 try:
-                    await loop.create_task(self._commit(group), context=group[0].context)
+                    commit = self._commit(group, self._array(group))
+                    await loop.create_task(commit, context=group[0].context)
                 except Exception as exc:  # a bug, not the database: answer now, not at the deadline
                     log.exception("group commit failed")
                     for w in group:
@@ -146,29 +190,57 @@ class GroupCommit:
             size += len(waiter.body)
         return group
 
-    async def _commit(self, group: list[_Waiter]) -> None:
+    def _array(self, group: list[_Waiter]) -> int:
+        """Takes the budget for the group's array of bodies (0: a group of one needs none). Members
+        for which there is no room go back to the head of the queue, for the next group."""
+        if self.budget is None or len(group) < 2:
+            return 0
+        size = sum(len(w.body) for w in group)
+        while len(group) > 1 and not self.budget.take(size):
+            back = group.pop()
+            size -= len(back.body)
+            self._waiting.appendleft(back)
+        return size if len(group) > 1 else 0
+
+    async def _commit(self, group: list[_Waiter], array_bytes: int) -> None:
+        budget = self.budget
+
+        def give_array() -> None:
+            if array_bytes and budget is not None:
+                budget.give(array_bytes)
+
         group = [w for w in group if not w.answer.done()]
         if not group:
+            give_array()
             return
         source = group[0].source
         deadline = max(w.until for w in group) - asyncio.get_running_loop().time()
         metrics.GROUP_SIZE.observe(len(group))
         params: dict[str, Any] = {"source_kind": source[0], "source_principal": source[1]}
+        # The bodies (and the array) are held until the call has ended, even past its deadline.
+        done = pinned([w.reservation for w in group], give_array)
         try:
             if len(group) == 1:  # alone: the single-event path
                 params["body"] = group[0].body
-                rows = await self.pool.call("ingest_event", params, deadline_s=deadline, row=class_row(Stored))
+                rows = await self.pool.call(
+                    "ingest_event", params, deadline_s=deadline, row=class_row(Stored), on_done=done
+                )
             else:
                 params["bodies"] = [w.body for w in group]
                 rows = await self.pool.call(
-                    "ingest_events", params, deadline_s=deadline, fetch_all=True, row=class_row(Stored)
+                    "ingest_events", params, deadline_s=deadline, fetch_all=True, row=class_row(Stored), on_done=done
                 )
         except ApiError as exc:
             if len(group) > 1 and _one_to_blame(exc):
                 metrics.GROUP_SPLITS.inc()
                 half = len(group) // 2
-                await self._commit(group[:half])
-                await self._commit(group[half:])
+                for part in (group[:half], group[half:]):
+                    size = sum(len(w.body) for w in part) if len(part) > 1 and self.budget else 0
+                    if size and not self.budget.take(size):  # type: ignore[union-attr]
+                        for w in part:  # no room for an array: one by one
+                            await self._commit([w], 0)
+                    else:
+                        await self._commit(part, size)
                 return
             for w in group:
                 if not w.answer.done():
@@ -193,21 +265,27 @@ class Item:
 
 
 class Breaker:
-    """Stops sync requests from each waiting out the budget while the database keeps failing.
+    """Stops sync requests from each waiting out the budget while the store is in trouble, and
+    only then: one event's cost never opens it.
 
-    After `threshold` failures in a row (deadline missed, database away) it opens for
-    `cooldown_s`: requests then skip the database (spooled, or a 503 at once) except one probe at
-    a time, whose success closes it. So a burst of queries meets a broken database in
-    milliseconds, not budget after budget queued behind Trino's five connections."""
+    A failure counts when the database answered no ingest call between the request's start and
+    its failure (it answers nobody: down, frozen, locked, out of connections), never when a large
+    event missed its deadline (its own cost, paid in its own lane: LargeLane). After `threshold`
+    such failures in a row it opens for `cooldown_s`: requests then skip the database (spooled, or
+    a 503 at once) except one probe at a time. Any answer of the database (an event stored, or
+    refused for its content) closes it. So a burst of queries meets a broken database in
+    milliseconds, not budget after budget queued behind Trino's five connections, and two senders
+    of events that can never be stored in time cannot make it refuse everyone else."""
 
     def __init__(self, threshold: int = 3, cooldown_s: float = 1.0) -> None:
         self.threshold, self.cooldown_s = threshold, cooldown_s
         self._failures = 0
         self._open_until = 0.0
         self._probing = False
+        self._answered_at = float("-inf")  # time.monotonic() of the database's last answer
 
     def allow(self) -> bool:
-        """May this request try the database? (Call done() with the outcome when it did.)"""
+        """May this request try the database? (Report its outcome: answered, failed or abandon.)"""
         if self._failures < self.threshold:
             return True
         if time.monotonic() >= self._open_until and not self._probing:
@@ -215,19 +293,132 @@ class Breaker:
             return True
         return False
 
+    def refusing(self) -> bool:
+        """Would allow() refuse now? Asks without taking the probe."""
+        return self._failures >= self.threshold and (self._probing or time.monotonic() < self._open_until)
+
     def abandon(self) -> None:
         """The request that was let through ended without an outcome (its client left): another
         may probe. Without this, a probe cancelled mid-call kept the breaker open for good."""
         self._probing = False
 
-    def done(self, ok: bool) -> None:
+    def answered(self) -> None:
+        """The database answered: the event was stored, or refused for what it holds."""
+        self._answered_at = time.monotonic()
         self._probing = False
-        if ok:
+        if self._failures:
             self._failures = 0
-            return
+            metrics.BREAKER_OPEN.set(0)
+
+    def answered_since(self, started: float) -> bool:
+        """Did the database answer any ingest call since `started` (time.monotonic())?"""
+        return self._answered_at >= started
+
+    def failed(self, started: float, error: ApiError, large: bool = False) -> None:
+        """A request that began at `started` (time.monotonic()) failed with a 5xx."""
+        self._probing = False
+        if large and error.code == "57014":
+            return  # the event's own cost: it was alone in its lane
+        if self._answered_at >= started:
+            return  # others were answered meanwhile: not the store's trouble
         self._failures += 1
         if self._failures >= self.threshold:
             self._open_until = time.monotonic() + self.cooldown_s
+            metrics.BREAKER_OPEN.set(1)
+
+
+class LargeLane:
+    """Sync mode: events over METASTORE_LARGE_EVENT_BYTES. Each is stored alone (in a group, its
+    cost would be every member's wait), in turn, at most `calls` at once, on a pool of their own.
+    A turn is held until the call has really ended: a call past its deadline keeps its turn until
+    PostgreSQL has cancelled it, so that however many large events arrive and whatever they cost
+    the database, they hold `calls` of its backends and none of the other events' connections.
+
+    And while other events are being stored, large ones get at most `share` of the lane's time:
+    after a call of t seconds the lane rests t x (1/share - 1). A large event whose turn cannot
+    come within its budget waits out the budget (a sender posting again at once is slowed to the
+    lane's pace, not spun) and is answered 503, 57014. With no other events, no rest."""
+
+    def __init__(
+        self, pool: Pool, calls: int, share: float = 1.0, others_busy: Callable[[], bool] | None = None
+    ) -> None:
+        self.pool, self.share = pool, share
+        self.others_busy = others_busy or (lambda: False)
+        self._turns = asyncio.Semaphore(calls)
+        self._rest_until = 0.0  # loop time
+
+    async def store(
+        self, body: bytes, source: Source, deadline_s: float, reservation: Reservation | None = None
+    ) -> Stored:
+        params = {"body": body, "source_kind": source[0], "source_principal": source[1]}
+        result: Stored = await self.call("ingest_event", params, deadline_s, reservation, class_row(Stored))
+        record(result)
+        return result
+
+    async def call(
+        self,
+        query: str,
+        params: dict[str, Any],
+        deadline_s: float,
+        reservation: Reservation | None,
+        row: AsyncRowFactory[Any] = namedtuple_row,
+    ) -> Any:
+        """The query's one row, once it is this call's turn, all within deadline_s."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + deadline_s
+        metrics.LARGE_WAITING.inc()
+        try:
+            await asyncio.wait_for(self._turns.acquire(), deadline_s)
+            try:
+                await self._rest(until, deadline_s)
+            except BaseException:
+                self._turns.release()
+                raise
+        except TimeoutError:
+            raise ApiError(
+                503, f"large events ahead of this one used its {deadline_s:.1f} s budget; retry later", "57014"
+            ) from None
+        finally:
+            metrics.LARGE_WAITING.dec()
+        began = loop.time()
+
+        def ended() -> None:
+            cost = loop.time() - began
+            if self.share < 1 and self.others_busy():
+                self._rest_until = max(self._rest_until, loop.time() + cost * (1 / self.share - 1))
+            self._turns.release()
+
+        return await self.pool.one(
+            query, params, deadline_s=max(until - loop.time(), 0.001), row=row, on_done=pinned([reservation], ended)
+        )
+
+    async def admit(self, deadline_s: float) -> None:
+        """Before a large body is read: when the lane rests past deadline_s, wait the deadline out
+        (its sender, posting again at once, is slowed to the lane's pace, its body unread) and
+        refuse, closing the connection."""
+        loop = asyncio.get_running_loop()
+        if self._rest_until - loop.time() <= deadline_s:
+            return
+        await asyncio.sleep(deadline_s)
+        metrics.DEADLINE_MISSED.labels("large").inc()
+        raise ApiError(503, self._resting(deadline_s), "57014", close=True)
+
+    def _resting(self, deadline_s: float) -> str:
+        return (
+            f"large events may use {self.share:.0%} of the database's time while other events are stored, and "
+            f"this one's turn comes after its {deadline_s:.1f} s budget; retry later"
+        )
+
+    async def _rest(self, until: float, deadline_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        rest = self._rest_until - loop.time()
+        if rest <= 0:
+            return
+        if loop.time() + rest <= until:
+            await asyncio.sleep(rest)
+            return
+        await asyncio.sleep(max(until - loop.time(), 0))
+        raise ApiError(503, self._resting(deadline_s), "57014")
 
 
 class EventQueue:
@@ -327,6 +518,7 @@ class Ingest:
         self._give_up_at: float | None = None
         self._last_progress = time.monotonic()
         self._commits = 0  # successful writer calls: evidence that the database is writable
+        self._adopted: set[asyncio.Future[bool]] = set()
 
     async def start(self) -> None:
         if self.spool:
@@ -344,38 +536,55 @@ class Ingest:
 
     async def enqueue(self, body: bytes, request_id: str, source: Source, wait_s: float = 0) -> bool:
         """Accept the event for the writers (durably first, with a spool). False: no room."""
+        return await self._offer(body, request_id, source, wait_s) is None
+
+    async def _offer(self, body: bytes, request_id: str, source: Source, wait_s: float) -> str | None:
+        """Queues the event (None), or says why not."""
         item = Item(request_id, source, len(body), body=body)
         if self.spool:
             if len(self.queue) >= self.queue.max_items:
-                return False
+                return "the ingest queue is full"
             try:
-                item.ticket = await self.spool.append(body, request_id, source[0], source[1])
-            except SpoolFull:
+                append = self.spool.submit(body, request_id, source[0], source[1])
+                # Shielded: a record written for a client that left is still queued, not left behind.
+                item.ticket = await asyncio.shield(append)
+            except SpoolFull as exc:
                 metrics.REFUSED.labels("spool_full").inc()
-                return False
-            except OSError as exc:  # disk full, volume gone: refuse, as when full
-                log.error("the spool cannot take the event: %s", exc)
-                metrics.REFUSED.labels("spool_full").inc()
-                return False
+                return str(exc)
+            except OSError as exc:  # disk full, volume gone: nothing was acknowledged
+                metrics.REFUSED.labels("spool_unwritable").inc()
+                return f"the spool cannot write ({exc.strerror or exc})"
+            except asyncio.CancelledError:
+                append.add_done_callback(lambda done: self._adopt(item, done))
+                raise
             item.body = None  # it waits on disk
             await self.queue.put(item, force=True)
             metrics.ACCEPTED.labels("spool").inc()
-            return True
+            return None
         if await self.queue.put(item, wait_s):
             metrics.ACCEPTED.labels("memory").inc()
-            return True
-        return False
+            return None
+        return "the ingest queue is full"
+
+    def _adopt(self, item: Item, append: asyncio.Future[Ticket]) -> None:
+        if append.cancelled() or append.exception() is not None:
+            return
+        item.ticket, item.body = append.result(), None
+        task = asyncio.ensure_future(self.queue.put(item, force=True))
+        self._adopted.add(task)
+        task.add_done_callback(self._adopted.discard)
 
     async def submit(self, body: bytes, request_id: str, source: Source) -> Stored | None:
         """Async mode: queue the event (None), or store it at once when the queue is full and configured so."""
         wait_s = self.config.queue_wait_ms / 1000 if self.config.queue_full == "wait" else 0
-        if await self.enqueue(body, request_id, source, wait_s):
+        refused = await self._offer(body, request_id, source, wait_s)
+        if refused is None:
             return None
         if self.config.queue_full == "sync":
             metrics.QUEUE_FULL.labels("sync").inc()
             return await store_now(self.db.ingest, body, source)
         metrics.QUEUE_FULL.labels("rejected").inc()
-        raise ApiError(503, "the ingest queue is full; retry later")
+        raise ApiError(503, f"{refused}; retry later")
 
     async def _writer(self) -> None:
         while True:
@@ -384,15 +593,36 @@ class Ingest:
                 return
             try:
                 await self._store(batch)
+            except Exception:  # a bug: a writer that died silently would leave its events unstored
+                log.exception("writer failed; its %d events are queued again", len(batch))
+                await asyncio.sleep(1.0)
+                for item in batch:
+                    if not item.stored:
+                        await self.queue.put(_requeue(item), force=True)
             finally:
                 await self.queue.done(batch)
 
-    async def _bodies(self, items: list[Item]) -> list[bytes]:
+    async def _bodies(self, items: list[Item]) -> tuple[list[Item], list[bytes]]:
+        """The items whose bodies could be read, and those bodies. An item whose spool record is
+        damaged cannot be stored: its bytes go to quarantine and it is released."""
         if self.spool is None:
-            return [i.body or b"" for i in items]
+            return items, [i.body or b"" for i in items]
         spool = self.spool
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, lambda: [_body(spool, i) for i in items])
+
+        def read() -> tuple[list[Item], list[bytes]]:
+            kept, bodies = [], []
+            for item in items:
+                try:
+                    bodies.append(_body(spool, item))
+                except SpoolDamaged as exc:
+                    assert item.ticket is not None
+                    item.stored = True  # nothing left to store
+                    spool.set_aside(item.ticket, item.request_id, str(exc))
+                    continue
+                kept.append(item)
+            return kept, bodies
+
+        return await asyncio.get_running_loop().run_in_executor(None, read)
 
     async def _store(self, batch: list[Item]) -> None:
         """Store the batch, whatever it takes: split, set aside what cannot be stored, or retry."""
@@ -427,7 +657,9 @@ class Ingest:
             await self._store_group(source, group)
 
     async def _store_group(self, source: Source, items: list[Item]) -> None:
-        bodies = await self._bodies(items)
+        items, bodies = await self._bodies(items)
+        if not items:
+            return
         params: dict[str, Any] = {"bodies": bodies, "source_kind": source[0], "source_principal": source[1]}
         try:
             rows = await self.writer_pool.call("ingest_events", params, fetch_all=True, row=class_row(Stored))
@@ -484,7 +716,10 @@ class Ingest:
             await asyncio.sleep(min(1.0 * item.strikes, 5.0))
             await self.queue.put(_requeue(item), force=True)
             return
-        body = (await self._bodies([item]))[0]
+        kept, bodies = await self._bodies([item])
+        if not kept:
+            return
+        body = bodies[0]
         reason = (
             f"accepted, then not storable after {item.strikes} attempts: {error.code or ''} {error.message}".strip()
         )

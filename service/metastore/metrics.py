@@ -48,6 +48,20 @@ GROUP_SPLITS = Counter(
     "metastore_ingest_group_splits_total",
     "Sync mode: groups split in two after failing as a whole, so that one event's failure stays its own.",
 )
+DEADLINE_MISSED = Counter(
+    "metastore_ingest_deadline_missed_total",
+    "Sync mode: events not stored within the ingest budget (answered 503, or spooled), by lane: group "
+    "(events up to METASTORE_LARGE_EVENT_BYTES) or large.",
+    ["lane"],
+)
+LARGE_WAITING = Gauge(
+    "metastore_ingest_large_waiting", "Sync mode: large events received and waiting for their turn to be stored."
+)
+BREAKER_OPEN = Gauge(
+    "metastore_ingest_breaker_open",
+    "1 while the ingest circuit breaker is open (the database failed three requests in a row and answered no "
+    "other meanwhile), else 0.",
+)
 QUEUE_DEPTH = Gauge("metastore_async_queue_events", "Events accepted and not yet stored.")
 QUEUE_BYTES = Gauge("metastore_async_queue_bytes", "Bytes of accepted events held in memory, not yet stored.")
 QUEUE_AGE = Gauge(
@@ -70,6 +84,24 @@ SPOOL_SYNC = Histogram(
     "Time to write and fsync a group of spooled events.",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
 )
+SPOOL_WRITABLE = Gauge(
+    "metastore_spool_writable",
+    "1 while the spool's last write (or probe write) succeeded; 0 after a failed one, until a write succeeds.",
+)
+SPOOL_WRITE_FAILURES = Counter(
+    "metastore_spool_write_failures_total",
+    "Group writes to the spool that failed (disk full, I/O error): undone, and their events refused.",
+)
+SPOOL_QUARANTINED = Counter(
+    "metastore_spool_quarantined_total",
+    "Damaged stretches of spool segments skipped and copied into the quarantine directory, by damage: torn "
+    "(a record cut short at the end of the newest segment by a crash, never acknowledged) or corrupt (bytes "
+    "that changed on disk; the records in them are lost).",
+    ["damage"],
+)
+SPOOL_QUARANTINE_BYTES = Gauge(
+    "metastore_spool_quarantine_bytes", "Bytes in the spool's quarantine directory (kept for inspection)."
+)
 POOL = Gauge(
     "metastore_db_pool_connections", "Open database connections by pool and state (idle, busy).", ["pool", "state"]
 )
@@ -78,11 +110,14 @@ CONNECTIONS = Gauge("metastore_http_connections", "Client connections open.")
 REFUSED = Counter(
     "metastore_http_refused_total",
     "Requests or connections refused, by reason: to stay within bounds (connections, inflight_bytes, "
-    "request_deadline, spool_full, database_failing) or before reaching a route (bad_header_name, "
-    "bad_header_value, bad_content_length, te_and_cl, media_type, nul_in_query).",
+    "request_deadline, spool_full, spool_unwritable, database_failing) or before reaching a route (bad_header_name, "
+    "bad_header_value, bad_content_length, te_and_cl, bad_host, media_type, nul_in_query).",
     ["reason"],
 )
-INFLIGHT = Gauge("metastore_http_inflight_bytes", "Request bytes being received or inflated now.")
+INFLIGHT = Gauge(
+    "metastore_http_inflight_bytes",
+    "Request bytes held now: as received, as inflated, and until the database call that carries them ends.",
+)
 PARTITIONS_AHEAD = Gauge(
     "metastore_partitions_ahead_days",
     "Whole days after today with their daily partition (14 after the hourly maintenance; -1: not even today).",

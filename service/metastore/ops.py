@@ -141,6 +141,9 @@ def routes(app: Sanic[Any, Any], svc: Service) -> None:
                 f"for {stuck:.0f} s (METASTORE_WRITER_STUCK_S={config.writer_stuck_s})",
                 "schema_version": version,
             }
+        spool_failure = await ingest.spool.unwritable() if ingest and ingest.spool else None
+        if spool_failure:
+            return False, {"status": "spool unwritable", "reason": spool_failure, "schema_version": version}
         return True, {
             "status": "ready",
             "schema_version": version,

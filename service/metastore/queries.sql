@@ -70,9 +70,13 @@ SELECT (t ->> 'lag_seconds')::float8 AS lag_seconds
 SELECT claimed, cursor FROM metastore.forward_claim(%(target)s::text, %(owner)s::text, %(lease_s)s::integer);
 
 -- name: forward_page
--- The payload's text as stored, cut out of the feed's envelope by PostgreSQL, for sending on.
-SELECT r.cursor, (r.event::jsonb -> 'event')::text AS payload, (r.event::jsonb ->> 'id')::bigint AS event_id
-  FROM metastore.read_events(%(limit)s::integer, %(cursor)s::text) AS r;
+-- The payloads' text as stored, as few as make max_bytes (at least one).
+SELECT cursor, event_id, payload
+  FROM metastore.forward_page(%(cursor)s::text, %(limit)s::integer, %(max_bytes)s::integer);
+
+-- name: forward_refused
+SELECT metastore.forward_refused(%(target)s::text, %(owner)s::text, %(event_id)s::bigint, %(cursor)s::text,
+                                 %(status)s::integer, %(body)s::text);
 
 -- name: forward_ack
 SELECT metastore.forward_ack(%(target)s::text, %(owner)s::text, %(cursor)s::text, %(sent)s::integer,

@@ -6,8 +6,16 @@ The commands talk to stores over their HTTP API, never to PostgreSQL: an operato
 imports go through the same ingest path as any producer (POST /api/v1/lineage/batch), so events
 are validated and de-duplicated exactly as when they first arrived.
 
-Payloads travel as the text PostgreSQL rendered: an event is cut out of its feed line, never
+Payloads travel as the bytes PostgreSQL rendered: an event is cut out of its feed line by a scan
+that only matches brackets (no parser, so no recursion however deep the event nests), never
 parsed and re-serialised, so a number keeps its digits and a null stays a null.
+
+Bounded: a line is read up to a length (--max-line-bytes, --max-event-bytes) and never whole
+when longer; an answer's body up to outbound.ANSWER_BYTES; --deadline ends the whole command.
+Only an answer that judges an event (400, 422) lets a command go past it without storing it; any
+other ends the command (after retries when it may pass: no answer, 408, 429, 5xx) with one line
+naming the answer and the URL. Exit codes: 0 done, 1 stopped by a failure, 2 bad usage, 3 the
+deadline passed, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,47 +25,118 @@ import contextlib
 import gzip
 import json
 import logging
+import math
 import os
 import re
 import sys
 import time
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO
-from urllib.parse import urljoin
+
+import requests
+import urllib3
 
 from metastore.feed import FILTERS  # the filters of GET /api/v1/events, which these commands pass on
+from metastore.outbound import (
+    Answer,
+    GuardedSession,
+    Poster,
+    Redactor,
+    ingest_url,
+    one_line,
+    read_answer,
+    reason,
+    redact,
+    watch_logs,
+)
 
 log = logging.getLogger("metastore.transfer")
 
 COMMANDS = ("export", "import", "replay")
-_LINE_HEAD = re.compile(r'\{"id": (\d+), "event": ')
+EXIT_FAILED, EXIT_USAGE, EXIT_DEADLINE, EXIT_INTERRUPTED = 1, 2, 3, 130
+MIB = 1 << 20
+# The store's default METASTORE_MAX_BODY_BYTES: the largest event a store takes by default.
+STORE_MAX_BODY = 16 * MIB
+# Around the event, a feed line carries its id, cursor, times and source (a principal may be long).
+ENVELOPE_BYTES = 64 * 1024
+_NETWORK_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
+
+_HEAD = re.compile(rb'\{"id": (\d+), "event": ')
+_CURSOR = re.compile(rb', "cursor": "([A-Za-z0-9_=-]{1,200})"')
+# A JSON string, escapes included.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _DURATION = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class TransferError(Exception):
-    """A failure that ends the command (exit 1), with the place to resume from when known."""
+    """A failure that ends the command, with a message that says what answered and where."""
+
+    exit_code = EXIT_FAILED
+
+
+class UsageError(TransferError):
+    exit_code = EXIT_USAGE
+
+
+class DeadlineError(TransferError):
+    exit_code = EXIT_DEADLINE
+
+
+class _StreamCut(Exception):
+    """The feed's stream ended before it was complete: resumed from the last event's cursor."""
 
 
 @dataclass
 class FeedEvent:
     id: int
     cursor: str
-    line: str  # the feed's line, as the store sent it
-    payload: str  # the event, exactly as it appears in the line
+    line: bytes  # the feed's line, as the store sent it
+    payload: bytes  # the event, exactly as it appears in the line
 
 
-def split_line(line: str) -> FeedEvent:
-    """The payload's text is the `event` member, cut out of the line without re-serialising it.
-    PostgreSQL renders the envelope with "id" then "event" first (jsonb orders keys by length)."""
-    head = _LINE_HEAD.match(line)
+def check_object(payload: bytes) -> None:
+    """Raises ValueError unless payload is one JSON object whose strings are closed and whose
+    brackets match: strings are blanked out by a regular expression, then the brackets left are
+    matched with a stack (no recursion, however deep the object nests)."""
+    if not payload.startswith(b"{") or not payload.endswith(b"}"):
+        raise ValueError("the event is not a JSON object, or something follows it")
+    blanked = _STRING.sub(b'""', payload)
+    if blanked.count(b'"') % 2:
+        raise ValueError("a string of the event is not closed")
+    closers: list[int] = []
+    brackets = blanked.translate(None, _NOT_BRACKETS)
+    for position, byte in enumerate(brackets):
+        if byte in b"{[":
+            closers.append(byte + 2)  # } is { + 2, ] is [ + 2
+        elif not closers or closers.pop() != byte:
+            raise ValueError("a bracket of the event does not match")
+        elif not closers and position != len(brackets) - 1:
+            raise ValueError("the event ends before its cursor")
+    if closers:
+        raise ValueError("the event is not closed")
+
+
+def split_line(line: bytes, check: bool = False) -> FeedEvent:
+    """The payload is the `event` member, cut out of the line without parsing it. PostgreSQL renders
+    the envelope with "id" then "event" first and "cursor" right after it (jsonb orders keys by
+    length). The envelope's cursor is the last `, "cursor": "` of the line: those bytes cannot be
+    inside a string (a quote there follows a backslash) and what follows them holds strings only.
+    check: the payload's brackets must match too (a batch is assembled from payloads)."""
+    head = _HEAD.match(line)
     if not head:
-        raise TransferError(f"not a line of the event feed: {line[:200]!r}")
-    _, end = json.JSONDecoder().raw_decode(line, head.end())
-    envelope = json.loads(line)
-    return FeedEvent(int(head.group(1)), envelope["cursor"], line, line[head.end() : end])
+        raise ValueError('not a line of the event feed: it does not start with {"id": N, "event": ')
+    end = line.rfind(b', "cursor": "')
+    tail = _CURSOR.match(line, end) if end > head.end() else None
+    if not tail or not line.rstrip().endswith(b"}"):
+        raise ValueError("not a line of the event feed: no cursor after the event")
+    if check:
+        check_object(line[head.end() : end])
+    return FeedEvent(int(head.group(1)), tail.group(1).decode("ascii"), line, line[head.end() : end])
 
 
 def since(value: str) -> str:
@@ -79,28 +158,126 @@ def filters_of(args: argparse.Namespace) -> dict[str, str]:
     chosen = {name: getattr(args, name) for name in FILTERS if getattr(args, name) is not None}
     if args.since is not None:
         if "received_from" in chosen:
-            raise TransferError("give --since or --received-from, not both")
+            raise UsageError("give --since or --received-from, not both")
         chosen["received_from"] = since(args.since)
     return chosen
 
 
+class Deadline:
+    """--deadline: the whole command ends within it (None: no deadline)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.at = None if seconds is None else time.monotonic() + seconds
+
+    def remaining(self) -> float | None:
+        return None if self.at is None else max(self.at - time.monotonic(), 0.0)
+
+    def cap(self, seconds: float) -> float:
+        left = self.remaining()
+        return seconds if left is None else min(seconds, left)
+
+    def passed(self) -> bool:
+        return self.at is not None and time.monotonic() >= self.at
+
+    def check(self, what: str) -> None:
+        if self.passed():
+            raise DeadlineError(f"the deadline of {self.seconds:g} s (--deadline) passed; {what}")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(self.cap(seconds))
+
+
+def feed_url(source: str) -> str:
+    """The feed under a store's base URL (or the feed's URL itself), with the query string kept."""
+    return ingest_url(source, "api/v1/events")
+
+
+def _feed_lines(response: requests.Response, max_line: int, shown: str) -> Iterator[bytes]:
+    """The lines of a streamed answer, each at most max_line bytes: a longer one is an error, read
+    no further than max_line. The feed ends every line with a newline: a stream that stops in the
+    middle of one was cut."""
+    buffer = bytearray()
+    while True:
+        chunk = response.raw.read1(1 << 16, decode_content=False)
+        if not chunk:
+            break
+        start = 0
+        while (newline := chunk.find(b"\n", start)) >= 0:
+            buffer += chunk[start:newline]
+            if len(buffer) > max_line:
+                break
+            yield bytes(buffer)
+            buffer.clear()
+            start = newline + 1
+        else:
+            buffer += chunk[start:]
+        if len(buffer) > max_line:
+            raise TransferError(
+                f"{shown} sent a line longer than {max_line} bytes (--max-line-bytes); nothing after it was read"
+            )
+    if buffer:
+        raise _StreamCut("the stream ended in the middle of a line")
+
+
+def _open_feed(session: GuardedSession, url: str, params: dict[str, str], timeout: float) -> requests.Response:
+    return session.get(
+        url,
+        params=params,
+        headers={"Accept": "application/x-ndjson", "Accept-Encoding": "identity"},
+        stream=True,
+        timeout=timeout,
+        verify=session.verify,
+    )
+
+
+def _check_feed_answer(response: requests.Response, shown: str, redactor: Redactor) -> None:
+    """Raises unless the answer is the feed's NDJSON: a transient answer is retried (_StreamCut)."""
+    if response.status_code != 200:
+        answer = read_answer(response, shown, redactor)
+        if answer.transient:
+            raise _StreamCut(answer.describe())
+        raise TransferError(f"{answer.describe()}: is it the base URL of a Metadata Store?")
+    kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if kind != "application/x-ndjson":
+        raise TransferError(f"{shown} answered 200 with {kind or 'no Content-Type'}, not the event feed's NDJSON")
+    encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        raise TransferError(f"{shown} answered in {encoding} encoding, not the identity it was asked for")
+
+
+def _error_line(line: bytes) -> str:
+    """The message of the feed's last line when the store cut its stream short."""
+    try:
+        error = json.loads(line[:4096]).get("error", {})
+        return str(error.get("message", "no message"))
+    except (ValueError, AttributeError, RecursionError):
+        return "an error line"
+
+
 def read_feed(
-    base_url: str,
+    source: str,
     filters: dict[str, str],
     cursor: str | None,
     verify: bool | str,
     limit: int | None = None,
+    *,
+    max_line: int = 64 * MIB,
+    deadline: Deadline | None = None,
+    timeout: float = 30.0,
     retries: int = 5,
-) -> Iterator[FeedEvent]:
+) -> Generator[FeedEvent, None, None]:
     """Every event of the feed after cursor, streamed as NDJSON; a stream cut short (network, the
-    store's deadline) is resumed from the last event's cursor, up to `retries` times in a row."""
-    import requests
-
-    url = urljoin(base_url.rstrip("/") + "/", "api/v1/events")
-    failures = 0
-    remaining = limit
-    with requests.Session() as session:
+    store's deadline, a transient answer) is resumed from the last event's cursor, up to `retries`
+    times in a row. Lines are bounded (max_line); the deadline ends the reading wherever it is."""
+    deadline = deadline or Deadline(None)
+    url = feed_url(source)
+    shown = redact(url)
+    redactor = watch_logs(Redactor(source, url))
+    failures, remaining = 0, limit
+    with GuardedSession(verify) as session:
         while True:
+            deadline.check(f"reading {shown} stopped after the event at cursor {cursor}")
             params = dict(filters)
             if cursor:
                 params["cursor"] = cursor
@@ -108,34 +285,28 @@ def read_feed(
                 params["limit"] = str(remaining)
             got = 0
             try:
-                with session.get(
-                    url,
-                    params=params,
-                    headers={"Accept": "application/x-ndjson"},
-                    stream=True,
-                    verify=verify,
-                    timeout=30,
-                ) as response:
-                    if response.status_code != 200:
-                        raise TransferError(f"GET {url}: {response.status_code} {response.text[:500]}")
-                    for raw in response.iter_lines(chunk_size=1 << 16):  # the default, 512 bytes, is slow
-                        if not raw:
+                per_read = max(deadline.cap(timeout), 0.01)
+                with session.budget(deadline.remaining()), _open_feed(session, url, params, per_read) as response:
+                    _check_feed_answer(response, shown, redactor)
+                    for number, line in enumerate(_feed_lines(response, max_line, shown), 1):
+                        if not line.strip():
                             continue
-                        line = raw.decode("utf-8")
-                        if line.startswith('{"error"'):
-                            error = json.loads(line)["error"]
-                            raise requests.ConnectionError(f"the store cut the stream short: {error.get('message')}")
-                        event = split_line(line)
-                        cursor = event.cursor
-                        got += 1
-                        failures = 0
+                        if line.startswith(b'{"error"'):
+                            raise _StreamCut(f"the store cut the stream short: {_error_line(line)}")
+                        try:
+                            event = split_line(line)
+                        except ValueError as exc:
+                            raise TransferError(f"{shown}: line {number} of the answer: {exc}") from None
+                        cursor, got, failures = event.cursor, got + 1, 0
                         yield event
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
+            except (*_NETWORK_ERRORS, _StreamCut) as exc:
+                deadline.check(f"reading {shown} stopped after the event at cursor {cursor}")
                 failures += 1
+                why = str(exc) if isinstance(exc, _StreamCut) else reason(exc, redactor)
                 if failures > retries:
-                    raise TransferError(f"reading {url} failed {failures} times in a row: {exc}") from exc
-                log.warning("reading the feed failed (%s); resuming after %s", exc, cursor)
-                time.sleep(min(0.5 * 2**failures, 10))
+                    raise TransferError(f"reading {shown} failed {failures} times in a row: {why}") from None
+                log.warning("reading the feed failed (%s); resuming after cursor %s", why, cursor)
+                deadline.sleep(min(0.5 * 2**failures, 10))
                 if remaining is not None:
                     remaining -= got
                 continue
@@ -192,7 +363,8 @@ class RateLimit:
 
 @dataclass
 class Checkpoint:
-    """Where a replay got to: the cursor of the last event the target accepted."""
+    """Where a replay got to: the cursor of the last event the target stored or judged. It names
+    the target by its URL without credentials, and holds none."""
 
     path: Path | None
     filters: dict[str, str]
@@ -203,15 +375,27 @@ class Checkpoint:
     saved_at: float = field(default=0.0)
 
     @classmethod
-    def load(cls, path: Path | None, filters: dict[str, str], target: str, restart: bool) -> Checkpoint:
+    def load(
+        cls, path: Path | None, filters: dict[str, str], target: str, restart: bool, also: tuple[str, ...] = ()
+    ) -> Checkpoint:
+        """The saved position, when it is a replay of the same filters to the same target (`also`:
+        other names the target had in files of earlier releases). A file without a position
+        belongs to no replay yet."""
         point = cls(path, filters, target)
         if path is None or restart or not path.exists():
             return point
-        saved = json.loads(path.read_text("utf-8"))
-        if saved.get("filters") != filters or saved.get("target") != target:
-            raise TransferError(
+        try:
+            saved = json.loads(path.read_text("utf-8")[: 1 << 20])
+            if not isinstance(saved, dict):
+                raise ValueError("not an object")
+        except (OSError, ValueError, RecursionError) as exc:
+            raise UsageError(f"{path} is not a checkpoint of replay ({exc}): use another file, or --restart") from None
+        if saved.get("cursor") is None:
+            return point
+        if saved.get("filters") != filters or saved.get("target") not in (target, *also):
+            raise UsageError(
                 f"{path} is the checkpoint of another replay (filters {saved.get('filters')}, target "
-                f"{saved.get('target')}): use another file, or --restart"
+                f"{redact(str(saved.get('target')))}): use another file, or --restart"
             )
         point.cursor, point.sent, point.refused = saved.get("cursor"), saved.get("sent", 0), saved.get("refused", 0)
         return point
@@ -233,123 +417,124 @@ class Checkpoint:
         os.replace(tmp, self.path)  # whole or not at all, even if the process dies here
 
 
-def make_transport(
-    url: str, endpoint: str = "api/v1/lineage", timeout: float = 10.0, verify: bool | str = True, gzip: bool = False
-) -> Any:
-    """openlineage-python's HTTP transport (its retries, TLS, auth and compression settings),
-    sending the stored text as it is: its emit() would pass events through Serde, which drops
-    nulls and empty objects in lists, and the replayed event would no longer be the stored one."""
-    from openlineage.client.transport.http import HttpCompression, HttpConfig, HttpTransport
-
-    class RawHttpTransport(HttpTransport):
-        def emit_text(self, text: str) -> Any:
-            body, headers = self._prepare_request(text)
-            response = self.session.post(
-                url=urljoin(self.url, self.endpoint),
-                data=body.encode() if isinstance(body, str) else body,
-                headers=headers,
-                timeout=self.timeout,
-                verify=self.verify,
-            )
-            response.close()
-            return response
-
-    config = HttpConfig(
-        url=url,
-        endpoint=endpoint,
-        timeout=timeout,
-        verify=verify is not False,
-        compression=HttpCompression.GZIP if gzip else None,
-    )
-    transport = RawHttpTransport(config)
-    if isinstance(verify, str):
-        transport.verify = verify  # a CA bundle
-    return transport
-
-
-def _transport(args: argparse.Namespace) -> Any:
-    verify: bool | str = False if args.to_insecure else (str(args.to_ca) if args.to_ca else True)
-    return make_transport(args.to, args.endpoint, args.timeout, verify, args.gzip)
+def send(poster: Poster, payload: str, deadline: Deadline, attempts: int = 5) -> Answer:
+    """Post one event; an answer that may pass (no answer, 408, 429, 5xx) is tried again, with
+    backoff (or the Retry-After asked, up to 30 s), up to `attempts` times within the deadline."""
+    for attempt in range(1, attempts + 1):
+        answer = poster.post(payload, cap=deadline.remaining())
+        if answer.verdict != "failed" or not answer.transient or attempt == attempts:
+            return answer
+        deadline.check(f"the last answer was: {answer.describe()}")
+        pause = min(answer.retry_after or 0.5 * 2**attempt, 30.0)
+        log.warning("%s; trying again in %.1f s", answer.describe(), pause)
+        deadline.sleep(pause)
+    raise AssertionError("unreachable")
 
 
 def replay(args: argparse.Namespace) -> dict[str, Any]:
-    import requests
-
     filters = filters_of(args)
-    point = Checkpoint.load(args.checkpoint, filters, args.to, args.restart)
-    transport = _transport(args)
+    deadline = Deadline(args.deadline)
+    poster = Poster(ingest_url(args.to, args.endpoint), _to_verify(args), args.timeout, args.gzip)
+    target = poster.shown
+    point = Checkpoint.load(args.checkpoint, filters, target, args.restart, also=(args.to, redact(args.to)))
+    print(f"metastore replay: posting to {target}", file=sys.stderr)
     limiter = RateLimit(args.rate)
     progress = Progress("replay", args.limit)
     started = time.monotonic()
     resumed_from, sent_before, refused_before = point.cursor, point.sent, point.refused
-    last_error = None
+    last_refusal = None
     try:
-        for event in read_feed(args.source, filters, point.cursor, _verify(args), args.limit):
-            limiter.wait()
-            try:
-                response = transport.emit_text(event.payload)
-            except requests.RequestException as exc:  # retried by the transport already
-                raise TransferError(f"sending event {event.id} to {args.to} failed: {exc}") from exc
-            if response.status_code >= 500 or response.status_code in (408, 429):
-                # Retried by the transport already: stop here, resumable at this event.
-                raise TransferError(
-                    f"{args.to} answered {response.status_code} for event {event.id} after retries: "
-                    f"{response.text[:300]}"
-                )
-            if response.status_code >= 400:
-                point.refused += 1  # the target refuses this event; retrying would not change that
-                last_error = f"event {event.id}: {response.status_code} {response.text[:300]}"
-                log.warning("the target refused %s", last_error)
-            else:
-                point.sent += 1
-            point.cursor = event.cursor
-            point.save()
-            progress.update(point.sent - sent_before + point.refused - refused_before, f"last id {event.id}")
+        feed = read_feed(
+            args.source, filters, point.cursor, _verify(args), args.limit,
+            max_line=args.max_line_bytes, deadline=deadline, retries=args.retries,
+        )  # fmt: skip
+        with contextlib.closing(feed) as events:
+            for event in events:
+                limiter.wait()
+                try:
+                    payload = event.payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise TransferError(f"event {event.id} of the feed is not UTF-8") from None
+                answer = send(poster, payload, deadline, attempts=args.retries + 1)
+                if answer.verdict == "failed":
+                    deadline.check(f"event {event.id} was not sent ({answer.describe()})")
+                    raise TransferError(
+                        f"{answer.describe()} (event {event.id}): an answer that says nothing about the event; "
+                        f"stopped before it, run again to resume (--checkpoint)"
+                    )
+                if answer.verdict == "refused":
+                    point.refused += 1  # judged: the target will never take it
+                    last_refusal = f"event {event.id}: {answer.describe()}"
+                    log.warning("the target refused %s", last_refusal)
+                else:
+                    point.sent += 1
+                point.cursor = event.cursor
+                point.save()
+                progress.update(point.sent - sent_before + point.refused - refused_before, f"last id {event.id}")
     finally:
         point.save(force=True)
         progress.close(point.sent - sent_before + point.refused - refused_before)
-        transport.close()
+        poster.close()
     elapsed = time.monotonic() - started
     done = point.sent - sent_before + point.refused - refused_before
     return {
         "command": "replay",
-        "target": args.to,
+        "target": target,
         "resumed_from": resumed_from,
         "sent": point.sent - sent_before,
         "refused": point.refused - refused_before,
         "sent_total": point.sent,
         "refused_total": point.refused,
-        "last_refusal": last_error,
+        "last_refusal": last_refusal,
         "cursor": point.cursor,
         "seconds": round(elapsed, 3),
         "events_per_second": round(done / elapsed, 1) if elapsed > 0 else None,
     }
 
 
+def _to_verify(args: argparse.Namespace) -> bool | str:
+    return False if args.to_insecure else (str(args.to_ca) if args.to_ca else True)
+
+
 def _open_out(path: str, compress: bool) -> IO[bytes]:
-    if path == "-":
-        out: IO[bytes] = sys.stdout.buffer
-        return gzip.GzipFile(fileobj=out, mode="wb", mtime=0) if compress else out  # type: ignore[return-value]
-    if compress:
-        return gzip.open(path, "wb", compresslevel=6)  # type: ignore[return-value]
-    return open(path, "wb")
+    try:
+        if path == "-":
+            out: IO[bytes] = sys.stdout.buffer
+            return gzip.GzipFile(fileobj=out, mode="wb", mtime=0) if compress else out  # type: ignore[return-value]
+        if compress:
+            return gzip.open(path, "wb", compresslevel=6)  # type: ignore[return-value]
+        return open(path, "wb")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def export(args: argparse.Namespace) -> dict[str, Any]:
     filters = filters_of(args)
+    deadline = Deadline(args.deadline)
     compress = args.gzip if args.gzip is not None else args.output.endswith(".gz")
     progress = Progress("export", args.limit)
     started = time.monotonic()
     count, cursor = 0, args.cursor
     out = _open_out(args.output, compress)
     try:
-        for event in read_feed(args.source, filters, args.cursor, _verify(args), args.limit):
-            out.write(event.line.encode() + b"\n")
-            count, cursor = count + 1, event.cursor
-            progress.update(count)
+        feed = read_feed(
+            args.source, filters, args.cursor, _verify(args), args.limit,
+            max_line=args.max_line_bytes, deadline=deadline, timeout=args.timeout, retries=args.retries,
+        )  # fmt: skip
+        with contextlib.closing(feed) as events:
+            for event in events:
+                out.write(event.line + b"\n")
+                count, cursor = count + 1, event.cursor
+                progress.update(count)
+    except TransferError as exc:
+        resume = f"--cursor {cursor}" if cursor else "from the start"
+        raise type(exc)(f"{exc} ({count} events written to {args.output}; resume with {resume})") from None
+    except OSError as exc:
+        raise TransferError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     finally:
-        if args.output != "-" or compress:
-            out.close()
+        with contextlib.suppress(OSError):
+            if args.output != "-" or compress:
+                out.close()
         progress.close(count)
     elapsed = time.monotonic() - started
     return {
@@ -363,17 +548,157 @@ def export(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _lines_of(path: str) -> Iterator[str]:
+def file_lines(path: str, max_line: int) -> Iterator[tuple[str, bytes]]:
+    """(file:line, line) for each line of an export file, gzip or not: a line is read up to
+    max_line bytes, and a longer one is an error that names it, read no further."""
     with contextlib.ExitStack() as stack:
-        raw: IO[bytes] = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
-        head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        try:
+            raw: IO[bytes] = sys.stdin.buffer if path == "-" else stack.enter_context(open(path, "rb"))
+            head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
         stream: IO[bytes] = raw
         if head == b"\x1f\x8b":
             stream = stack.enter_context(gzip.GzipFile(fileobj=raw))  # type: ignore[arg-type]
-        for line in stream:
-            text = line.decode("utf-8").strip()
-            if text:
-                yield text
+        number = 0
+        while True:
+            try:
+                line = stream.readline(max_line + 1)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise TransferError(f"{path}:{number + 1}: the file cannot be read: {exc}") from None
+            if not line:
+                return
+            number += 1
+            content = line.rstrip(b"\r\n")
+            if len(content) > max_line:
+                raise TransferError(
+                    f"{path}:{number}: the line is longer than {max_line} bytes, more than the target takes "
+                    f"(--max-event-bytes); it was not read further"
+                )
+            if content.strip():
+                yield f"{path}:{number}", content
+
+
+@dataclass
+class _Import:
+    """One import: where it posts, what it counted, and the events it holds for the next batch."""
+
+    url: str
+    shown: str
+    session: GuardedSession
+    redactor: Redactor
+    deadline: Deadline
+    timeout: float
+    retries: int
+    totals: dict[str, int] = field(default_factory=lambda: {"read": 0, "stored": 0, "duplicates": 0, "failed": 0})
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    batch: list[tuple[str, FeedEvent]] = field(default_factory=list)
+    size: int = 0
+
+    def add(self, where: str, event: FeedEvent, batch_size: int, batch_bytes: int) -> None:
+        self.batch.append((where, event))
+        self.size += len(event.payload)
+        self.totals["read"] += 1
+        if len(self.batch) >= batch_size or self.size >= batch_bytes:
+            self.flush()
+
+    def flush(self) -> None:
+        batch, self.batch, self.size = self.batch, [], 0
+        if batch:
+            self.post(batch)
+
+    def post(self, batch: list[tuple[str, FeedEvent]]) -> None:
+        """Store a batch; when the target refuses it whole as bad (400, 422: one event spoils the
+        array), each of its events is posted alone, so that the target judges each."""
+        answer, result = self.answer(b"[" + b",".join(e.payload for _, e in batch) + b"]")
+        if isinstance(result, dict) and isinstance(result.get("summary"), dict):
+            self.count(batch, result)
+        elif answer.verdict == "refused" and len(batch) > 1:
+            for item in batch:
+                self.post([item])
+        elif answer.verdict == "refused":
+            where, event = batch[0]
+            self.totals["failed"] += 1
+            self.failures.append({"line": where, "id": event.id, "status": answer.status, "reason": answer.body})
+        else:
+            raise TransferError(
+                f"{answer.describe()}: an answer that says nothing about the events; stopped at {batch[0][0]} "
+                f"(the lines before it were stored)"
+            )
+
+    def count(self, batch: list[tuple[str, FeedEvent]], result: dict[str, Any]) -> None:
+        summary = result["summary"]
+        for key in ("stored", "duplicates", "failed"):
+            self.totals[key] += int(summary.get(key, 0))
+        for failed in result.get("failed_events", []):
+            index = failed.get("index") if isinstance(failed, dict) else None
+            if isinstance(index, int) and 0 <= index < len(batch):
+                where, event = batch[index]
+                self.failures.append({"line": where, "id": event.id, "code": failed.get("code"), **failed})
+
+    def answer(self, body: bytes) -> tuple[Answer, Any]:
+        """The target's answer to a batch and its JSON (None unless it is JSON); answers that may
+        pass (no answer, 408, 429, 5xx) are tried again, `retries` times at most."""
+        for attempt in range(self.retries + 1):
+            budget = self.deadline.cap(self.timeout + len(body) / MIB)
+            with self.session.budget(budget) as watch:
+                answer, result = self._post(body, budget)
+            if answer.verdict != "failed" or not answer.transient or attempt == self.retries:
+                break
+            if watch.expired:
+                self.deadline.check(f"posting a batch to {self.shown} got no answer")
+            log.warning("posting a batch failed (%s), attempt %d", answer.describe(), attempt + 1)
+            self.deadline.sleep(min(answer.retry_after or 0.3 * 2**attempt, 30.0))
+        self.deadline.check(f"the last answer was: {answer.describe()}")
+        return answer, result
+
+    def _post(self, body: bytes, budget: float) -> tuple[Answer, Any]:
+        try:
+            response = self.session.post(
+                self.url,
+                data=body,
+                headers={"Content-Type": "application/json"},
+                timeout=budget,
+                allow_redirects=False,
+                stream=True,
+                verify=self.session.verify,
+            )
+            with response:
+                if not response.headers.get("Content-Type", "").startswith("application/json"):
+                    return read_answer(response, self.shown, self.redactor), None
+                # A batch's summary names each failed event: larger than an error, still bounded.
+                data = response.raw.read(8 * MIB, decode_content=True) or b""
+                answer = read_answer(response, self.shown, self.redactor, data)
+        except _NETWORK_ERRORS as exc:
+            return Answer(self.shown, None, problem=reason(exc, self.redactor)), None
+        try:
+            return answer, json.loads(data)
+        except (ValueError, RecursionError):
+            return answer, None
+
+
+def _event_of(where: str, line: bytes, max_event_bytes: int) -> FeedEvent:
+    try:
+        event = split_line(line, check=True)
+    except ValueError as exc:
+        raise TransferError(f"{where}: {exc}") from None
+    if len(event.payload) > max_event_bytes:
+        raise TransferError(
+            f"{where}: the event is {len(event.payload)} bytes, more than {max_event_bytes} "
+            f"(--max-event-bytes, the target's METASTORE_MAX_BODY_BYTES)"
+        )
+    return event
+
+
+def batch_url(to: str) -> str:
+    """The batch route under a store's base URL, or its ingest or batch URL given instead."""
+    base, question, query = to.partition("#")[0].partition("?")
+    base = base.rstrip("/")
+    for suffix in ("/api/v1/lineage/batch", "/api/v1/lineage"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+            break
+    return f"{base}/api/v1/lineage/batch{question}{query}"
 
 
 def checked_files(given: list[str]) -> list[str]:
@@ -401,70 +726,48 @@ def checked_files(given: list[str]) -> list[str]:
 def import_(args: argparse.Namespace) -> dict[str, Any]:
     """Posts the events of export files to a store's batch route: each batch is stored through the
     ingest functions, so an event the store has already is a duplicate, not a second copy."""
-    import requests
-
-    url = urljoin(args.to.rstrip("/") + "/", "api/v1/lineage/batch")
     verify: bool | str = False if args.insecure else (str(args.ca) if args.ca else True)
-    totals = {"read": 0, "stored": 0, "duplicates": 0, "failed": 0}
-    failures: list[dict[str, Any]] = []
+    url = batch_url(args.to)
+    job = _Import(
+        url, redact(url), GuardedSession(verify), watch_logs(Redactor(args.to, url)), Deadline(args.deadline),
+        args.timeout, args.retries,
+    )  # fmt: skip
+    print(f"metastore import: posting to {job.shown}", file=sys.stderr)
     progress = Progress("import", None)
     started = time.monotonic()
-
-    def post(batch: list[FeedEvent]) -> None:
-        body = ("[" + ",".join(e.payload for e in batch) + "]").encode()
-        for attempt in range(6):
-            try:
-                response = session.post(
-                    url, data=body, headers={"Content-Type": "application/json"}, verify=verify, timeout=60
-                )
-            except (requests.ConnectionError, requests.Timeout) as exc:
-                error: str = str(exc)
-            else:
-                if response.status_code in (200, 400) and response.headers.get("content-type", "").startswith(
-                    "application/json"
-                ):
-                    result = response.json()
-                    if "summary" in result:
-                        summary = result["summary"]
-                        totals["stored"] += summary["stored"]
-                        totals["duplicates"] += summary["duplicates"]
-                        totals["failed"] += summary["failed"]
-                        for failed in result.get("failed_events", []):
-                            failures.append({"id": batch[failed["index"]].id, "code": failed["code"], **failed})
-                        return
-                if response.status_code < 500:
-                    raise TransferError(f"POST {url}: {response.status_code} {response.text[:500]}")
-                error = f"{response.status_code} {response.text[:200]}"
-            log.warning("posting a batch failed (%s), attempt %d", error, attempt + 1)
-            time.sleep(min(0.3 * 2**attempt, 10))
-        raise TransferError(f"POST {url} kept failing: {error}")
-
     files = checked_files(args.files)
-    with requests.Session() as session:
-        batch: list[FeedEvent] = []
-        size = 0
-        for path in files:
-            for line in _lines_of(path):
-                event = split_line(line)
-                batch.append(event)
-                size += len(event.payload)
-                totals["read"] += 1
-                if len(batch) >= args.batch_size or size >= args.batch_bytes:
-                    post(batch)
-                    batch, size = [], 0
-                    progress.update(totals["read"])
-        if batch:
-            post(batch)
-    progress.close(totals["read"])
+    try:
+        try:
+            for path in files:
+                for where, line in file_lines(path, args.max_event_bytes + ENVELOPE_BYTES):
+                    job.add(where, _event_of(where, line, args.max_event_bytes), args.batch_size, args.batch_bytes)
+                    progress.update(job.totals["read"])
+        except TransferError:
+            job.flush()  # what came before the line at fault is stored
+            raise
+        job.flush()
+    finally:
+        job.session.close()
+        progress.close(job.totals["read"])
     elapsed = time.monotonic() - started
     return {
         "command": "import",
-        "target": args.to,
-        **totals,
-        "failed_events": failures[:100],
+        "target": job.shown,
+        **job.totals,
+        "failed_events": job.failures[:100],
         "seconds": round(elapsed, 3),
-        "events_per_second": round(totals["read"] / elapsed, 1) if elapsed > 0 else None,
+        "events_per_second": round(job.totals["read"] / elapsed, 1) if elapsed > 0 else None,
     }
+
+
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        value = kind(text)
+        if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+        return value
+
+    return parse
 
 
 def _add_source(parser: argparse.ArgumentParser) -> None:
@@ -481,7 +784,32 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
             f"--{name.replace('_', '-')}", dest=name, help=f"feed filter {name} (see GET /api/v1/events)"
         )
     parser.add_argument("--since", help="received since: a duration back from now (30m, 6h, 7d) or a time")
-    parser.add_argument("--limit", type=int, help="stop after this many events")
+    parser.add_argument("--limit", type=_positive(int), help="stop after this many events")
+    _add_retries(parser)
+    parser.add_argument(
+        "--max-line-bytes",
+        type=_positive(int),
+        default=64 * MIB,
+        help="longest line of the feed to read (default 64 MiB); a longer one stops the command",
+    )
+    _add_deadline(parser)
+
+
+def _add_retries(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--retries",
+        type=int,
+        choices=range(0, 101),
+        metavar="N",
+        default=4,
+        help="tries after the first when a store or target gives no answer, or 408, 429 or 5xx (default 4)",
+    )
+
+
+def _add_deadline(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--deadline", type=_positive(float), help="seconds the whole command may take (exit 3 when they pass)"
+    )
 
 
 def add_commands(commands: Any) -> None:
@@ -490,6 +818,7 @@ def add_commands(commands: Any) -> None:
     exp.add_argument("-o", "--output", required=True, help="file to write, or - for stdout")
     exp.add_argument("--gzip", action=argparse.BooleanOptionalAction, default=None, help="compress (default: by name)")
     exp.add_argument("--cursor", help="start after this event's cursor")
+    exp.add_argument("--timeout", type=_positive(float), default=30.0, help="seconds per read (default 30)")
 
     imp = commands.add_parser("import", help="store the events of export files into a store (de-duplicated)")
     imp.add_argument(
@@ -498,40 +827,78 @@ def add_commands(commands: Any) -> None:
         help="NDJSON files written by export, gzip or not, or by `db retention --archive` (checked against their "
         "manifests, which may be named instead); - for stdin",
     )
-    imp.add_argument("--to", required=True, help="base URL of the receiving store")
+    imp.add_argument("--to", required=True, help="base URL of the receiving store (or its ingest URL)")
     imp.add_argument("--ca", type=Path, help="CA certificate(s) that sign its certificate (PEM)")
     imp.add_argument("--insecure", action="store_true", help="do not verify its certificate")
     # 100 is the store's default max_batch_events: a larger batch is refused whole (413).
-    imp.add_argument("--batch-size", type=int, default=100, help="events per POST (default 100)")
-    imp.add_argument("--batch-bytes", type=int, default=4 << 20, help="bytes of events per POST (default 4 MiB)")
+    imp.add_argument("--batch-size", type=_positive(int), default=100, help="events per POST (default 100)")
+    imp.add_argument(
+        "--batch-bytes", type=_positive(int), default=4 * MIB, help="bytes of events per POST (default 4 MiB)"
+    )
+    imp.add_argument(
+        "--max-event-bytes",
+        type=_positive(int),
+        default=STORE_MAX_BODY,
+        help="largest event the target takes, its METASTORE_MAX_BODY_BYTES (default 16 MiB); a longer line "
+        "stops the import, naming it",
+    )
+    imp.add_argument("--timeout", type=_positive(float), default=60.0, help="seconds per POST (default 60)")
+    _add_retries(imp)
+    _add_deadline(imp)
 
     rep = commands.add_parser("replay", help="re-emit stored events to an OpenLineage HTTP endpoint")
     _add_source(rep)
-    rep.add_argument("--to", required=True, help="OpenLineage endpoint's base URL (Marquez, another store, ...)")
-    rep.add_argument("--endpoint", default="api/v1/lineage", help="path under --to (default api/v1/lineage)")
+    rep.add_argument(
+        "--to",
+        required=True,
+        help="the OpenLineage endpoint's base URL (Marquez, another store, ...), or its ingest URL",
+    )
+    rep.add_argument("--endpoint", default="api/v1/lineage", help="path under a base URL (default api/v1/lineage)")
     rep.add_argument("--to-ca", type=Path, help="CA certificate(s) of the target (PEM)")
     rep.add_argument("--to-insecure", action="store_true", help="do not verify the target's certificate")
-    rep.add_argument("--rate", type=float, help="at most this many events a second")
+    rep.add_argument("--rate", type=_positive(float), help="at most this many events a second")
     rep.add_argument("--checkpoint", type=Path, help="file to resume from and to save progress in")
     rep.add_argument("--restart", action="store_true", help="ignore the checkpoint file's position")
-    rep.add_argument("--timeout", type=float, default=10.0, help="seconds per POST (default 10)")
+    rep.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=10.0,
+        help="seconds per POST, plus one per MiB of the event (default 10)",
+    )
     rep.add_argument("--gzip", action="store_true", help="send the events gzip-compressed")
+
+
+def _scrub(text: str, args: argparse.Namespace) -> str:
+    """The message without the credentials of any URL the command was given."""
+    urls = [u for u in (getattr(args, "source", None), getattr(args, "to", None)) if u]
+    return Redactor(*urls).scrub(text) if urls else text
 
 
 def run(args: argparse.Namespace) -> int:
     from metastore import logs
 
     logs.setup(os.environ.get("METASTORE_LOG_LEVEL", "WARNING").upper())
+    # Log records go to stderr: stdout carries the summary, or the events themselves (export -o -).
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
     if args.command in ("export", "replay") and not args.source:
         print(f"metastore {args.command}: give --from URL (or set METASTORE_URL)", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     started = {"export": export, "import": import_, "replay": replay}[args.command]
     try:
         summary = started(args)
+        # The summary is the command's result: on stdout, or on stderr when the events go to stdout.
+        out = sys.stderr if getattr(args, "output", None) == "-" else sys.stdout
+        print(json.dumps(summary), file=out)
+        return 0
     except TransferError as exc:
-        print(f"metastore {args.command}: {exc}", file=sys.stderr)
-        return 1
-    # The summary is the command's result: on stdout, or on stderr when the events go to stdout.
-    out = sys.stderr if getattr(args, "output", None) == "-" else sys.stdout
-    print(json.dumps(summary), file=out)
-    return 0
+        print(f"metastore {args.command}: {_scrub(one_line(str(exc)), args)}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"metastore {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # one line, never a traceback; the trace at debug level
+        log.debug("unexpected failure", exc_info=True)
+        print(f"metastore {args.command}: {_scrub(one_line(f'{type(exc).__name__}: {exc}'), args)}", file=sys.stderr)
+        return EXIT_FAILED

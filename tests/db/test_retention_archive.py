@@ -122,7 +122,7 @@ def test_archive_drop_import_gives_back_the_same_events_and_answers(
         with gzip.open(data, "rt", encoding="utf-8") as f:
             raw = f.read().splitlines()
         lines = [json.loads(line) for line in raw]
-        archived += [split_line(line).payload for line in raw]  # the event's text, as stored
+        archived += [split_line(line.encode()).payload.decode() for line in raw]  # the event's text, as stored
         assert manifest["events"] == len(lines) > 0
         assert [line["id"] for line in lines] == sorted(line["id"] for line in lines)
         assert (manifest["first_id"], manifest["last_id"]) == (lines[0]["id"], lines[-1]["id"])

@@ -163,6 +163,13 @@ CALLS: dict[str, str] = {
         "SELECT metastore.forward_ack('sp', 'owner', NULL, 0, 0, 'why')"
     ),
     "metastore.forward_status()": "SELECT metastore.forward_status()",
+    "metastore.forward_key(text)": "SELECT metastore.forward_key('https://u:p@h/api/v1/lineage?t=1')",
+    "metastore.forward_position(text)": "SELECT * FROM metastore.forward_position(NULL)",
+    "metastore.forward_page(text,integer,integer)": "SELECT * FROM metastore.forward_page(NULL, 2, 100)",
+    "metastore.forward_refused(text,text,bigint,text,integer,text)": (
+        "SELECT metastore.forward_refused('sp', 'owner', 1, 'MDox', 400, 'why')"
+    ),
+    "metastore.forward_remove(text)": "SELECT metastore.forward_remove('sp-gone')",
     "metastore.derive_datasets(bigint[],metastore.valid_event[],boolean)": (
         "SELECT metastore.derive_datasets(ARRAY[1::bigint], ARRAY[metastore.validate_event(%(event)s::jsonb)], true)"
     ),

@@ -134,7 +134,7 @@ def test_compressed_data_with_more_after_it_is_refused(client: httpx.Client, mod
     else:
         body = packed + b"trailing garbage"
     response = client.post("/api/v1/lineage", content=body, headers={"Content-Encoding": encoding})
-    assert response.status_code == 400, response.text
+    assert response.status_code == 400 and response.json()["error"]["code"] == "22P03", response.text
     assert count_events(module_db, first) == 0 and count_events(module_db, second) == 0
     # The control: the single member alone is stored.
     assert client.post("/api/v1/lineage", content=packed, headers={"Content-Encoding": encoding}).status_code == 201

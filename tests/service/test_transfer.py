@@ -3,9 +3,11 @@ own server process over TLS. A round trip gives equal events and equal datasets.
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -20,6 +22,7 @@ import pytest
 
 from tests.conftest import Database, create_database, drop_database, fixture_files, load_fixture
 from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.service.receivers import Got, Receiver, Reply
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +40,15 @@ def stores(pg_server: Any, tls_files: TLSFiles, tmp_path_factory: pytest.TempPat
             drop_database(db)
 
 
-def cli(*args: str | Path, ca: Path) -> dict[str, Any]:
+def run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "metastore", *map(str, args)], env=env, capture_output=True, text=True, timeout=300
+    return subprocess.run(
+        [sys.executable, "-m", "metastore", *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def cli(*args: str | Path, ca: Path) -> dict[str, Any]:
+    done = run(*args)
     assert done.returncode == 0, done.stderr
     summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return summary
@@ -150,7 +157,7 @@ def test_replay_into_a_third_store_resumes_from_its_checkpoint_and_gives_equal_e
         text=True,
         timeout=60,
     )
-    assert other.returncode == 1 and "checkpoint of another replay" in other.stderr
+    assert other.returncode == 2 and "checkpoint of another replay" in other.stderr
 
 
 def test_replay_with_filters_sends_only_what_they_select(
@@ -176,3 +183,150 @@ def test_replay_with_filters_sends_only_what_they_select(
     finally:
         target.stop()
         drop_database(db)
+
+
+def errors(done: subprocess.CompletedProcess[str]) -> list[str]:
+    """The command's own lines on stderr (not its log records), without the one that says where it posts."""
+    return [line for line in done.stderr.splitlines() if line.startswith("metastore ") and ": posting to " not in line]
+
+
+def test_a_replay_to_a_wrong_url_fails_and_one_to_the_right_url_then_sends_every_event(
+    stores: list[tuple[Database, Server]], tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """--to given as https://target/api/v1 posts to /api/v1/api/v1/lineage: the target's 404 says
+    nothing about the events, so the replay exits 1 naming the answer and the URL, and its
+    checkpoint does not move. The ingest URL itself is accepted, and said to be where it posts."""
+    (source_db, source), _, _ = stores
+    if len(events_of(source_db)) < 40:
+        seed(source)
+    db = create_database(source_db.server)
+    target = start_server(db.service_dsn, tls_files, tmp_path / "log")
+    checkpoint = tmp_path / "replay.checkpoint"
+    common = ("replay", "--from", source.url, "--ca", tls_files.ca, "--to-ca", tls_files.ca, "--checkpoint", checkpoint)
+    try:
+        wrong = run(*common, "--to", f"{target.url}/api/v1")
+        assert wrong.returncode == 1
+        [line] = errors(wrong)
+        assert line.startswith(f"metastore replay: {target.url}/api/v1/api/v1/lineage answered 404")
+        assert "Traceback" not in wrong.stderr
+        assert not checkpoint.exists() or json.loads(checkpoint.read_text())["cursor"] is None
+        assert events_of(db) == []
+
+        right = run(*common, "--to", f"{target.url}/api/v1/lineage")
+        assert right.returncode == 0, right.stderr
+        assert f"metastore replay: posting to {target.url}/api/v1/lineage" in right.stderr
+        summary = json.loads(right.stdout.strip().splitlines()[-1])
+        assert summary["sent"] == len(events_of(source_db)) and summary["refused"] == 0
+        assert events_of(db) == events_of(source_db)
+    finally:
+        target.stop()
+        drop_database(db)
+
+
+def test_replay_stops_at_answers_that_say_nothing_resumes_there_and_skips_only_what_the_target_judges(
+    stores: list[tuple[Database, Server]], tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """Against a real HTTP receiver: a 503 (after the retries), a 429 and a 302 stop the replay at
+    the event (exit 1, the checkpoint on the last event stored or judged); a 422 judges its event,
+    which is counted refused and skipped. Run again, the replay sends the rest: every event but the
+    judged one arrives once, in the feed's order."""
+    (source_db, source), _, _ = stores
+    if len(events_of(source_db)) < 40:
+        seed(source)
+    with psycopg.connect(source_db.owner_dsn) as conn:
+        feed = [r[0].encode() for r in conn.execute("SELECT payload::text FROM metastore.events ORDER BY xact_id, id")]
+    accepted: list[bytes] = []
+    answers: dict[int, list[Reply]] = {
+        3: [Reply(503, b"busy"), Reply(503, b"still busy")],  # the first try and the one retry
+        5: [Reply(422, b'{"error": "not for me"}')],
+        13: [Reply(429, b"slow down", {"Retry-After": "1"}), Reply(429, b"slow down")],
+        20: [Reply(302, b"", {"Location": "/elsewhere"})],
+    }
+
+    def script(got: Got) -> Reply:
+        index = feed.index(got.body)
+        queue = answers.get(index)
+        reply = queue.pop(0) if queue else Reply(201)
+        if reply.status == 201:
+            accepted.append(got.body)
+        return reply
+
+    checkpoint = tmp_path / "replay.checkpoint"
+    with Receiver(script) as receiver:
+        common = ("replay", "--from", source.url, "--ca", tls_files.ca, "--to", receiver.url,
+                  "--checkpoint", checkpoint, "--retries", "1")  # fmt: skip
+        for answer, stopped_at in (("503", 3), ("429", 13), ("302 (redirect to", 20)):
+            stopped = run(*common)
+            assert stopped.returncode == 1, stopped.stderr
+            [line] = errors(stopped)
+            assert line.startswith(f"metastore replay: {receiver.url}/api/v1/lineage answered {answer}"), line
+            # Log records (the retries) go to stderr: stdout is for the summary, and there is none.
+            assert stopped.stdout == "" and (answer == "302 (redirect to" or "trying again" in stopped.stderr)
+            saved = json.loads(checkpoint.read_text())
+            assert saved["sent"] + saved["refused"] == stopped_at
+        assert receiver.requests("GET") == []
+        done = run(*common)
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["sent_total"] == len(feed) - 1 and summary["refused_total"] == 1
+    assert accepted == feed[:5] + feed[6:]
+
+
+def test_the_credentials_of_a_replay_target_are_sent_and_shown_nowhere(
+    stores: list[tuple[Database, Server]], tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    """User info and a token in --to are used (basic auth, the query string) and appear neither in
+    the checkpoint file, nor the summary, nor an error, even one quoting the receiver's answer."""
+    (_, source), _, _ = stores
+    secrets = ("pw-9w", "tok-9t", base64.b64encode(b"bot:pw-9w").decode())
+
+    def script(got: Got) -> Reply:
+        if len(accepted) == 4:  # then the receiver quotes what it was sent, and fails
+            return Reply(404, f"no route {got.path} for {got.headers.get('Authorization')}".encode())
+        accepted.append(got)
+        return Reply(201)
+
+    accepted: list[Got] = []
+    checkpoint = tmp_path / "replay.checkpoint"
+    with Receiver(script) as receiver:
+        to = receiver.url.replace("http://", "http://bot:pw-9w@") + "/?token=tok-9t"
+        args = ("replay", "--from", source.url, "--ca", tls_files.ca, "--to", to, "--checkpoint", checkpoint)
+        ok = run(*args, "--limit", "2")
+        failed = run(*args)
+    assert ok.returncode == 0 and failed.returncode == 1
+    assert {g.path for g in accepted} == {"/api/v1/lineage?token=tok-9t"}
+    assert {g.headers["Authorization"] for g in accepted} == {"Basic " + secrets[2]}
+    assert json.loads(checkpoint.read_text())["target"] == f"{receiver.url}/api/v1/lineage?token=***"
+    assert "no route /api/v1/lineage?token=*** for Basic ***" in failed.stderr
+    for text in (ok.stdout, ok.stderr, failed.stdout, failed.stderr, checkpoint.read_text()):
+        for secret in secrets:
+            assert secret not in text
+
+
+def test_an_interrupted_replay_exits_130_with_its_checkpoint_saved(
+    stores: list[tuple[Database, Server]], tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    (source_db, source), _, _ = stores
+    if len(events_of(source_db)) < 40:
+        seed(source)
+
+    def slow(got: Got) -> Reply:
+        time.sleep(0.2)
+        return Reply(201)
+
+    checkpoint = tmp_path / "replay.checkpoint"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
+    with Receiver(slow) as receiver:
+        args = ["replay", "--from", source.url, "--ca", str(tls_files.ca), "--to", receiver.url,
+                "--checkpoint", str(checkpoint)]  # fmt: skip
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+        process = subprocess.Popen([sys.executable, "-m", "metastore", *args], env=env, text=True, **pipes)
+        deadline = time.monotonic() + 60
+        while len(receiver.requests()) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+        sent = len(receiver.requests())
+    assert process.returncode == 130 and "metastore replay: interrupted" in stderr and "Traceback" not in stderr
+    saved = json.loads(checkpoint.read_text())
+    assert sent - 1 <= saved["sent"] <= sent and saved["cursor"] is not None

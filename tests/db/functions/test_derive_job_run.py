@@ -219,7 +219,7 @@ def test_ingest_goes_on_after_reverting_v0007(empty_db: Any) -> None:
 
     dsn = empty_db.owner_dsn
     migrations.deploy(dsn)
-    assert migrations.revert(dsn, 6) == [7]
+    assert migrations.revert(dsn, 6) == sorted((c.version for c in migrations.changes() if c.version > 6), reverse=True)
     with psycopg.connect(dsn, autocommit=True) as owner:
         assert ingest(owner, event("j", "COMPLETE", "2026-07-20T10:00:00Z"))[0] == "stored"
         assert owner.execute("SELECT to_regclass('metastore.runs')").fetchone() == (None,)

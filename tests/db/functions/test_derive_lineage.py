@@ -281,7 +281,7 @@ def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
 
     dsn = empty_db.owner_dsn
     migrations.deploy(dsn)
-    assert migrations.revert(dsn, 5) == [7, 6]
+    assert migrations.revert(dsn, 5) == sorted((c.version for c in migrations.changes() if c.version > 5), reverse=True)
     with psycopg.connect(dsn, autocommit=True) as owner:
         assert ingest(owner, ctas(0, "ctas"))[0] == "stored"
         gone = owner.execute(
