@@ -1930,6 +1930,16 @@ BEGIN
             MESSAGE = format('limit must be from 1 to 1000 and max_bytes 1 or more, not %s and %s',
                              p_limit, p_max_bytes);
     END IF;
+    -- On Citus the order above does not hold: the events lie on the workers, each with its own
+    -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
+    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '0A000',
+            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
+            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
+                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+    END IF;
     SELECT * INTO v_pos FROM metastore.forward_position(p_cursor);
     FOR v_row IN
         SELECT e.xact_id, e.id, e.payload
@@ -1950,7 +1960,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) IS 'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes of text (the first is returned whatever its size). Error code: 22023 bad limits or a cursor not returned by the feed.';
+COMMENT ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) IS 'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes of text (the first is returned whatever its size). Error codes: 22023 bad limits or a cursor not returned by the feed; 0A000 the events are distributed over Citus workers, where the feed''s order does not hold.';
 
 CREATE FUNCTION metastore.forward_position(p_cursor text, OUT xact_id xid8, OUT event_id bigint) RETURNS record
     LANGUAGE plpgsql IMMUTABLE
@@ -2914,6 +2924,16 @@ BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
     END IF;
+    -- On Citus the order above does not hold: the events lie on the workers, each with its own
+    -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
+    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '0A000',
+            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
+            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
+                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+    END IF;
     IF p_cursor IS NOT NULL THEN
         BEGIN
             v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
@@ -3002,7 +3022,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one.';
+COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one; 0A000 the events are distributed over Citus workers, where this order does not hold.';
 
 CREATE FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) RETURNS void
     LANGUAGE plpgsql

@@ -137,3 +137,24 @@ def test_a_second_installation_in_the_cluster_deploys_as_its_own_owner(cluster: 
                 psycopg.connect(node.dsn_for("metastore_service", name)).close()
     finally:
         cluster.drop_database(name)
+
+
+def test_the_feed_refuses_rather_than_skip_events(
+    database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """Its order (transaction ids below the snapshot horizon) does not hold over workers: read_events
+    and forward_page answer 0A000, for the service and the owner, with or without a cursor."""
+    assert ingest_fixtures(service) > 0
+    calls = [
+        "SELECT * FROM metastore.read_events(10)",
+        "SELECT * FROM metastore.read_events(10, 'MTox')",
+        "SELECT * FROM metastore.forward_page(NULL, 10, 1000)",
+        "SELECT * FROM metastore.forward_page('MTox', 10, 1000)",
+    ]
+    for conn in (service, owner):
+        for call in calls:
+            with pytest.raises(psycopg.errors.FeatureNotSupported) as caught:
+                conn.execute(call)  # type: ignore[arg-type]
+            assert caught.value.diag.message_hint and "docs/scale.md" in caught.value.diag.message_hint
+    # The rest of the read path answers.
+    assert service.execute("SELECT metastore.dataset_summary()").fetchone() is not None

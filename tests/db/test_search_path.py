@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import SERVICE, Database, ingest
+from tests.conftest import CITUS, SERVICE, Database, ingest
 from tests.db.functions.test_backfill import allow_two_weeks_ahead, generated_events
 
 # Each shadow records its call, tries the escalation, then answers as the real one would, so
@@ -244,6 +244,10 @@ def test_owner_calls_never_run_shadow_code_from_public(planted: Database, search
             if name in ("metastore.forbid_change()", "metastore.settings_keep_row()"):
                 with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
                     owner.execute(statement)  # type: ignore[arg-type]
+            elif CITUS and name.startswith(("metastore.read_events(", "metastore.forward_page(")):
+                # The feed refuses where the events are distributed (docs/scale.md, section 5).
+                with pytest.raises(psycopg.errors.FeatureNotSupported):
+                    owner.execute(statement, params)  # type: ignore[arg-type]
             elif name == "metastore.malformed_datasets(jsonb,jsonb)":
                 with pytest.raises(psycopg.errors.InvalidParameterValue):
                     owner.execute(statement, params)  # type: ignore[arg-type]
