@@ -855,6 +855,11 @@ CREATE FUNCTION metastore.dataset_runs(p_dataset_id bigint, p_limit integer DEFA
 DECLARE
     v_ids   bigint[];
     v_times timestamptz[];
+    v_ns    text[];
+    v_jobs  text[];
+    v_run   text[];
+    v_dir   text[];
+    v_at    timestamptz[];
     v_runs  jsonb;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100 THEN
@@ -875,6 +880,18 @@ BEGIN
              LIMIT 4 * p_limit) AS w;
 
     -- Their events' runs, from the partitions of those eventTimes only (EXECUTE: planned for them).
+    -- The links' events, read apart from jobs and runs: a statement of its own that joins only the
+    -- co-located raw tables, so that on Citus it runs on the workers, and the join below reads
+    -- jobs and runs by key (beside a distributed table Citus would read both whole).
+    SELECT coalesce(array_agg(e.job_namespace), '{}'), coalesce(array_agg(e.job_name), '{}'),
+           coalesce(array_agg(e.run_id), '{}'), coalesce(array_agg(l.direction), '{}'),
+           coalesce(array_agg(l.event_time), '{}')
+      INTO v_ns, v_jobs, v_run, v_dir, v_at
+      FROM metastore.event_datasets AS l
+      JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
+     WHERE l.dataset_id = p_dataset_id AND l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times)
+       AND e.event_time = ANY (v_times) AND l.direction IN ('input', 'output');
+
     EXECUTE
         'SELECT coalesce(jsonb_agg(x.run ORDER BY x.seen DESC, x.id DESC), ''[]'')
            FROM (SELECT r.id, max(l.event_time) AS seen,
@@ -888,19 +905,16 @@ BEGIN
                             ''sql'', j.latest_sql,
                             ''read'', bool_or(l.direction = ''input''),
                             ''wrote'', bool_or(l.direction = ''output'')) AS run
-                   FROM metastore.event_datasets AS l
-                   JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
+                   FROM unnest($1, $2, $3, $4, $5) AS l (job_namespace, job_name, run_id, direction, event_time)
                    JOIN metastore.jobs AS j
-                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(e.job_namespace, e.job_name))
-                   JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = e.run_id
-                  WHERE l.dataset_id = $1 AND l.event_id = ANY ($2) AND l.event_time = ANY ($3)
-                    AND e.event_time = ANY ($3) AND l.direction IN (''input'', ''output'')
+                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(l.job_namespace, l.job_name))
+                   JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = l.run_id
                   GROUP BY r.id, r.run_id, r.state, r.started_at, r.ended_at, r.duration, r.error_message,
                            r.trino_user, r.trino_source, j.id, j.namespace, j.name, j.latest_sql
                   ORDER BY seen DESC, r.id DESC
-                  LIMIT $4) AS x'
+                  LIMIT $6) AS x'
         INTO v_runs
-        USING p_dataset_id, v_ids, v_times, p_limit;
+        USING v_ns, v_jobs, v_run, v_dir, v_at, p_limit;
     RETURN jsonb_build_object('dataset_id', p_dataset_id, 'runs', v_runs);
 END
 $_$;
@@ -1619,6 +1633,7 @@ DECLARE
     c_attempts constant integer := 20;
     v_cutoff   timestamptz;
     v_old      regclass[];
+    v_locked   regclass[];
     v_part     regclass;
     v_days     date[];
 BEGIN
@@ -1647,9 +1662,14 @@ BEGIN
     -- Nothing can be stored into those partitions until the transaction ends (SHARE: readers go
     -- on; only a late event for one of those old days waits). Each wait is cut short, as in
     -- apply_retention, and the whole set is tried again; 55P03 after c_attempts.
+    -- Not on Citus: there an insert into events locks every partition on the coordinator, so this
+    -- would hold all ingest off for the whole run. A late event is caught by the count comparison
+    -- alone (apply_retention counts what it removes), and the run rolls back.
+    v_locked := CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus')
+                     THEN '{}' ELSE v_old END;
     FOR v_attempt IN 1 .. c_attempts LOOP
         BEGIN
-            FOREACH v_part IN ARRAY v_old LOOP
+            FOREACH v_part IN ARRAY v_locked LOOP
                 EXECUTE format('LOCK TABLE %s IN SHARE MODE', v_part);
             END LOOP;
             EXIT;
@@ -1681,7 +1701,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.expiring_days(p_keep interval) IS 'The UTC days whose events metastore.apply_retention(p_keep) would remove if called later in the same transaction: one row per day, with the range [time_from, time_to) of eventTime removed (the cutoff''s own day ends at the cutoff). Locks the expiring partitions of metastore.events against writes, and partition changes, until the transaction ends, so that an archive of these days written before apply_retention holds every event it removes. Error codes: 22023 p_keep under 1 day; 55P03 the expiring partitions stayed locked by another transaction. Owner only.';
+COMMENT ON FUNCTION metastore.expiring_days(p_keep interval) IS 'The UTC days whose events metastore.apply_retention(p_keep) would remove if called later in the same transaction: one row per day, with the range [time_from, time_to) of eventTime removed (the cutoff''s own day ends at the cutoff). Locks the expiring partitions of metastore.events against writes (not on Citus, where that would hold off all ingest), and partition changes, until the transaction ends, so that an archive of these days written before apply_retention holds every event it removes. Error codes: 22023 p_keep under 1 day; 55P03 the expiring partitions stayed locked by another transaction. Owner only.';
 
 CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metastore.dataset_mention
     LANGUAGE sql STABLE PARALLEL SAFE
