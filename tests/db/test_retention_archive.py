@@ -23,10 +23,13 @@ import pytest
 
 from metastore import archive, migrations
 from metastore.transfer import split_line
-from tests.conftest import Database, ingest
+from tests.conftest import CITUS, Database, ingest
 from tests.server_fixtures import TLSFiles, start_server, tls_files  # noqa: F401
 from tests.support.events import run_event
-from tests.support.reads import read_calls, without_unequal
+from tests.support.reads import VIEWS, read_calls, without_unequal
+
+# On Citus the service may not read dataset_events_view, over the distributed events (docs/scale.md).
+SERVICE_VIEWS = tuple(v for v in VIEWS if not (CITUS and v == "dataset_events_view"))
 
 KEEP = "5 days"
 
@@ -97,7 +100,7 @@ def test_archive_drop_import_gives_back_the_same_events_and_answers(
     old = payloads(owner, older_than_days=5)
     assert len(old) == 96
     ids_before = dict(owner.execute("SELECT payload_sha256, id FROM metastore.events").fetchall())
-    answers_before = list(read_calls(database.service_dsn))
+    answers_before = list(read_calls(database.service_dsn, SERVICE_VIEWS))
     archive = tmp_path / "archive"
     archive.mkdir()
 
@@ -161,7 +164,7 @@ def test_archive_drop_import_gives_back_the_same_events_and_answers(
     migrations.backfill(database.owner_dsn)
     ids_after = dict(owner.execute("SELECT payload_sha256, id FROM metastore.events").fetchall())
     renumbered = {ids_before[h]: ids_after[h] for h in ids_before}
-    answers_after = list(read_calls(database.service_dsn))
+    answers_after = list(read_calls(database.service_dsn, SERVICE_VIEWS))
     assert [name for name, _ in answers_after] == [name for name, _ in answers_before]
     for (name, after), (_, earlier) in zip(answers_after, answers_before, strict=True):
         # received_at: when each event was stored, so the import's time for those imported.

@@ -53,7 +53,19 @@ def pages(conn: psycopg.Connection[Any], call: str, **params: Any) -> list[Any]:
             return got
 
 
-def read_calls(dsn: str) -> Iterator[tuple[str, Any]]:
+VIEWS = ("datasets_view", "dataset_events_view", "dataset_symlinks_view")
+
+
+def view_rows(conn: psycopg.Connection[Any], view: str) -> list[str]:
+    """A view's rows as sorted JSON texts (rows in no order). Named by the columns the client gets:
+    on Citus a whole-row value of a view over distributed tables loses its column names."""
+    cur = conn.execute(sql.SQL("SELECT * FROM metastore.{}").format(sql.Identifier(view)))
+    names = [c.name for c in cur.description or ()]
+    rows = (without_unequal(dict(zip(names, r, strict=True))) for r in cur)
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+
+
+def read_calls(dsn: str, views: tuple[str, ...] = VIEWS) -> Iterator[tuple[str, Any]]:
     """Every read function of the service (queries.sql), with arguments that reach every dataset, job
     and run; and the views. The event feed (read_events) is not among them: see docs/scale.md."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -101,6 +113,5 @@ def read_calls(dsn: str) -> Iterator[tuple[str, Any]]:
             yield f"get_run {i}", conn.execute("SELECT metastore.get_run(%s)", (i,)).fetchone()
         for call in ("schema_version", "partitions_ahead", "forward_status"):
             yield call, conn.execute(sql.SQL("SELECT metastore.{}()").format(sql.Identifier(call))).fetchone()
-        for view in ("datasets_view", "dataset_events_view", "dataset_symlinks_view"):
-            rows = conn.execute(sql.SQL("SELECT to_jsonb(v) FROM metastore.{} AS v").format(sql.Identifier(view)))
-            yield view, sorted(json.dumps(without_unequal(r[0]), sort_keys=True) for r in rows)
+        for view in views:
+            yield view, view_rows(conn, view)
