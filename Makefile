@@ -38,8 +38,11 @@ test-db: system-deps $(VENV)/.installed-test ## only the SQL suite (tests/db): t
 # On Citus, the feed's order (transaction ids below the snapshot horizon) does not hold across
 # workers: read_events and forward_page refuse there (0A000, tests/citus/test_layout.py), so the
 # tests that read the feed are left out (docs/scale.md, section 5). auto_explain, which the JIT
-# test watches with, fails on a Citus coordinator ("cache lookup failed for type").
+# test watches with, fails on a Citus coordinator ("cache lookup failed for type"). The VACUUM
+# test watches a partition's VACUUM on the coordinator, where on Citus the rows are not: not yet
+# adapted to watch the workers' shards.
 CITUS_DESELECT := --ignore=tests/db/functions/test_read_events.py \
+	--deselect tests/db/functions/test_lock_events_briefly.py::test_a_vacuum_of_a_partition_does_not_hold_it_off \
 	--deselect "tests/db/functions/test_ingest_event.py::test_names_of_any_length_are_stored_found_and_deduplicated" \
 	--deselect tests/db/functions/test_forward.py::test_forward_pages_follow_the_feed_and_stop_after_max_bytes \
 	--deselect tests/db/functions/test_backfill.py::test_no_statement_is_jit_compiled
