@@ -35,6 +35,25 @@ test: system-deps $(VENV)/.installed-test ## run the tests (each starts its own 
 test-db: system-deps $(VENV)/.installed-test ## only the SQL suite (tests/db): the functions, migrations, roles, as the app role
 	$(PY) -m pytest tests/db tests/test_sql_files.py $(PYTEST_ARGS)
 
+# On Citus, the feed's order (transaction ids below the snapshot horizon) does not hold across
+# workers: read_events and forward_page refuse there (0A000, tests/citus/test_layout.py), so the
+# tests that read the feed are left out (docs/scale.md, section 5). auto_explain, which the JIT
+# test watches with, fails on a Citus coordinator ("cache lookup failed for type"). The VACUUM
+# test watches a partition's VACUUM on the coordinator, where on Citus the rows are not: not yet
+# adapted to watch the workers' shards.
+CITUS_DESELECT := --ignore=tests/db/functions/test_read_events.py \
+	--deselect tests/db/functions/test_lock_events_briefly.py::test_a_vacuum_of_a_partition_does_not_hold_it_off \
+	--deselect "tests/db/functions/test_ingest_event.py::test_names_of_any_length_are_stored_found_and_deduplicated" \
+	--deselect tests/db/functions/test_forward.py::test_forward_pages_follow_the_feed_and_stop_after_max_bytes \
+	--deselect tests/db/functions/test_backfill.py::test_no_statement_is_jit_compiled
+
+test-citus: system-deps $(VENV)/.installed-test ## the SQL suite (tests/db), the archive and tests/citus on Citus 13.2.2: a coordinator and two workers (Citus built once from ../shared/vendor, cached in ~/.cache/metastore-citus)
+	@started=$$SECONDS; bin=$$(bash tests/citus/build_citus.sh) || exit 1; \
+	echo "== Citus ready in $$((SECONDS - started)) s: $$bin"; started=$$SECONDS; status=0; \
+	METASTORE_CITUS=1 METASTORE_CITUS_BIN=$$bin $(PY) -m pytest tests/db tests/citus tests/test_sql_files.py \
+		$(CITUS_DESELECT) $(PYTEST_ARGS) || status=$$?; \
+	echo "== tests on Citus took $$((SECONDS - started)) s"; exit $$status
+
 e2e: system-deps $(VENV)/.installed-test ## end to end with a real Trino 476 from Maven Central (cached in ~/.cache/metastore-e2e), then the listener's cost
 	@status=0; \
 	bash tests/e2e/fetch_trino.sh >/dev/null || status=$$?; \
@@ -85,4 +104,4 @@ settings: $(VENV)/.installed-local ## print the settings table (docs/service.md 
 clean-dev: ## delete the development database (in .dev/, or where `make dev` said it is)
 	python3 -m devtools.dev clean
 
-.PHONY: help venv system-deps dev test test-db e2e trino-budget bench bench-smoke bench-replay scale soak floods helm-check lint format schema settings clean-dev
+.PHONY: help venv system-deps dev test test-db test-citus e2e trino-budget bench bench-smoke bench-replay scale soak floods helm-check lint format schema settings clean-dev

@@ -100,8 +100,8 @@ BEGIN
     END LOOP;
 
     IF pg_catalog.cardinality(v_old) = 0
-       AND NOT EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff)
-       AND NOT EXISTS (SELECT FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff) THEN
+       AND NOT EXISTS (SELECT 1 FROM metastore.events_default AS e WHERE e.event_time < v_cutoff)
+       AND NOT EXISTS (SELECT 1 FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff) THEN
         RETURN pg_catalog.jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', 0, 'events_removed', 0,
                                              'rejected_removed', v_rejected);
     END IF;
@@ -133,13 +133,15 @@ BEGIN
     END LOOP;
 
     -- Rows of the default partitions older than the cutoff go one by one; for events the
-    -- append-only trigger is bypassed for this delete only, inside this transaction.
-    IF EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff) THEN
-        ALTER TABLE metastore.events_default DISABLE TRIGGER events_append_only;
+    -- append-only trigger is bypassed for this delete only, inside this transaction (on the
+    -- parent, which passes it on to every partition, as create_partitions does: for Citus).
+    IF EXISTS (SELECT 1 FROM metastore.events_default AS e WHERE e.event_time < v_cutoff) THEN
+        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+        ALTER TABLE metastore.events DISABLE TRIGGER events_append_only;
         DELETE FROM metastore.events_default AS e WHERE e.event_time < v_cutoff;
         GET DIAGNOSTICS v_count = ROW_COUNT;
         v_events := v_events + v_count;
-        ALTER TABLE metastore.events_default ENABLE TRIGGER events_append_only;
+        ALTER TABLE metastore.events ENABLE TRIGGER events_append_only;
     END IF;
     DELETE FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff;
 
@@ -179,6 +181,7 @@ DECLARE
     v_jobs      boolean;
     v_runs_io   boolean;
     v_ids       bigint[];
+    v_linked    bigint[];
     v_times     timestamptz[];
     v_payloads  jsonb[];
     v_events    metastore.valid_event[];
@@ -284,13 +287,19 @@ BEGIN
         -- made before the move without the new partition, run with a snapshot after it, misses
         -- the rows moved.
         LOCK TABLE ONLY metastore.events IN ROW EXCLUSIVE MODE;
+        -- The rows first, extracted from after: Citus reads them from every shard, and refuses a
+        -- function like extract_datasets inside such a read.
+        WITH e AS MATERIALIZED (
+            SELECT e.id, e.event_time, e.payload, e.event_kind, e.event_type, e.run_id, e.job_namespace, e.job_name,
+                   e.producer, e.schema_url
+              FROM metastore.events AS e
+             WHERE e.id > v_low AND e.id <= v_top)
         SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.event_time ORDER BY e.id),
                pg_catalog.array_agg(e.payload ORDER BY e.id),
                pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
                                         e.job_name, e.producer, e.schema_url, NULL)::metastore.valid_event ORDER BY e.id)
           INTO v_ids, v_times, v_payloads, v_events
-          FROM metastore.events AS e
-         WHERE e.id > v_low AND e.id <= v_top;
+          FROM e;
         -- None in the range when retention dropped its day, or ids were never used.
         IF v_ids IS NOT NULL THEN
             -- The datasets each event mentions, read from the array: it holds the payloads
@@ -449,10 +458,13 @@ BEGIN
     v_locked := pg_catalog.clock_timestamp();
     v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.generation < v_gen);
     PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
+    -- Those a link names, read first: Citus deletes from a table of the coordinator only with
+    -- conditions on such tables (the links may be distributed).
+    v_linked := ARRAY(SELECT DISTINCT l.dataset_id FROM metastore.event_datasets AS l WHERE l.dataset_id = ANY (v_ids));
     WITH stale AS (
         DELETE FROM metastore.datasets AS d
          WHERE d.id = ANY (v_ids) AND d.generation < v_gen
-           AND NOT EXISTS (SELECT FROM metastore.event_datasets AS l WHERE l.dataset_id = d.id)
+           AND d.id NOT IN (SELECT u.id FROM pg_catalog.unnest(v_linked) AS u (id))
            AND NOT EXISTS (SELECT FROM metastore.dataset_symlinks AS s WHERE d.id IN (s.dataset_id, s.symlink_id))
         RETURNING d.id)
     SELECT pg_catalog.array_agg(stale.id) INTO v_ids FROM stale;
@@ -600,15 +612,18 @@ BEGIN
 
             -- Rows of that day that waited in the default partition move in. For events the
             -- append-only trigger is bypassed for the move only: disabled and enabled again in
-            -- this transaction, so no other session ever sees it off.
+            -- this transaction, so no other session ever sees it off. On the parent, which passes
+            -- it on to every partition: Citus cannot switch one partition's trigger alone, and
+            -- switches a distributed table's only when told that such triggers are wanted.
             IF v_table = 'events' THEN
-                IF EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time >= v_lo AND e.event_time < v_hi) THEN
-                    ALTER TABLE metastore.events_default DISABLE TRIGGER events_append_only;
+                IF EXISTS (SELECT 1 FROM metastore.events_default AS e WHERE e.event_time >= v_lo AND e.event_time < v_hi) THEN
+                    PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+                    ALTER TABLE metastore.events DISABLE TRIGGER events_append_only;
                     EXECUTE format('WITH moved AS (DELETE FROM metastore.events_default AS e '
                                    'WHERE e.event_time >= $1 AND e.event_time < $2 RETURNING e.*) '
                                    'INSERT INTO metastore.%I SELECT * FROM moved', v_name)
                         USING v_lo, v_hi;
-                    ALTER TABLE metastore.events_default ENABLE TRIGGER events_append_only;
+                    ALTER TABLE metastore.events ENABLE TRIGGER events_append_only;
                 END IF;
             ELSE
                 EXECUTE format('WITH moved AS (DELETE FROM metastore.event_datasets_default AS l '
@@ -772,6 +787,11 @@ DECLARE
     v_hide  record := metastore.hidden_names();
     v_ids   bigint[];
     v_times timestamptz[];
+    v_ns    text[];
+    v_jobs  text[];
+    v_run   text[];
+    v_dir   text[];
+    v_at    timestamptz[];
     v_runs  jsonb;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100 THEN
@@ -794,6 +814,18 @@ BEGIN
              LIMIT 4 * p_limit) AS w;
 
     -- Their events' runs, from the partitions of those eventTimes only (EXECUTE: planned for them).
+    -- The links' events, read apart from jobs and runs: a statement of its own that joins only the
+    -- co-located raw tables, so that on Citus it runs on the workers, and the join below reads
+    -- jobs and runs by key (beside a distributed table Citus would read both whole).
+    SELECT coalesce(array_agg(e.job_namespace), '{}'), coalesce(array_agg(e.job_name), '{}'),
+           coalesce(array_agg(e.run_id), '{}'), coalesce(array_agg(l.direction), '{}'),
+           coalesce(array_agg(l.event_time), '{}')
+      INTO v_ns, v_jobs, v_run, v_dir, v_at
+      FROM metastore.event_datasets AS l
+      JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
+     WHERE l.dataset_id = p_dataset_id AND l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times)
+       AND e.event_time = ANY (v_times) AND l.direction IN ('input', 'output');
+
     EXECUTE
         'SELECT coalesce(jsonb_agg(x.run ORDER BY x.seen DESC, x.id DESC), ''[]'')
            FROM (SELECT r.id, max(l.event_time) AS seen,
@@ -807,20 +839,17 @@ BEGIN
                             ''sql'', j.latest_sql,
                             ''read'', bool_or(l.direction = ''input''),
                             ''wrote'', bool_or(l.direction = ''output'')) AS run
-                   FROM metastore.event_datasets AS l
-                   JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
+                   FROM unnest($1, $2, $3, $4, $5) AS l (job_namespace, job_name, run_id, direction, event_time)
                    JOIN metastore.jobs AS j
-                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(e.job_namespace, e.job_name))
-                   JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = e.run_id
-                  WHERE l.dataset_id = $1 AND l.event_id = ANY ($2) AND l.event_time = ANY ($3)
-                    AND e.event_time = ANY ($3) AND l.direction IN (''input'', ''output'')
-                    AND j.id <> ALL ($5) AND j.namespace <> ALL ($6)
+                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(l.job_namespace, l.job_name))
+                   JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = l.run_id
+                  WHERE j.id <> ALL ($7) AND j.namespace <> ALL ($8)
                   GROUP BY r.id, r.run_id, r.state, r.started_at, r.ended_at, r.duration, r.error_message,
                            r.trino_user, r.trino_source, j.id, j.namespace, j.name, j.latest_sql
                   ORDER BY seen DESC, r.id DESC
-                  LIMIT $4) AS x'
+                  LIMIT $6) AS x'
         INTO v_runs
-        USING p_dataset_id, v_ids, v_times, p_limit, v_hide.job_ids, v_hide.namespaces;
+        USING v_ns, v_jobs, v_run, v_dir, v_at, p_limit, v_hide.job_ids, v_hide.namespaces;
     RETURN jsonb_build_object('dataset_id', p_dataset_id, 'runs', v_runs);
 END
 $_$;
@@ -1629,6 +1658,87 @@ $$;
 
 COMMENT ON FUNCTION metastore.event_kind(p_payload jsonb) IS 'OpenLineage event kind, told apart by shape as the spec does: run (run and job objects), job (job without run), dataset (dataset without run or job); null when it is none of them. A member set to JSON null counts as absent.';
 
+CREATE FUNCTION metastore.expiring_days(p_keep interval) RETURNS TABLE(day date, time_from timestamp with time zone, time_to timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    SET lock_timeout TO '100ms'
+    AS $_$
+DECLARE
+    c_attempts constant integer := 20;
+    v_cutoff   timestamptz;
+    v_old      regclass[];
+    v_locked   regclass[];
+    v_part     regclass;
+    v_days     date[];
+BEGIN
+    IF p_keep IS NULL OR p_keep < interval '1 day' THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '22023', MESSAGE = format('p_keep must be at least 1 day, not %s', p_keep);
+    END IF;
+    -- now() is the transaction's start: apply_retention, called later in it, finds the same cutoff.
+    v_cutoff := now() - p_keep;
+
+    -- No partition is created or dropped until the transaction ends (create_partitions and
+    -- apply_retention take this lock first): the days found here stay the days removed.
+    PERFORM set_config('lock_timeout', '0', true);
+    LOCK TABLE metastore_migrations.schema_version IN SHARE UPDATE EXCLUSIVE MODE;
+    PERFORM set_config('lock_timeout', '100ms', true);
+
+    -- apply_retention's choice: partitions of events that end at or before the cutoff.
+    v_old := ARRAY(
+        SELECT c.oid::regclass
+          FROM pg_inherits AS i
+          JOIN pg_class AS c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'metastore.events'::regclass
+           AND substring(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)$')::timestamptz <= v_cutoff
+         ORDER BY c.relname);
+
+    -- Nothing can be stored into those partitions until the transaction ends (SHARE: readers go
+    -- on; only a late event for one of those old days waits). Each wait is cut short, as in
+    -- apply_retention, and the whole set is tried again; 55P03 after c_attempts.
+    -- Not on Citus: there an insert into events locks every partition on the coordinator, so this
+    -- would hold all ingest off for the whole run. A late event is caught by the count comparison
+    -- alone (apply_retention counts what it removes), and the run rolls back.
+    v_locked := CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus')
+                     THEN '{}' ELSE v_old END;
+    FOR v_attempt IN 1 .. c_attempts LOOP
+        BEGIN
+            FOREACH v_part IN ARRAY v_locked LOOP
+                EXECUTE format('LOCK TABLE %s IN SHARE MODE', v_part);
+            END LOOP;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            IF v_attempt = c_attempts THEN
+                RAISE EXCEPTION USING
+                    ERRCODE = '55P03',
+                    MESSAGE = 'could not lock the expiring partitions of metastore.events to archive them',
+                    HINT = 'A long transaction is storing into them. Try again later.';
+            END IF;
+            PERFORM pg_sleep(0.05 + random() * 0.1);
+        END;
+    END LOOP;
+
+    -- A day per expiring partition, and per day of the default partition's rows older than the
+    -- cutoff (apply_retention deletes those rows; the cutoff's own day only up to the cutoff). Rows
+    -- stored into the default partition after this are not held off: apply_retention counts what
+    -- it deletes there, and the archive compares that count with its own.
+    v_days := ARRAY(SELECT substring(pg_get_expr(c.relpartbound, c.oid), 'FROM \(''([^'']+)''\)')::timestamptz::date
+                      FROM pg_class AS c WHERE c.oid = ANY (v_old));
+    -- A statement of its own, as Citus plans a distributed table beside the catalog only so; the
+    -- day in UTC whatever the zone of the node that reads the rows (on Citus, a worker).
+    v_days := v_days || ARRAY(SELECT DISTINCT (e.event_time AT TIME ZONE 'UTC')::date
+                                FROM metastore.events_default AS e WHERE e.event_time < v_cutoff);
+    RETURN QUERY
+    SELECT d.day, d.day::timestamptz, least((d.day + 1)::timestamptz, v_cutoff)
+      FROM (SELECT DISTINCT u.day FROM unnest(v_days) AS u (day)) AS d
+     ORDER BY d.day;
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.expiring_days(p_keep interval) IS 'The UTC days whose events metastore.apply_retention(p_keep) would remove if called later in the same transaction: one row per day, with the range [time_from, time_to) of eventTime removed (the cutoff''s own day ends at the cutoff). Locks the expiring partitions of metastore.events against writes (not on Citus, where that would hold off all ingest), and partition changes, until the transaction ends, so that an archive of these days written before apply_retention holds every event it removes. Error codes: 22023 p_keep under 1 day; 55P03 the expiring partitions stayed locked by another transaction. Owner only.';
+
 CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metastore.dataset_mention
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $_$
@@ -2161,6 +2271,16 @@ BEGIN
             MESSAGE = format('limit must be from 1 to 1000 and max_bytes 1 or more, not %s and %s',
                              p_limit, p_max_bytes);
     END IF;
+    -- On Citus the order above does not hold: the events lie on the workers, each with its own
+    -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
+    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '0A000',
+            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
+            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
+                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+    END IF;
     SELECT * INTO v_pos FROM metastore.forward_position(p_cursor);
     FOR v_row IN
         SELECT e.xact_id, e.id, e.payload
@@ -2181,7 +2301,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) IS 'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes of text (the first is returned whatever its size). Error code: 22023 bad limits or a cursor not returned by the feed.';
+COMMENT ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) IS 'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes of text (the first is returned whatever its size). Error codes: 22023 bad limits or a cursor not returned by the feed; 0A000 the events are distributed over Citus workers, where the feed''s order does not hold.';
 
 CREATE FUNCTION metastore.forward_position(p_cursor text, OUT xact_id xid8, OUT event_id bigint) RETURNS record
     LANGUAGE plpgsql IMMUTABLE
@@ -4156,6 +4276,16 @@ BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
     END IF;
+    -- On Citus the order above does not hold: the events lie on the workers, each with its own
+    -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
+    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '0A000',
+            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
+            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
+                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+    END IF;
     IF p_cursor IS NOT NULL THEN
         BEGIN
             v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
@@ -4253,7 +4383,7 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, and at most 1 MiB of text unless its one event is larger, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one.';
+COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, and at most 1 MiB of text unless its one event is larger, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one; 0A000 the events are distributed over Citus workers, where this order does not hold.';
 
 CREATE FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) RETURNS void
     LANGUAGE plpgsql
@@ -4725,6 +4855,7 @@ DECLARE
     v_new_pay    jsonb[];
     v_new_ev     metastore.valid_event[];
     v_datasets   jsonb;
+    v_id         bigint;
 BEGIN
     -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
     -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
@@ -4754,14 +4885,15 @@ BEGIN
 
     IF array_position(v_ids, NULL) IS NOT NULL THEN
         -- Resent: the stored copy already carries everything derived from it. A statement of its
-        -- own: it sees copies that a concurrent writer committed while the insert waited on them.
-        SELECT array_agg(coalesce(u.id, (SELECT e.id FROM metastore.events AS e
-                                           WHERE e.payload_sha256 = u.h AND e.event_time = u.event_time))
-                         ORDER BY u.o)
-          INTO v_ids
-          FROM ROWS FROM (unnest(v_ids), unnest(v_hashes), unnest(p_events)) WITH ORDINALITY
-               AS u (id, h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions, o);
+        -- own per copy: it sees copies that a concurrent writer committed while the insert waited on
+        -- them. (One key lookup each, a single shard on Citus, which refuses the lookup as a
+        -- correlated subquery beside unnest.)
+        FOR v_i IN 1 .. cardinality(v_ids) LOOP
+            CONTINUE WHEN v_ids[v_i] IS NOT NULL;
+            SELECT e.id INTO v_id FROM metastore.events AS e
+             WHERE e.payload_sha256 = v_hashes[v_i] AND e.event_time = (p_events[v_i]).event_time;
+            v_ids[v_i] := v_id;
+        END LOOP;
         IF array_position(v_ids, NULL) IS NOT NULL THEN
             RAISE EXCEPTION USING
                 ERRCODE = '40001',
@@ -5999,6 +6131,8 @@ REVOKE ALL ON FUNCTION metastore.ensure_partitions() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.ensure_partitions() TO metastore_app;
 
 REVOKE ALL ON FUNCTION metastore.event_kind(p_payload jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.expiring_days(p_keep interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
 

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from devtools import localpg
+from devtools.citus import CitusCluster
 from devtools.localpg import LocalPostgres
 from metastore import migrations
 
@@ -46,14 +47,27 @@ class Database:
         return self.server.dsn_for(SERVICE, self.name)
 
 
+# `make test-citus`: the session's server is a Citus coordinator with two workers, and every
+# database of the tests is distributed (docs/scale.md).
+CITUS = os.environ.get("METASTORE_CITUS", "") == "1"
+# tests/citus compare a Citus cluster with plain PostgreSQL: collected by `make test-citus` only.
+collect_ignore = [] if CITUS else ["citus"]
+
+
 def provision(server: LocalPostgres, dbname: str = TEMPLATE) -> Database:
+    if isinstance(server, CitusCluster):
+        server.provision(dbname, OWNER, SERVICE)
     localpg.provision(server, dbname)
     return Database(server, dbname)
 
 
+def new_server() -> LocalPostgres:
+    return CitusCluster() if CITUS else LocalPostgres()
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[LocalPostgres]:
-    server = LocalPostgres().start()
+    server = new_server().start()
     try:
         provision(server)
         yield server
@@ -73,9 +87,14 @@ def own_pg() -> Iterator[Database]:
 
 def create_database(server: LocalPostgres, template: str = TEMPLATE) -> Database:
     name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name} TEMPLATE {template} OWNER {OWNER}")
-        if template == TEMPLATE:
+    if isinstance(server, CitusCluster) and template == TEMPLATE:
+        # The template's shards and metadata are copied on every node alike.
+        server.copy_database(template, name, OWNER)
+    else:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE {template} OWNER {OWNER}")
+    for node in getattr(server, "nodes", [server]) if template == TEMPLATE else []:
+        with psycopg.connect(node.dsn, autocommit=True) as conn:
             # A copy does not copy the database's privileges: as the deploy leaves them.
             conn.execute(f"REVOKE CONNECT ON DATABASE {name} FROM PUBLIC")
             conn.execute(f"GRANT CONNECT ON DATABASE {name} TO {APP_ROLE}, {READER_ROLE}")
@@ -93,6 +112,9 @@ def create_group_roles(server: LocalPostgres, dbname: str) -> tuple[str, str]:
 
 
 def drop_database(db: Database) -> None:
+    if isinstance(db.server, CitusCluster):
+        db.server.drop_database(db.name)
+        return
     with psycopg.connect(db.server.dsn, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {db.name} WITH (FORCE)")
 

@@ -22,6 +22,7 @@ DECLARE
     v_new_pay    jsonb[];
     v_new_ev     metastore.valid_event[];
     v_datasets   jsonb;
+    v_id         bigint;
 BEGIN
     -- 1. The events, in the order given. Equal payloads have equal eventTimes, so they meet in one
     -- partition, where (payload_sha256, event_time) is unique; the first of equal ones in the set
@@ -51,14 +52,15 @@ BEGIN
 
     IF array_position(v_ids, NULL) IS NOT NULL THEN
         -- Resent: the stored copy already carries everything derived from it. A statement of its
-        -- own: it sees copies that a concurrent writer committed while the insert waited on them.
-        SELECT array_agg(coalesce(u.id, (SELECT e.id FROM metastore.events AS e
-                                           WHERE e.payload_sha256 = u.h AND e.event_time = u.event_time))
-                         ORDER BY u.o)
-          INTO v_ids
-          FROM ROWS FROM (unnest(v_ids), unnest(v_hashes), unnest(p_events)) WITH ORDINALITY
-               AS u (id, h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions, o);
+        -- own per copy: it sees copies that a concurrent writer committed while the insert waited on
+        -- them. (One key lookup each, a single shard on Citus, which refuses the lookup as a
+        -- correlated subquery beside unnest.)
+        FOR v_i IN 1 .. cardinality(v_ids) LOOP
+            CONTINUE WHEN v_ids[v_i] IS NOT NULL;
+            SELECT e.id INTO v_id FROM metastore.events AS e
+             WHERE e.payload_sha256 = v_hashes[v_i] AND e.event_time = (p_events[v_i]).event_time;
+            v_ids[v_i] := v_id;
+        END LOOP;
         IF array_position(v_ids, NULL) IS NOT NULL THEN
             RAISE EXCEPTION USING
                 ERRCODE = '40001',

@@ -57,6 +57,7 @@ DECLARE
     v_jobs      boolean;
     v_runs_io   boolean;
     v_ids       bigint[];
+    v_linked    bigint[];
     v_times     timestamptz[];
     v_payloads  jsonb[];
     v_events    metastore.valid_event[];
@@ -162,13 +163,19 @@ BEGIN
         -- made before the move without the new partition, run with a snapshot after it, misses
         -- the rows moved.
         LOCK TABLE ONLY metastore.events IN ROW EXCLUSIVE MODE;
+        -- The rows first, extracted from after: Citus reads them from every shard, and refuses a
+        -- function like extract_datasets inside such a read.
+        WITH e AS MATERIALIZED (
+            SELECT e.id, e.event_time, e.payload, e.event_kind, e.event_type, e.run_id, e.job_namespace, e.job_name,
+                   e.producer, e.schema_url
+              FROM metastore.events AS e
+             WHERE e.id > v_low AND e.id <= v_top)
         SELECT pg_catalog.array_agg(e.id ORDER BY e.id), pg_catalog.array_agg(e.event_time ORDER BY e.id),
                pg_catalog.array_agg(e.payload ORDER BY e.id),
                pg_catalog.array_agg(ROW(e.event_kind, e.event_type, e.event_time, e.run_id, e.job_namespace,
                                         e.job_name, e.producer, e.schema_url, NULL)::metastore.valid_event ORDER BY e.id)
           INTO v_ids, v_times, v_payloads, v_events
-          FROM metastore.events AS e
-         WHERE e.id > v_low AND e.id <= v_top;
+          FROM e;
         -- None in the range when retention dropped its day, or ids were never used.
         IF v_ids IS NOT NULL THEN
             -- The datasets each event mentions, read from the array: it holds the payloads
@@ -327,10 +334,13 @@ BEGIN
     v_locked := pg_catalog.clock_timestamp();
     v_ids := ARRAY(SELECT d.id FROM metastore.datasets AS d WHERE d.generation < v_gen);
     PERFORM metastore.fold_rebuilt_datasets(v_ids, v_gen);
+    -- Those a link names, read first: Citus deletes from a table of the coordinator only with
+    -- conditions on such tables (the links may be distributed).
+    v_linked := ARRAY(SELECT DISTINCT l.dataset_id FROM metastore.event_datasets AS l WHERE l.dataset_id = ANY (v_ids));
     WITH stale AS (
         DELETE FROM metastore.datasets AS d
          WHERE d.id = ANY (v_ids) AND d.generation < v_gen
-           AND NOT EXISTS (SELECT FROM metastore.event_datasets AS l WHERE l.dataset_id = d.id)
+           AND d.id NOT IN (SELECT u.id FROM pg_catalog.unnest(v_linked) AS u (id))
            AND NOT EXISTS (SELECT FROM metastore.dataset_symlinks AS s WHERE d.id IN (s.dataset_id, s.symlink_id))
         RETURNING d.id)
     SELECT pg_catalog.array_agg(stale.id) INTO v_ids FROM stale;

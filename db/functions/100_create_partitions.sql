@@ -88,15 +88,18 @@ BEGIN
 
             -- Rows of that day that waited in the default partition move in. For events the
             -- append-only trigger is bypassed for the move only: disabled and enabled again in
-            -- this transaction, so no other session ever sees it off.
+            -- this transaction, so no other session ever sees it off. On the parent, which passes
+            -- it on to every partition: Citus cannot switch one partition's trigger alone, and
+            -- switches a distributed table's only when told that such triggers are wanted.
             IF v_table = 'events' THEN
-                IF EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time >= v_lo AND e.event_time < v_hi) THEN
-                    ALTER TABLE metastore.events_default DISABLE TRIGGER events_append_only;
+                IF EXISTS (SELECT 1 FROM metastore.events_default AS e WHERE e.event_time >= v_lo AND e.event_time < v_hi) THEN
+                    PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+                    ALTER TABLE metastore.events DISABLE TRIGGER events_append_only;
                     EXECUTE format('WITH moved AS (DELETE FROM metastore.events_default AS e '
                                    'WHERE e.event_time >= $1 AND e.event_time < $2 RETURNING e.*) '
                                    'INSERT INTO metastore.%I SELECT * FROM moved', v_name)
                         USING v_lo, v_hi;
-                    ALTER TABLE metastore.events_default ENABLE TRIGGER events_append_only;
+                    ALTER TABLE metastore.events ENABLE TRIGGER events_append_only;
                 END IF;
             ELSE
                 EXECUTE format('WITH moved AS (DELETE FROM metastore.event_datasets_default AS l '

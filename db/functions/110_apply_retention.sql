@@ -59,8 +59,8 @@ BEGIN
     END LOOP;
 
     IF pg_catalog.cardinality(v_old) = 0
-       AND NOT EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff)
-       AND NOT EXISTS (SELECT FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff) THEN
+       AND NOT EXISTS (SELECT 1 FROM metastore.events_default AS e WHERE e.event_time < v_cutoff)
+       AND NOT EXISTS (SELECT 1 FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff) THEN
         RETURN pg_catalog.jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', 0, 'events_removed', 0,
                                              'rejected_removed', v_rejected);
     END IF;
@@ -92,13 +92,15 @@ BEGIN
     END LOOP;
 
     -- Rows of the default partitions older than the cutoff go one by one; for events the
-    -- append-only trigger is bypassed for this delete only, inside this transaction.
-    IF EXISTS (SELECT FROM metastore.events_default AS e WHERE e.event_time < v_cutoff) THEN
-        ALTER TABLE metastore.events_default DISABLE TRIGGER events_append_only;
+    -- append-only trigger is bypassed for this delete only, inside this transaction (on the
+    -- parent, which passes it on to every partition, as create_partitions does: for Citus).
+    IF EXISTS (SELECT 1 FROM metastore.events_default AS e WHERE e.event_time < v_cutoff) THEN
+        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+        ALTER TABLE metastore.events DISABLE TRIGGER events_append_only;
         DELETE FROM metastore.events_default AS e WHERE e.event_time < v_cutoff;
         GET DIAGNOSTICS v_count = ROW_COUNT;
         v_events := v_events + v_count;
-        ALTER TABLE metastore.events_default ENABLE TRIGGER events_append_only;
+        ALTER TABLE metastore.events ENABLE TRIGGER events_append_only;
     END IF;
     DELETE FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff;
 

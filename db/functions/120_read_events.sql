@@ -76,6 +76,16 @@ BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = format('limit must be from 1 to 1000, not %s', p_limit);
     END IF;
+    -- On Citus the order above does not hold: the events lie on the workers, each with its own
+    -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
+    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '0A000',
+            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
+            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
+                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+    END IF;
     IF p_cursor IS NOT NULL THEN
         BEGIN
             v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
@@ -183,7 +193,8 @@ COMMENT ON FUNCTION metastore.read_events(integer, text, text, text, text, text,
     'is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at '
     'ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and '
     'name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor '
-    'not returned by this function; 22007/22008 a time that is not one.';
+    'not returned by this function; 22007/22008 a time that is not one; 0A000 the events are distributed over '
+    'Citus workers, where this order does not hold.';
 
 REVOKE ALL ON FUNCTION metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)
     FROM PUBLIC;

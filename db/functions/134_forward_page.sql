@@ -25,6 +25,16 @@ BEGIN
             MESSAGE = format('limit must be from 1 to 1000 and max_bytes 1 or more, not %s and %s',
                              p_limit, p_max_bytes);
     END IF;
+    -- On Citus the order above does not hold: the events lie on the workers, each with its own
+    -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
+    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '0A000',
+            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
+            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
+                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+    END IF;
     SELECT * INTO v_pos FROM metastore.forward_position(p_cursor);
     FOR v_row IN
         SELECT e.xact_id, e.id, e.payload
@@ -48,8 +58,8 @@ $fn$;
 COMMENT ON FUNCTION metastore.forward_page(text, integer, integer) IS
     'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, '
     'id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes '
-    'of text (the first is returned whatever its size). Error code: 22023 bad limits or a cursor not returned by '
-    'the feed.';
+    'of text (the first is returned whatever its size). Error codes: 22023 bad limits or a cursor not returned by '
+    'the feed; 0A000 the events are distributed over Citus workers, where the feed''s order does not hold.';
 
 REVOKE ALL ON FUNCTION metastore.forward_page(text, integer, integer) FROM PUBLIC;
 -- To this installation's group roles (metastore.group_roles).

@@ -10,6 +10,11 @@ DECLARE
     v_hide  record := metastore.hidden_names();
     v_ids   bigint[];
     v_times timestamptz[];
+    v_ns    text[];
+    v_jobs  text[];
+    v_run   text[];
+    v_dir   text[];
+    v_at    timestamptz[];
     v_runs  jsonb;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 100 THEN
@@ -32,6 +37,18 @@ BEGIN
              LIMIT 4 * p_limit) AS w;
 
     -- Their events' runs, from the partitions of those eventTimes only (EXECUTE: planned for them).
+    -- The links' events, read apart from jobs and runs: a statement of its own that joins only the
+    -- co-located raw tables, so that on Citus it runs on the workers, and the join below reads
+    -- jobs and runs by key (beside a distributed table Citus would read both whole).
+    SELECT coalesce(array_agg(e.job_namespace), '{}'), coalesce(array_agg(e.job_name), '{}'),
+           coalesce(array_agg(e.run_id), '{}'), coalesce(array_agg(l.direction), '{}'),
+           coalesce(array_agg(l.event_time), '{}')
+      INTO v_ns, v_jobs, v_run, v_dir, v_at
+      FROM metastore.event_datasets AS l
+      JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
+     WHERE l.dataset_id = p_dataset_id AND l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times)
+       AND e.event_time = ANY (v_times) AND l.direction IN ('input', 'output');
+
     EXECUTE
         'SELECT coalesce(jsonb_agg(x.run ORDER BY x.seen DESC, x.id DESC), ''[]'')
            FROM (SELECT r.id, max(l.event_time) AS seen,
@@ -45,20 +62,17 @@ BEGIN
                             ''sql'', j.latest_sql,
                             ''read'', bool_or(l.direction = ''input''),
                             ''wrote'', bool_or(l.direction = ''output'')) AS run
-                   FROM metastore.event_datasets AS l
-                   JOIN metastore.events AS e ON e.id = l.event_id AND e.event_time = l.event_time
+                   FROM unnest($1, $2, $3, $4, $5) AS l (job_namespace, job_name, run_id, direction, event_time)
                    JOIN metastore.jobs AS j
-                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(e.job_namespace, e.job_name))
-                   JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = e.run_id
-                  WHERE l.dataset_id = $1 AND l.event_id = ANY ($2) AND l.event_time = ANY ($3)
-                    AND e.event_time = ANY ($3) AND l.direction IN (''input'', ''output'')
-                    AND j.id <> ALL ($5) AND j.namespace <> ALL ($6)
+                     ON j.name_key = pg_catalog.sha256(metastore.dataset_key(l.job_namespace, l.job_name))
+                   JOIN metastore.runs_view AS r ON r.job_id = j.id AND r.run_id = l.run_id
+                  WHERE j.id <> ALL ($7) AND j.namespace <> ALL ($8)
                   GROUP BY r.id, r.run_id, r.state, r.started_at, r.ended_at, r.duration, r.error_message,
                            r.trino_user, r.trino_source, j.id, j.namespace, j.name, j.latest_sql
                   ORDER BY seen DESC, r.id DESC
-                  LIMIT $4) AS x'
+                  LIMIT $6) AS x'
         INTO v_runs
-        USING p_dataset_id, v_ids, v_times, p_limit, v_hide.job_ids, v_hide.namespaces;
+        USING v_ns, v_jobs, v_run, v_dir, v_at, p_limit, v_hide.job_ids, v_hide.namespaces;
     RETURN jsonb_build_object('dataset_id', p_dataset_id, 'runs', v_runs);
 END
 $fn$;

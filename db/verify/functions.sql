@@ -74,6 +74,7 @@ BEGIN
                                     'metastore.datasets_with_field_among(bigint[], text, integer)',
                                     'metastore.backfill(integer)',
                                     'metastore.apply_retention(interval)',
+                                    'metastore.expiring_days(interval)',
                                     -- Any range of partitions, for the owner; the service has ensure_partitions.
                                     'metastore.create_partitions(date, integer)',
                                     'metastore.record_rejection(bytea, text, text, text, text)',
@@ -171,6 +172,7 @@ DECLARE
         'metastore.ensure_partitions() -> integer',
         'metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) -> bigint',
         'metastore.event_kind(p_payload jsonb) -> text',
+        'metastore.expiring_days(p_keep interval) -> TABLE(day date, time_from timestamp with time zone, time_to timestamp with time zone)',
         'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',
         'metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) -> boolean',
         'metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) -> TABLE(claimed boolean, cursor text)',

@@ -10,6 +10,15 @@ SELECT pg_catalog.set_config('statement_timeout', %(statement_timeout)s, false),
 -- Serialises concurrent deploys and reverts (until the transaction ends).
 SELECT pg_catalog.pg_advisory_xact_lock(7262001);
 
+-- name: citus_deploy_settings
+-- On Citus, roles are the DBA's, created on every node before the first deploy
+-- (docs/operations.md). A grant to a role that this database's Citus metadata does not know yet
+-- (one created before the extension, e.g. for another installation) would make Citus re-create it
+-- on the workers, which takes a superuser (42501); the deploy, run by the owner, leaves roles alone.
+SELECT pg_catalog.set_config('citus.enable_create_role_propagation', 'off', true),
+       pg_catalog.set_config('citus.enable_alter_role_propagation', 'off', true)
+ WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus');
+
 -- name: ledger_schema
 CREATE SCHEMA IF NOT EXISTS metastore_migrations;
 
@@ -97,3 +106,38 @@ SELECT metastore.unhide(%(kind)s::text, %(namespace)s::text, %(name)s::text);
 
 -- name: hidden_list
 SELECT metastore.hidden_list(%(all)s::boolean);
+
+-- name: archive_session
+-- `metastore db retention --archive`: times in the archive are UTC, as the event feed renders them.
+SELECT pg_catalog.set_config('TimeZone', 'UTC', true);
+
+-- name: archive_stamp
+-- Names the run's files: the transaction's start, unique per run (runs take turns on a lock).
+SELECT pg_catalog.to_char(pg_catalog.now() AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISSUS"Z"');
+
+-- name: expiring_days
+SELECT d.day, d.time_from, d.time_to FROM metastore.expiring_days(%(keep)s::interval) AS d;
+
+-- name: archive_page
+-- A page of one day's events in id order, each the line `metastore export` writes (the event
+-- feed's JSON, built as metastore.read_events builds it). Built from the page's rows on the node
+-- that runs this session, in its UTC, not on the workers that hold the rows under Citus.
+WITH page AS MATERIALIZED (
+    SELECT e.id, e.xact_id, e.received_at, e.source_kind, e.source_principal, e.payload
+      FROM metastore.events AS e
+     WHERE e.event_time >= %(time_from)s AND e.event_time < %(time_to)s AND e.id > %(after)s
+     ORDER BY e.id
+     LIMIT %(limit)s
+)
+SELECT p.id,
+       pg_catalog.jsonb_build_object(
+           'id', p.id,
+           'cursor', pg_catalog.translate(
+                         pg_catalog.encode(pg_catalog.convert_to(p.xact_id::text || ':' || p.id::text, 'UTF8'), 'base64'),
+                         E'+/\n', '-_'),
+           'received_at', p.received_at,
+           'source_kind', p.source_kind,
+           'source_principal', p.source_principal,
+           'event', p.payload)::text
+  FROM page AS p
+ ORDER BY p.id;

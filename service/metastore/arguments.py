@@ -117,6 +117,12 @@ def parser() -> argparse.ArgumentParser:
         "retention", help="forget events older than --keep (metastore.apply_retention); prints what it dropped"
     )
     retention.add_argument("--keep", default="90 days", help="a PostgreSQL interval, at least 1 day (default: 90 days)")
+    retention.add_argument(
+        "--archive",
+        type=Path,
+        help="first write each expiring day's events to a gzip NDJSON file with a manifest in this directory "
+        "(what `metastore import` reads back)",
+    )
     rebuild = db_commands.add_parser(
         "backfill", help="rebuild the derived tables from the stored events while ingest goes on (metastore.backfill)"
     )
@@ -206,7 +212,12 @@ def _transfer_commands(commands: Any) -> None:
         epilog=TRANSFER_EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    imp.add_argument("files", nargs="+", help="NDJSON files written by export, gzip or not; - for stdin")
+    imp.add_argument(
+        "files",
+        nargs="+",
+        help="NDJSON files written by export, gzip or not, or by `db retention --archive` (checked against their "
+        "manifests, which may be named instead); - for stdin",
+    )
     imp.add_argument("--to", required=True, help="base URL of the receiving store (or its ingest URL)")
     imp.add_argument("--ca", type=Path, help="CA certificate(s) that sign its certificate (PEM)")
     imp.add_argument("--insecure", action="store_true", help="do not verify its certificate")

@@ -199,7 +199,7 @@ def db(args: argparse.Namespace) -> int:
         migrations.backfill(dsn, args.sessions, args.batch_size, limits)
         return 0
     if args.db_command == "retention":
-        removed = migrations.retention(dsn, args.keep, limits)
+        removed = migrations.retention(dsn, args.keep, limits, args.archive)
         print(_described(removed) if text else json.dumps(removed))
         return 0
     if args.db_command in ("hide", "unhide"):

@@ -314,7 +314,7 @@ def deploy(
     with connect(dsn, limits) as conn:
         # Concurrent deploys and reverts queue here, before anything is read.
         run(conn, sql.query("advisory_lock", "admin"), limits, "waiting for the migrations lock")
-        for name in ("ledger_schema", "ledger_type", "ledger_table"):
+        for name in ("citus_deploy_settings", "ledger_schema", "ledger_type", "ledger_table"):
             run(conn, sql.query(name, "admin"), limits, "creating the ledger")
         applied = set(applied_versions(conn, limits))
         newer = sorted(v for v in applied if v > latest_version())
@@ -434,9 +434,20 @@ def verify(dsn: str, limits: Limits | None = None, allowed_connect: tuple[str, .
     return failures
 
 
-def retention(dsn: str, keep: str, limits: Limits | None = None) -> Any:
-    """metastore.apply_retention as the owner: what it dropped, as it reports it."""
+def retention(dsn: str, keep: str, limits: Limits | None = None, archive_dir: Path | None = None) -> Any:
+    """metastore.apply_retention as the owner: what it dropped, as it reports it. With archive_dir,
+    each expiring day's events are written there first, in the same transaction (metastore.archive)."""
     limits = limits or Limits()
+    if archive_dir is not None:
+        from metastore import archive
+
+        with connect(dsn, limits) as conn:
+            try:
+                return archive.retention(conn, lambda s, what, **p: run(conn, s, limits, what, **p), keep, archive_dir)
+            except archive.ArchiveError as exc:
+                raise MigrationError(str(exc)) from None
+            except OSError as exc:
+                raise MigrationError(f"writing the archive failed, nothing was removed: {exc}") from None
     with connect(dsn, limits, autocommit=True) as conn:
         row = run(conn, sql.query("apply_retention", "admin"), limits, "applying retention", keep=keep).fetchone()
     return row[0] if row else None

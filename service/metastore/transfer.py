@@ -727,6 +727,28 @@ def batch_url(to: str) -> str:
     return f"{base}/api/v1/lineage/batch{question}{query}"
 
 
+def checked_files(given: list[str]) -> list[str]:
+    """The files to import, every archive among them checked first against its manifest (named, or
+    beside the file: `metastore db retention --archive`), so that a damaged one imports nothing."""
+    from metastore import archive
+
+    files = []
+    for name in given:
+        path = Path(name)
+        manifest = path if name.endswith(archive.MANIFEST_SUFFIX) else None
+        if manifest is None and name != "-":
+            manifest = archive.manifest_of(path)
+        if manifest is not None:
+            try:
+                data, events = archive.verify(manifest)
+            except archive.ArchiveError as exc:
+                raise TransferError(f"{exc}; nothing was imported") from None
+            log.info("%s: %d events, checksum verified against %s", data, events, manifest)
+            name = str(data)
+        files.append(name)
+    return files
+
+
 def import_(args: argparse.Namespace) -> dict[str, Any]:
     """Posts the events of export files to a store's batch route: each batch is stored through the
     ingest functions, so an event the store has already is a duplicate, not a second copy."""
@@ -739,9 +761,10 @@ def import_(args: argparse.Namespace) -> dict[str, Any]:
     print(f"metastore import: posting to {job.shown}", file=sys.stderr)
     progress = Progress("import", None)
     started = time.monotonic()
+    files = checked_files(args.files)
     try:
         try:
-            for path in args.files:
+            for path in files:
                 for where, line in file_lines(path, args.max_event_bytes + ENVELOPE_BYTES):
                     job.add(where, _event_of(where, line, args.max_event_bytes), args.batch_size, args.batch_bytes)
                     progress.update(job.totals["read"])

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import SERVICE, Database, ingest
+from tests.conftest import CITUS, SERVICE, Database, ingest
 from tests.db.functions.test_backfill import allow_two_weeks_ahead, generated_events
 
 # Each shadow records its call, tries the escalation, then answers as the real one would, so
@@ -138,6 +138,7 @@ CALLS: dict[str, str] = {
     "metastore.schema_version()": "SELECT metastore.schema_version()",
     "metastore.create_partitions(date,integer)": "SELECT metastore.create_partitions()",
     "metastore.apply_retention(interval)": "SELECT metastore.apply_retention('3650 days')",
+    "metastore.expiring_days(interval)": "SELECT count(*) FROM metastore.expiring_days('3650 days')",
     "metastore.group_role(text)": "SELECT metastore.group_role('app')",
     "metastore.use_group_roles(text,text)": "SELECT metastore.use_group_roles()",
     "metastore.check_source(text,text)": "SELECT metastore.check_source('unauthenticated', NULL)",
@@ -279,6 +280,10 @@ def test_owner_calls_never_run_shadow_code_from_public(planted: Database, search
             if name in ("metastore.forbid_change()", "metastore.settings_keep_row()"):
                 with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
                     owner.execute(statement)  # type: ignore[arg-type]
+            elif CITUS and name.startswith(("metastore.read_events(", "metastore.forward_page(")):
+                # The feed refuses where the events are distributed (docs/scale.md, section 5).
+                with pytest.raises(psycopg.errors.FeatureNotSupported):
+                    owner.execute(statement, params)  # type: ignore[arg-type]
             elif name == "metastore.malformed_datasets(jsonb,jsonb)":
                 with pytest.raises(psycopg.errors.InvalidParameterValue):
                     owner.execute(statement, params)  # type: ignore[arg-type]

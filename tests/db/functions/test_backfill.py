@@ -26,7 +26,8 @@ def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             "FROM metastore.datasets_view ORDER BY 1, 2"
         ).fetchall(),
         "links": conn.execute(
-            "SELECT e.payload_sha256, d.namespace, d.name, l.direction, l.event_time, l.tableoid::regclass::text "
+            "SELECT e.payload_sha256, d.namespace, d.name, l.direction, l.event_time, "
+            "regexp_replace(l.tableoid::regclass::text, '_[0-9]+$', '') "
             "FROM metastore.event_datasets l "
             "JOIN metastore.events e ON e.id = l.event_id AND e.event_time = l.event_time "
             "JOIN metastore.datasets d ON d.id = l.dataset_id ORDER BY 1, 2, 3, 4"
@@ -235,8 +236,9 @@ def whole(conn: psycopg.Connection[Any]) -> dict[str, Any]:
 def dangling(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
     """Rows that point at no dataset or job (no foreign key guards them: the derivations do)."""
     row = conn.execute(
+        # Not correlated: Citus joins its distributed links with the local datasets only so.
         "SELECT (SELECT count(*) FROM metastore.event_datasets l"
-        "         WHERE NOT EXISTS (SELECT FROM metastore.datasets d WHERE d.id = l.dataset_id)),"
+        "         WHERE l.dataset_id NOT IN (SELECT d.id FROM metastore.datasets d)),"
         "       (SELECT count(*) FROM metastore.dataset_symlinks s WHERE NOT EXISTS"
         "         (SELECT FROM metastore.datasets d WHERE d.id = s.dataset_id)"
         "         OR NOT EXISTS (SELECT FROM metastore.datasets d WHERE d.id = s.symlink_id)),"
@@ -378,7 +380,7 @@ def stop_midway(database: Database, batch_size: int) -> None:
                 if started and left < started - 10:
                     break
                 threading.Event().wait(0.02)
-            watch.execute("SELECT pg_cancel_backend(%s)", (pid,))
+            watch.execute("SELECT pg_cancel_backend(%s::integer)", (pid,))
         thread.join(60)
         assert caught and isinstance(caught[0], psycopg.errors.QueryCanceled), caught
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from metastore import migrations
-from tests.conftest import Database, ingest
+from tests.conftest import CITUS, Database, ingest
 from tests.db.functions.test_backfill import allow_two_weeks_ahead, dangling, reference, runs_of, stop_midway, whole
 
 
@@ -31,6 +31,26 @@ def wait_for(
             return row
         time.sleep(0.005)
     raise AssertionError(f"timed out waiting on {query}")
+
+
+def waits_on_a_worker(cluster: Any, dbname: str) -> None:
+    """Until a session of the database waits for a lock on one of the Citus workers."""
+    workers = [psycopg.connect(w.dsn_for("postgres", dbname), autocommit=True) for w in cluster.workers]
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            for conn in workers:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                ).fetchone()
+                if row and row[0] > 0:
+                    return
+            time.sleep(0.005)
+        raise AssertionError("no session waited for a lock on a worker")
+    finally:
+        for conn in workers:
+            conn.close()
 
 
 def state(conn: psycopg.Connection[Any]) -> Any:
@@ -206,7 +226,7 @@ def test_a_stopped_rebuild_keeps_the_counts_of_datasets_it_had_not_reached(datab
             )
             assert owner.execute(counts).fetchone() == (2,)
             for s in sessions:
-                owner.execute("SELECT pg_cancel_backend(%s)", (s.pid,))
+                owner.execute("SELECT pg_cancel_backend(%s::integer)", (s.pid,))
             for s in sessions:
                 s.join()
             holder.rollback()
@@ -229,7 +249,7 @@ def test_a_session_of_an_older_generation_joins_the_newer_one(database: Database
         other_rules(owner)
         newer = Session(database, 1)
         wait_for(owner, "SELECT generation FROM metastore.derive_state", lambda r: r[0] == 3)
-        owner.execute("SELECT pg_cancel_backend(%s)", (newer.pid,))
+        owner.execute("SELECT pg_cancel_backend(%s::integer)", (newer.pid,))
         newer.join()
         older.join()
         assert older.error is None
@@ -260,7 +280,7 @@ def test_sessions_resuming_the_end_of_a_rebuild_do_not_deadlock(database: Databa
             owner.execute("UPDATE metastore.datasets SET generation = (SELECT generation FROM metastore.derive_state)")
             stopped = Session(database, 1000)
             wait_for(owner, "SELECT rebuild FROM metastore.derive_state", lambda r: r == ("finishing",))
-            owner.execute("SELECT pg_cancel_backend(%s)", (stopped.pid,))
+            owner.execute("SELECT pg_cancel_backend(%s::integer)", (stopped.pid,))
             stopped.join()
             if stopped.error is None:  # it finished before the cancel came: nothing to resume
                 continue
@@ -344,12 +364,15 @@ def test_a_range_read_while_create_partitions_moves_its_rows_misses_none(databas
         with psycopg.connect(database.owner_dsn) as mover:
             assert mover.execute("SELECT metastore.create_partitions(current_date - 1, 22)").fetchone() != (0,)
             session = Session(database, 1)
-            wait_for(
-                owner,
-                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
-                lambda r: r == ("Lock",),
-                (session.pid,),
-            )
+            if CITUS:  # the read waits on a worker; the coordinator's session waits for its answer
+                waits_on_a_worker(pg_server, database.name)
+            else:
+                wait_for(
+                    owner,
+                    "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                    lambda r: r == ("Lock",),
+                    (session.pid,),
+                )
             mover.commit()
         session.join()
         assert session.error is None

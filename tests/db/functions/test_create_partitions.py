@@ -56,9 +56,14 @@ def partitions(owner: psycopg.Connection[Any], table: str) -> dict[str, tuple[da
 
 
 def where_is(owner: psycopg.Connection[Any], event_id: int) -> tuple[str, list[str]]:
-    row = owner.execute("SELECT tableoid::regclass::text FROM metastore.events WHERE id = %s", (event_id,)).fetchone()
+    row = owner.execute(
+        "SELECT regexp_replace(tableoid::regclass::text, '_[0-9]+$', '') FROM metastore.events WHERE id = %s",
+        (event_id,),
+    ).fetchone()
     links = owner.execute(
-        "SELECT DISTINCT tableoid::regclass::text FROM metastore.event_datasets WHERE event_id = %s", (event_id,)
+        "SELECT DISTINCT regexp_replace(tableoid::regclass::text, '_[0-9]+$', '') "
+        "FROM metastore.event_datasets WHERE event_id = %s",
+        (event_id,),
     ).fetchall()
     assert row is not None
     return row[0], [r[0] for r in links]

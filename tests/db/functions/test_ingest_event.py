@@ -79,7 +79,8 @@ def test_trino_ctas_reads_the_source_and_writes_the_created_table(
     rows = owner.execute(
         "SELECT d.namespace, d.scheme, d.authority, d.name, l.direction, e.event_type, e.run_id, e.job_name "
         "FROM metastore.event_datasets l JOIN metastore.datasets d ON d.id = l.dataset_id "
-        "JOIN metastore.events e ON e.id = l.event_id WHERE e.id = %s ORDER BY l.direction",
+        "JOIN metastore.events e ON e.id = l.event_id AND e.event_time = l.event_time "
+        "WHERE e.id = %s ORDER BY l.direction",
         (event_id,),
     ).fetchall()
     run_id, job = event["run"]["runId"], event["job"]["name"]
@@ -251,7 +252,8 @@ def test_job_and_dataset_events_are_told_apart_by_shape(
     ingest(service, dataset_event)
     rows = owner.execute(
         "SELECT e.event_kind, d.name, l.direction FROM metastore.events e "
-        "JOIN metastore.event_datasets l ON l.event_id = e.id JOIN metastore.datasets d ON d.id = l.dataset_id "
+        "JOIN metastore.event_datasets l ON l.event_id = e.id AND l.event_time = e.event_time "
+        "JOIN metastore.datasets d ON d.id = l.dataset_id "
         "ORDER BY e.id"
     ).fetchall()
     assert rows == [("job", "db.s.t", "input"), ("dataset", "db.s.u", "none")]

@@ -92,7 +92,8 @@ def _state(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         ).fetchall(),
         "links": conn.execute(
             "SELECT e.payload_sha256, d.namespace, d.name, l.direction FROM metastore.event_datasets l"
-            " JOIN metastore.events e ON e.id = l.event_id JOIN metastore.datasets d ON d.id = l.dataset_id"
+            " JOIN metastore.events e ON e.id = l.event_id AND e.event_time = l.event_time"  # co-located on Citus
+            " JOIN metastore.datasets d ON d.id = l.dataset_id"
             " ORDER BY 1, 2, 3, 4"
         ).fetchall(),
         "symlinks": conn.execute(
