@@ -1,6 +1,6 @@
 """`python -m bench.citus`: what each layout costs per event, side by side on one machine, in one run:
 plain PostgreSQL 15 and Citus 13.2.2 (a coordinator and two workers on the same machine, the raw
-events distributed: V0012), the same binaries, the same settings, rounds alternating which goes
+events distributed: V0010), the same binaries, the same settings, rounds alternating which goes
 first so that a noisy machine slows both alike.
 
 - ingest: bench/run.py's Trino events (3 KB to 250 KB, a new run each, eventTime now), one

@@ -1576,7 +1576,7 @@ DECLARE
 BEGIN
     -- One statement (a call per set; its fixed cost is most of what a set of one event costs):
     -- the set's runs, a probe of jobs and one of runs per distinct run (callers call this only
-    -- where change 11 is deployed, after change 7); each event's inputs and outputs (a symlink
+    -- where change 9 is deployed, after change 7); each event's inputs and outputs (a symlink
     -- identifier is the same data under another name: readers cross metastore.dataset_symlinks),
     -- inserted in key order as every writer takes them, a row of an older generation taken over
     -- (metastore.backfill rebuilds); and the runs whose first eventTime is one of the set's while
@@ -2574,7 +2574,7 @@ BEGIN
     IF v_job IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no job has id %s', p_id);
     END IF;
-    -- What its latest runs read and wrote (metastore.run_datasets, from change 11 on), each dataset with
+    -- What its latest runs read and wrote (metastore.run_datasets, from change 9 on), each dataset with
     -- its symlinks both ways; at most c_side of each side, in (namespace, name) order.
     v_io := jsonb_build_object('inputs', '[]'::jsonb, 'outputs', '[]'::jsonb, 'datasets_truncated', false);
     IF to_regclass('metastore.run_datasets') IS NOT NULL THEN
@@ -2781,7 +2781,7 @@ CREATE FUNCTION metastore.hide(p_kind text, p_namespace text, p_name text DEFAUL
     SET "TimeZone" TO 'UTC'
     AS $$
 DECLARE
-    -- A record, not metastore.hidden: db/functions is applied before change 11 too.
+    -- A record, not metastore.hidden: db/functions is applied before change 9 too.
     v_entry   record;
     v_already boolean := false;
 BEGIN
@@ -4180,7 +4180,7 @@ CREATE FUNCTION metastore.name_tail(p_name text) RETURNS text
                 ELSE pg_catalog.split_part(p_name, '.'::pg_catalog.text, -1) END
 $$;
 
-COMMENT ON FUNCTION metastore.name_tail(p_name text) IS 'The last part of a name: after its last / if it has one, else after its last . (the table of catalog.schema.table). Frozen (defined by change 11): indexes hold its results.';
+COMMENT ON FUNCTION metastore.name_tail(p_name text) IS 'The last part of a name: after its last / if it has one, else after its last . (the table of catalog.schema.table). Frozen (defined by change 9): indexes hold its results.';
 
 CREATE FUNCTION metastore.note_field_names() RETURNS trigger
     LANGUAGE plpgsql
@@ -4735,7 +4735,7 @@ CREATE FUNCTION metastore.search_key(p_text text) RETURNS bytea
     SELECT pg_catalog.substr(metastore.dataset_key(''::pg_catalog.text, pg_catalog.lower(p_text)), 2, 400)
 $$;
 
-COMMENT ON FUNCTION metastore.search_key(p_text text) IS 'The first 400 bytes of lower(p_text): the key of the search indexes, in code point order. Frozen (defined by change 11): indexes hold its results.';
+COMMENT ON FUNCTION metastore.search_key(p_text text) IS 'The first 400 bytes of lower(p_text): the key of the search indexes, in code point order. Frozen (defined by change 9): indexes hold its results.';
 
 CREATE FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) RETURNS TABLE(type text, id bigint, namespace text, name text, kind text, lname text)
     LANGUAGE plpgsql STABLE
@@ -4808,7 +4808,7 @@ DECLARE
     v_window   text := right(p_lq, c_window);
     v_long     boolean := length(p_lq) >= 3;
     v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
-    -- Job names have no trigram index (V0011): always the bounded look, newest jobs first.
+    -- Job names have no trigram index (V0009): always the bounded look, newest jobs first.
     v_jobs     boolean := false;
     v_fields   boolean := v_long AND to_regclass('metastore.field_names_name_trgm_idx') IS NOT NULL;
 BEGIN
@@ -4948,7 +4948,7 @@ CREATE FUNCTION metastore.unhide(p_kind text, p_namespace text, p_name text DEFA
     SET "TimeZone" TO 'UTC'
     AS $$
 DECLARE
-    v_entry record;  -- not metastore.hidden: db/functions is applied before change 11 too
+    v_entry record;  -- not metastore.hidden: db/functions is applied before change 9 too
 BEGIN
     IF p_kind IS NULL OR p_kind NOT IN ('dataset', 'job', 'namespace') THEN
         RAISE EXCEPTION USING ERRCODE = '22023',

@@ -20,7 +20,7 @@ DECLARE
 BEGIN
     -- One statement (a call per set; its fixed cost is most of what a set of one event costs):
     -- the set's runs, a probe of jobs and one of runs per distinct run (callers call this only
-    -- where change 11 is deployed, after change 7); each event's inputs and outputs (a symlink
+    -- where change 9 is deployed, after change 7); each event's inputs and outputs (a symlink
     -- identifier is the same data under another name: readers cross metastore.dataset_symlinks),
     -- inserted in key order as every writer takes them, a row of an older generation taken over
     -- (metastore.backfill rebuilds); and the runs whose first eventTime is one of the set's while

@@ -24,7 +24,7 @@ BEGIN
     IF v_job IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P0002', MESSAGE = format('no job has id %s', p_id);
     END IF;
-    -- What its latest runs read and wrote (metastore.run_datasets, from change 11 on), each dataset with
+    -- What its latest runs read and wrote (metastore.run_datasets, from change 9 on), each dataset with
     -- its symlinks both ways; at most c_side of each side, in (namespace, name) order.
     v_io := jsonb_build_object('inputs', '[]'::jsonb, 'outputs', '[]'::jsonb, 'datasets_truncated', false);
     IF to_regclass('metastore.run_datasets') IS NOT NULL THEN

@@ -82,7 +82,7 @@ DECLARE
     v_window   text := right(p_lq, c_window);
     v_long     boolean := length(p_lq) >= 3;
     v_datasets boolean := v_long AND to_regclass('metastore.datasets_name_trgm_idx') IS NOT NULL;
-    -- Job names have no trigram index (V0011): always the bounded look, newest jobs first.
+    -- Job names have no trigram index (V0009): always the bounded look, newest jobs first.
     v_jobs     boolean := false;
     v_fields   boolean := v_long AND to_regclass('metastore.field_names_name_trgm_idx') IS NOT NULL;
 BEGIN

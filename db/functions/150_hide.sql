@@ -11,7 +11,7 @@ SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
 AS $fn$
 DECLARE
-    -- A record, not metastore.hidden: db/functions is applied before change 11 too.
+    -- A record, not metastore.hidden: db/functions is applied before change 9 too.
     v_entry   record;
     v_already boolean := false;
 BEGIN

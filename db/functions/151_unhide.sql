@@ -9,7 +9,7 @@ SET search_path = pg_catalog, pg_temp
 SET "TimeZone" = 'UTC'
 AS $fn$
 DECLARE
-    v_entry record;  -- not metastore.hidden: db/functions is applied before change 11 too
+    v_entry record;  -- not metastore.hidden: db/functions is applied before change 9 too
 BEGIN
     IF p_kind IS NULL OR p_kind NOT IN ('dataset', 'job', 'namespace') THEN
         RAISE EXCEPTION USING ERRCODE = '22023',

@@ -229,10 +229,10 @@ BEGIN
       FROM (VALUES (1, 'metastore.forbid_change() -> trigger'),
                    (2, 'metastore.settings_keep_row() -> trigger'),
                    (5, 'metastore.dataset_key(p_namespace text, p_name text) -> bytea'),
-                   (9, 'metastore.forward_key(p_url text) -> text'),
-                   (11, 'metastore.note_field_names() -> trigger'),
-                   (11, 'metastore.search_key(p_text text) -> bytea'),
-                   (11, 'metastore.name_tail(p_name text) -> text')) AS m (v, f)
+                   (8, 'metastore.forward_key(p_url text) -> text'),
+                   (9, 'metastore.note_field_names() -> trigger'),
+                   (9, 'metastore.search_key(p_text text) -> bytea'),
+                   (9, 'metastore.name_tail(p_name text) -> text')) AS m (v, f)
      WHERE m.v IN (SELECT s.version FROM metastore_migrations.schema_version AS s);
     WITH actual AS (
         SELECT 'metastore.' || p.proname || '(' || pg_catalog.pg_get_function_arguments(p.oid) || ')'

@@ -1,4 +1,4 @@
-"""The layout a deploy gives on Citus (V0012), as the roles of docs/operations.md use it: raw events
+"""The layout a deploy gives on Citus (V0010), as the roles of docs/operations.md use it: raw events
 and their links spread over both workers, derived tables on the coordinator, the append-only
 guard on every shard, a second installation in the same cluster, a revert and a deploy again."""
 

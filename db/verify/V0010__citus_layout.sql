@@ -1,4 +1,4 @@
--- Verifies V0012: with the citus extension, metastore.events and metastore.event_datasets are
+-- Verifies V0010: with the citus extension, metastore.events and metastore.event_datasets are
 -- distributed by event_time, co-located, every partition too, and every other table of the schema
 -- is local to the coordinator; without it, nothing is distributed.
 DO $verify$

@@ -53,7 +53,7 @@ AS $fn$
 $fn$;
 COMMENT ON FUNCTION metastore.search_key(text) IS
     'The first 400 bytes of lower(p_text): the key of the search indexes, in code point order. Frozen '
-    '(defined by change 11): indexes hold its results.';
+    '(defined by change 9): indexes hold its results.';
 REVOKE ALL ON FUNCTION metastore.search_key(text) FROM PUBLIC;
 
 CREATE FUNCTION metastore.name_tail(p_name text) RETURNS text
@@ -65,7 +65,7 @@ AS $fn$
 $fn$;
 COMMENT ON FUNCTION metastore.name_tail(text) IS
     'The last part of a name: after its last / if it has one, else after its last . (the table of '
-    'catalog.schema.table). Frozen (defined by change 11): indexes hold its results.';
+    'catalog.schema.table). Frozen (defined by change 9): indexes hold its results.';
 REVOKE ALL ON FUNCTION metastore.name_tail(text) FROM PUBLIC;
 
 CREATE INDEX datasets_search_idx ON metastore.datasets (metastore.search_key(name));

@@ -1,4 +1,4 @@
--- Verifies V0011: the runs timeline's indexes, the runs' datasets, the search indexes and field names,
+-- Verifies V0009: the runs timeline's indexes, the runs' datasets, the search indexes and field names,
 -- and the hide list, none of them open to the application roles.
 SELECT run_id, dataset_id, direction, run_time, generation FROM metastore.run_datasets WHERE false;
 SELECT name, name_key FROM metastore.field_names WHERE false;
@@ -15,7 +15,7 @@ BEGIN
                                  'run_datasets_pkey', 'run_datasets_dataset_idx', 'datasets_search_idx',
                                  'datasets_search_tail_idx', 'jobs_search_idx', 'jobs_search_tail_idx',
                                  'field_names_key_idx', 'field_names_search_idx', 'hidden_active_key')) = 12,
-        'an index of change 11 is missing';
+        'an index of change 9 is missing';
     ASSERT EXISTS (SELECT FROM pg_catalog.pg_trigger
                     WHERE tgrelid = 'metastore.dataset_schema_versions'::regclass
                       AND tgname = 'dataset_schema_versions_field_names' AND tgenabled <> 'D'),

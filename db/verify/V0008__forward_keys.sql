@@ -1,4 +1,4 @@
--- Verifies V0009: refusals are kept, failures counted, and every target is named by its key (no
+-- Verifies V0008: refusals are kept, failures counted, and every target is named by its key (no
 -- credentials in any name).
 SELECT target, event_id, cursor, status, body, refused_at FROM metastore.forward_refusals WHERE false;
 SELECT failures, failing_since FROM metastore.forward_targets WHERE false;

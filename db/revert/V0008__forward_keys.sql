@@ -1,4 +1,4 @@
--- Reverts V0009: the functions that only it needs go first (they name its table and columns), then
+-- Reverts V0008: the functions that only it needs go first (they name its table and columns), then
 -- the table, the columns and forward_key. The targets keep their names without credentials: those
 -- are gone. A previous release names a target with credentials by its whole URL, so it sends to such
 -- a target again from the first event (at least once: receivers answer a duplicate with 200).

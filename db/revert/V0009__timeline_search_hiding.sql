@@ -1,4 +1,4 @@
--- Reverts V0011: the functions that name its tables or that only it needs first (the older
+-- Reverts V0009: the functions that name its tables or that only it needs first (the older
 -- release's verify lists the functions exactly), then the trigger, the tables and the indexes.
 -- store_events and backfill call derive_run_datasets only where metastore.run_datasets exists, so
 -- ingest goes on until the older release's deploy replaces them (db/CONVENTIONS.md).
