@@ -9,7 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.db.functions.test_derive_lineage import (
+from tests.lineage_rules import column_lineage, lineage_edges
+from tests.support.lineage_events import (
     OUTPUT,
     SOURCE,
     fixture_events,
@@ -17,7 +18,6 @@ from tests.db.functions.test_derive_lineage import (
     spark_run,
     two_outputs,
 )
-from tests.lineage_rules import column_lineage, lineage_edges
 
 
 def every_dataset(client: httpx.Client) -> list[dict[str, Any]]:

@@ -4,30 +4,27 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from typing import Any
 
 import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import FIXTURES, create_database, drop_database, fixture_files, ingest, load_fixture
+from tests.conftest import FIXTURES, create_database, drop_database, ingest, load_fixture
 from tests.lineage_rules import column_lineage, derive, lineage_edges
 from tests.lineage_rules import state as lineage_state
+from tests.support.lineage_events import (
+    OUTPUT,
+    SOURCE,
+    TABLE,
+    A,
+    B,
+    fixture_events,
+    malformed_entries,
+    spark_run,
+    two_outputs,
+)
 from tests.support.stats import xact_stat
-
-
-def fixture_events() -> list[dict[str, Any]]:
-    """Every fixture event, the Marquez seed template with its placeholders filled as Marquez does."""
-    events: list[dict[str, Any]] = []
-    for path in fixture_files():
-        if path.name == "metadata.template.json":
-            text = re.sub(r"\{\{(\w+)\}\}", lambda m: f"2024-01-01T00:{len(m.group(1)) % 60:02d}:00Z", path.read_text())
-            data = json.loads(text)
-        else:
-            data = load_fixture(path)
-        events += [e for e in (data if isinstance(data, list) else [data]) if isinstance(e, dict)]
-    return events
 
 
 def stored_column_lineage(conn: psycopg.Connection[Any]) -> set[tuple[Any, ...]]:
@@ -351,34 +348,6 @@ def stored_state(conn: psycopg.Connection[Any]) -> dict[str, dict[Any, Any]]:
     }
 
 
-SOURCE = {"namespace": "bigtable://project/instance", "name": "input_table"}
-TABLE = {"namespace": "gs://bucket", "name": "/data/in"}
-OUTPUT = {"namespace": "gs://bucket", "name": "/data/out"}
-
-
-def spark_run(run: str, start: str = "2026-01-01T10:00:00Z", end: str = "2026-01-01T12:30:00Z") -> list[dict[str, Any]]:
-    """A run as Spark's integration sends it: START lists the inputs it read; COMPLETE lists none, and
-    its output's columnLineage names them, and a source that no inputs list names (a Bigtable table
-    read through a connector the integration does not list), per field and at dataset level."""
-    base = {"run": {"runId": run}, "job": {"namespace": "spark", "name": "etl"}, "producer": "spark-test"}
-    started = {**base, "eventType": "START", "eventTime": start, "inputs": [TABLE], "outputs": [OUTPUT]}
-    lineage = {
-        "fields": {
-            "stringCol": {"inputFields": [{**SOURCE, "field": "stringCol", "transformations": [{"type": "DIRECT"}]}]},
-            "intCol": {"inputFields": [{**TABLE, "field": "intCol"}]},
-        },
-        "dataset": [{**SOURCE, "field": "rowKey", "transformations": [{"type": "INDIRECT", "subtype": "FILTER"}]}],
-    }
-    done = {
-        **base,
-        "eventType": "COMPLETE",
-        "eventTime": end,
-        "inputs": [],
-        "outputs": [{**OUTPUT, "facets": {"columnLineage": lineage}}],
-    }
-    return [started, done]
-
-
 def test_column_lineage_of_inputs_the_event_does_not_list(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
@@ -459,24 +428,6 @@ def test_inputs_in_the_start_event_only_give_the_same_store_in_any_order_and_spl
         drop_database(other)
 
 
-A, B = {"namespace": "s3://w", "name": "a"}, {"namespace": "s3://w", "name": "b"}
-
-
-def two_outputs() -> dict[str, Any]:
-    """One listed input, two outputs whose facets name different inputs (one of them an output)."""
-    return {
-        "eventType": "COMPLETE",
-        "eventTime": "2026-01-01T00:00:00Z",
-        "run": {"runId": "two-outputs"},
-        "job": {"namespace": "j", "name": "split"},
-        "inputs": [TABLE],
-        "outputs": [
-            {**A, "facets": {"columnLineage": {"fields": {"x": {"inputFields": [{**SOURCE, "field": "x"}]}}}}},
-            {**B, "facets": {"columnLineage": {"fields": {}, "dataset": [{**OUTPUT, "field": "k"}]}}},
-        ],
-    }
-
-
 def test_an_input_field_reaches_only_the_output_whose_facet_names_it(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
@@ -493,45 +444,6 @@ def test_an_input_field_reaches_only_the_output_whose_facet_names_it(
             (*OUTPUT.values(), *B.values(), "j", "split"),
         }
     )
-
-
-def malformed_entries() -> dict[str, Any]:
-    """Facets of entries extraction cannot read, and one it can."""
-    good = {**SOURCE, "field": "ok"}
-    junk: list[Any] = [
-        5,
-        "x",
-        None,
-        [SOURCE],
-        {**SOURCE, "namespace": 7, "field": "a"},
-        {**SOURCE, "name": "", "field": "a"},
-        {**SOURCE, "namespace": "", "field": "a"},
-        {"name": "t", "field": "a"},
-        {**SOURCE, "name": "no-field"},
-        {**SOURCE, "name": "field-not-text", "field": 3},
-    ]
-    lineage = {"fields": {"f": {"inputFields": [*junk, good]}, "g": 1}, "dataset": junk}
-    outputs = [
-        {**OUTPUT, "facets": {"columnLineage": lineage}},
-        {
-            "namespace": "gs://bucket",
-            "name": "o2",
-            "facets": {"columnLineage": {"fields": [good], "dataset": {"a": good}}},
-        },
-        {"namespace": "gs://bucket", "name": "o3", "facets": {"columnLineage": "lineage"}},
-        {
-            "namespace": "gs://bucket",
-            "name": "o4",
-            "facets": {"columnLineage": {"fields": {"f": {"inputFields": good}}}},
-        },
-    ]
-    return {
-        "eventType": "COMPLETE",
-        "eventTime": "2026-01-01T00:00:00Z",
-        "run": {"runId": "junk"},
-        "job": {"namespace": "j", "name": "junk"},
-        "outputs": outputs,
-    }
 
 
 def test_malformed_input_fields_are_skipped_and_the_event_kept(
