@@ -305,48 +305,55 @@ def test_sigkill_while_appending_under_load_loses_nothing_acknowledged(
     lock = threading.Lock()
     slow_db = {"METASTORE_DB_TIMEOUT_MS": "30000"}  # large events take their time to store
     server = launch(database, tls_files, tmp_path / "round-0.log", spool, **slow_db)
-    cut_short, kills = 0, 0
-    while kills < 3 or (cut_short == 0 and kills < 8):
-        stop = threading.Event()
+    # The service running when something fails is killed, so that no test leaves one behind.
+    servers = [server]
+    try:
+        cut_short, kills = 0, 0
+        while kills < 3 or (cut_short == 0 and kills < 20):
+            stop = threading.Event()
 
-        def client(n: int, pad: int, server: Server = server, stop: threading.Event = stop, r: int = kills) -> None:
-            i = 0
-            with server.client(timeout=10) as http:
-                while not stop.is_set():
-                    i += 1
-                    run_id = f"{tag}-{r}-{n}-{i}"
-                    try:
-                        status = http.post("/api/v1/lineage", json=event(run_id, pad)).status_code
-                    except httpx.TransportError:
-                        return
-                    if status in ACKNOWLEDGED:
-                        with lock:
-                            acknowledged.add(run_id)
+            def client(n: int, pad: int, server: Server = server, stop: threading.Event = stop, r: int = kills) -> None:
+                i = 0
+                with server.client(timeout=10) as http:
+                    while not stop.is_set():
+                        i += 1
+                        run_id = f"{tag}-{r}-{n}-{i}"
+                        try:
+                            status = http.post("/api/v1/lineage", json=event(run_id, pad)).status_code
+                        except httpx.TransportError:
+                            return
+                        if status in ACKNOWLEDGED:
+                            with lock:
+                                acknowledged.add(run_id)
 
-        threads = [threading.Thread(target=client, args=(n, 64_000)) for n in range(6)]
-        threads.append(threading.Thread(target=client, args=(6, 12_000_000)))
-        for t in threads:
-            t.start()
-        time.sleep(1.0)
-        if kills == 0:
-            # Appends arriving together share one write and one fsync.
-            accepted = metric(server, 'metastore_events_accepted_total{into="spool"}')
-            fsyncs = metric(server, "metastore_spool_fsync_duration_seconds_count")
-            assert 0 < fsyncs < accepted, (fsyncs, accepted)
-        assert kill_mid_write(server, spool, jump=256 << 10), "no large write was seen"
-        kills += 1
-        server.process.wait(10)
-        stop.set()
-        for t in threads:
-            t.join(15)
-        server = launch(database, tls_files, tmp_path / f"round-{kills}.log", spool, **slow_db)
-        # A record cut short by the kill was never acknowledged, and is no damage.
-        cut_short += sum("cut short at its end" in line for line in server.log_lines())
-        assert not any("damaged bytes" in line for line in server.log_lines())
-    assert cut_short >= 1, f"none of {kills} kills cut a record short"
-    assert len(acknowledged) > 50
+            threads = [threading.Thread(target=client, args=(n, 64_000)) for n in range(6)]
+            threads.append(threading.Thread(target=client, args=(6, 12_000_000)))
+            for t in threads:
+                t.start()
+            time.sleep(1.0)
+            if kills == 0:
+                # Appends arriving together share one write and one fsync.
+                accepted = metric(server, 'metastore_events_accepted_total{into="spool"}')
+                fsyncs = metric(server, "metastore_spool_fsync_duration_seconds_count")
+                assert 0 < fsyncs < accepted, (fsyncs, accepted)
+            assert kill_mid_write(server, spool, jump=256 << 10), "no large write was seen"
+            kills += 1
+            server.process.wait(10)
+            stop.set()
+            for t in threads:
+                t.join(15)
+            server = launch(database, tls_files, tmp_path / f"round-{kills}.log", spool, **slow_db)
+            servers.append(server)
+            # A record cut short by the kill was never acknowledged, and is no damage.
+            cut_short += sum("cut short at its end" in line for line in server.log_lines())
+            assert not any("damaged bytes" in line for line in server.log_lines())
+        assert cut_short >= 1, f"none of {kills} kills cut a record short"
+    except BaseException:
+        servers[-1].stop(signal.SIGKILL)
+        raise
     locked_events.rollback()
     try:
+        assert len(acknowledged) > 50
         got = wait_stored(database, tag, acknowledged, timeout=120)
         assert_exactly_once(got, acknowledged)
     finally:
