@@ -37,7 +37,7 @@ import requests
 
 from bench.run import templates
 from devtools.localpg import LocalPostgres, provision
-from metastore import transfer
+from metastore import arguments, transfer
 from tests.support.certs import write_tls_files
 from tests.support.servers import Server, start_server
 
@@ -103,7 +103,7 @@ def post_floor(url: str, ca: Path, dump: Path) -> dict[str, Any]:
     count = 0
     started = time.monotonic()
     with requests.Session() as session:
-        for _, line in transfer.file_lines(str(dump), transfer.STORE_MAX_BODY + transfer.ENVELOPE_BYTES):
+        for _, line in transfer.file_lines(str(dump), arguments.STORE_MAX_BODY + transfer.ENVELOPE_BYTES):
             response = session.post(
                 f"{url}/api/v1/lineage",
                 data=transfer.split_line(line).payload,
