@@ -38,7 +38,7 @@ from bench.lineage import ctas, schema_bytes
 from bench.run import generate_events
 from devtools import localpg
 from devtools.localpg import LocalPostgres
-from metastore import migrations
+from metastore import ledger, maintenance
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = (("one per call", 1, 100), ("sets of 10", 10, 10), ("sets of 100", 100, 1))
@@ -52,12 +52,12 @@ def checkout_db(ref: str, into: Path) -> Path:
 
 
 def provision(server: LocalPostgres, name: str, db: Path) -> psycopg.Connection[Any]:
-    here = migrations.db_dir
-    migrations.db_dir = lambda: db
+    here = ledger.db_dir
+    ledger.db_dir = lambda: db
     try:
         localpg.provision(server, name)
     finally:
-        migrations.db_dir = here
+        ledger.db_dir = here
     return psycopg.connect(server.dsn_for("metastore_owner", name), autocommit=True)
 
 
@@ -97,7 +97,7 @@ def main() -> None:
         if args.durable:
             server.stop()
             server.start(durable=True)
-        dbs = {"base": checkout_db(args.base, Path(tmp)), "this": migrations.db_dir()}
+        dbs = {"base": checkout_db(args.base, Path(tmp)), "this": ledger.db_dir()}
         conns = {label: provision(server, f"ab_{label}", db) for label, db in dbs.items()}
         empty = {label: schema_bytes(conn) for label, conn in conns.items()}
         spent = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
@@ -167,7 +167,7 @@ def main() -> None:
                     generate_events(conn, args.backfill)
                 started, cpu = time.perf_counter(), backend_cpu_s(conn.info.backend_pid)
                 if label == "this" and args.sessions > 1:
-                    migrations.backfill(conn.info.dsn, args.sessions)
+                    maintenance.backfill(conn.info.dsn, args.sessions)
                 else:
                     conn.execute("CALL metastore.backfill()")
                 seconds = time.perf_counter() - started

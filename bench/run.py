@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 
 from devtools.localpg import LocalPostgres, free_port, provision
-from metastore import migrations
+from metastore import maintenance
 from tests.support.certs import TLSFiles, write_tls_files
 from tests.support.servers import Server, start_server
 
@@ -522,7 +522,7 @@ def run_backfill(b: Bench) -> None:
         logging.getLogger("metastore.migrations").addHandler(held)
         started = time.perf_counter()
         try:
-            migrations.backfill(b.owner_dsn, sessions)
+            maintenance.backfill(b.owner_dsn, sessions)
         finally:
             logging.getLogger("metastore.migrations").removeHandler(held)
         seconds = time.perf_counter() - started

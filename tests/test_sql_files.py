@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from metastore import migrations, sql
+from metastore import ledger, sql
 
 KINDS = ("deploy", "revert", "verify")
 
@@ -28,13 +28,13 @@ def test_duplicate_names_are_refused() -> None:
 
 
 def test_every_change_has_deploy_revert_and_verify() -> None:
-    for change in migrations.changes():
+    for change in ledger.changes():
         for kind in KINDS:
             assert change.file(kind).is_file(), f"{change.name} has no db/{kind} file"
 
 
 def test_function_files_follow_the_house_rules() -> None:
-    for path in sorted((migrations.db_dir() / "functions").glob("*.sql")):
+    for path in sorted((ledger.db_dir() / "functions").glob("*.sql")):
         text = path.read_text()
         assert text.isascii(), f"{path.name}: pgmigrate refuses non-ASCII files"
         assert re.search(r"CREATE OR REPLACE (FUNCTION|PROCEDURE)", text), path.name
@@ -46,7 +46,7 @@ def test_function_files_follow_the_house_rules() -> None:
 def test_released_changes_are_frozen() -> None:
     """db/released.sha256 pins every file of every released change (db/CONVENTIONS.md): a database
     deployed by that release has run them, so an edit would reach new installations only."""
-    db = migrations.db_dir()
+    db = ledger.db_dir()
     pinned = {}
     for line in (db / "released.sha256").read_text().splitlines():
         digest, path = line.split(maxsplit=1)
@@ -55,13 +55,11 @@ def test_released_changes_are_frozen() -> None:
     assert not changed, f"released files changed (add a new change instead): {changed}"
     # Whole changes, and every change up to the newest pinned one.
     newest = max(int(re.match(r"\w+/V(\d+)__", p).group(1)) for p in pinned)  # type: ignore[union-attr]
-    expected = {
-        f"{kind}/{change.name}" for change in migrations.changes() if change.version <= newest for kind in KINDS
-    }
+    expected = {f"{kind}/{change.name}" for change in ledger.changes() if change.version <= newest for kind in KINDS}
     assert set(pinned) == expected
 
 
 def test_no_two_function_files_share_a_number() -> None:
     """db/functions apply in file-name order: a number names one place in it."""
-    numbers = [p.name.split("_", 1)[0] for p in sorted((migrations.db_dir() / "functions").glob("*.sql"))]
+    numbers = [p.name.split("_", 1)[0] for p in sorted((ledger.db_dir() / "functions").glob("*.sql"))]
     assert len(numbers) == len(set(numbers)), sorted(n for n in set(numbers) if numbers.count(n) > 1)

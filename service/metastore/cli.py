@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from metastore import arguments
+from metastore import arguments, ledger
 from metastore import config as settings
 
 # Imported by the commands that need them, when they run: help and usage errors answer at once.
@@ -175,7 +175,7 @@ def _confirm_revert(dsn: str, args: argparse.Namespace, limits: migrations.Limit
 
 
 def db(args: argparse.Namespace) -> int:
-    from metastore import logs, migrations
+    from metastore import logs, maintenance, migrations
 
     text = logs.text_wanted(args.log_format)
     logs.setup(os.environ.get("METASTORE_LOG_LEVEL", "INFO").upper(), text=text)
@@ -191,15 +191,15 @@ def db(args: argparse.Namespace) -> int:
         for failure in failures:
             log.error("verify failed: %s", failure)
         if not failures:
-            log.info("verified: the database is at this release's version %s", migrations.latest_version())
+            log.info("verified: the database is at this release's version %s", ledger.latest_version())
         return 1 if failures else 0
     if args.db_command == "backfill":
         if args.sessions < 1 or args.batch_size < 1:
             raise settings.ConfigError("--sessions and --batch-size must be at least 1")
-        migrations.backfill(dsn, args.sessions, args.batch_size, limits)
+        maintenance.backfill(dsn, args.sessions, args.batch_size, limits)
         return 0
     if args.db_command == "retention":
-        removed = migrations.retention(dsn, args.keep, limits, args.archive)
+        removed = maintenance.retention(dsn, args.keep, limits, args.archive)
         print(_described(removed) if text else json.dumps(removed))
         return 0
     if args.db_command in ("hide", "unhide"):
@@ -249,10 +249,10 @@ def _deploy(dsn: str, args: argparse.Namespace, limits: migrations.Limits, allow
 def _revert(dsn: str, args: argparse.Namespace, limits: migrations.Limits) -> int:
     from metastore import migrations
 
-    latest = migrations.latest_version()
-    if args.to != 0 and args.to not in {c.version for c in migrations.changes()}:
+    latest = ledger.latest_version()
+    if args.to != 0 and args.to not in {c.version for c in ledger.changes()}:
         raise migrations.MigrationError(
-            f"--to {args.to}: this release has no change {args.to} (its changes are {migrations.describe_versions()}; "
+            f"--to {args.to}: this release has no change {args.to} (its changes are {ledger.describe_versions()}; "
             "--to 0 reverts them all); nothing was changed",
             exit_code=2,
         )
@@ -283,7 +283,7 @@ def _database_failure(exc: psycopg.Error) -> tuple[str, int]:
     """The message and exit status of an expected database failure: no traceback."""
     import psycopg
 
-    from metastore import migrations
+    from metastore import migrations, pgconn
 
     text = " ".join(str(exc).split())
     if isinstance(exc, psycopg.errors.ConnectionTimeout):
@@ -297,7 +297,7 @@ def _database_failure(exc: psycopg.Error) -> tuple[str, int]:
             return f"the connection string is not valid: {text.removeprefix('connection is bad:').strip()}", 2
         # libpq's own words: refused, unknown host, password authentication failed,
         # role does not exist, certificate verify failed, ...
-        _, reason = migrations.connection_failure(exc, "METASTORE_ADMIN_DATABASE_URL")
+        _, reason = pgconn.connection_failure(exc, "METASTORE_ADMIN_DATABASE_URL")
         return f"cannot connect to the database: {reason}", migrations.EXIT_UNREACHABLE
     if exc.sqlstate in ("28000", "28P01", "3D000"):
         return f"the database refused the login: {text}", migrations.EXIT_UNREACHABLE

@@ -21,7 +21,7 @@ from psycopg.pq import Format
 from psycopg.rows import AsyncRowFactory, namedtuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from metastore import metrics, migrations, sql
+from metastore import ledger, metrics, pgconn, sql
 from metastore.config import Config
 from metastore.errors import SCHEMA_MISMATCH, ApiError, http_status
 
@@ -192,7 +192,7 @@ class Pool:
                 known = True
             except ApiError as failure:
                 known = failure.code in SCHEMA_MISMATCH
-        verdict = migrations.schema_verdict(version) if known else None
+        verdict = ledger.schema_verdict(version) if known else None
         if verdict is not None:
             reason = f"{verdict[0]}: {verdict[1]}"
         else:
@@ -252,7 +252,7 @@ def credentials(config: Config) -> dict[str, str]:
     """The user and password from mounted files (METASTORE_DATABASE_USER_FILE and
     METASTORE_DATABASE_PASSWORD_FILE), read at each new connection so that a rotated Secret is
     used without a restart; they win over the connection string and PGUSER/PGPASSWORD."""
-    return migrations.read_credentials(
+    return pgconn.read_credentials(
         (
             ("user", "METASTORE_DATABASE_USER_FILE", config.database_user_file),
             ("password", "METASTORE_DATABASE_PASSWORD_FILE", config.database_password_file),

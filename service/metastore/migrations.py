@@ -28,9 +28,10 @@ import psycopg
 
 from metastore import sql
 from metastore.config import check_conninfo
+from metastore.ledger import changes, db_dir, describe_versions, latest_version
+from metastore.pgconn import read_credentials
 
 log = logging.getLogger("metastore.migrations")
-_VERSION = re.compile(r"^V(\d+)__(.+)\.sql$")
 
 # Exit status when the database cannot be reached in time; the CLI documents it.
 EXIT_UNREACHABLE = 3
@@ -61,65 +62,6 @@ class Limits:
     password_file: Path | None = None
 
 
-def db_dir() -> Path:
-    """db/ of a source checkout, or the copy packaged inside the wheel."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "db", here.parent.parent / "db"):
-        if (candidate / "deploy").is_dir():
-            return candidate
-    raise FileNotFoundError("no db/ directory beside the package or in the source checkout")
-
-
-@dataclass(frozen=True)
-class Change:
-    version: int
-    name: str
-
-    def file(self, kind: str) -> Path:
-        return db_dir() / kind / self.name
-
-    @property
-    def description(self) -> str:
-        # As pgmigrate wrote it into the ledger: the name's words, without the extension.
-        match = _VERSION.match(self.name)
-        return match.group(2).replace("_", " ") if match else self.name
-
-
-def changes() -> list[Change]:
-    found: dict[int, Change] = {}
-    for path in sorted((db_dir() / "deploy").glob("V*.sql")):
-        match = _VERSION.match(path.name)
-        if not match:
-            continue
-        version = int(match.group(1))
-        if version in found:
-            raise ValueError(f"two changes have version {version}: {found[version].name}, {path.name}")
-        found[version] = Change(version, path.name)
-    return [found[v] for v in sorted(found)]
-
-
-def latest_version() -> int:
-    return max((c.version for c in changes()), default=0)
-
-
-def schema_verdict(version: int | None, expected: int | None = None) -> tuple[str, str] | None:
-    """Why a database whose schema is at `version` (None: it has no metastore.schema_version())
-    cannot serve this release, as (status, reason); None when it can. The words of /readyz, and
-    of every request that meets an undefined table or function."""
-    expected = latest_version() if expected is None else expected
-    if version is None:
-        return (
-            "schema not deployed",
-            "the database has no metastore schema (metastore.schema_version() is missing): run metastore db deploy",
-        )
-    if version < expected:
-        return (
-            "schema behind",
-            f"the database schema is at version {version}; this release needs {expected}: run metastore db deploy",
-        )
-    return None
-
-
 def _file_sql(path: Path) -> LiteralString:
     # Files of the release itself, never user input.
     text: LiteralString = path.read_text("utf-8")  # type: ignore[assignment,unused-ignore]
@@ -146,42 +88,6 @@ def _deadline(seconds: float, what: str) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
-
-
-def connection_failure(exc: psycopg.Error, setting: str) -> tuple[str, str]:
-    """(kind, reason) of a connection attempt that failed, in libpq's words on one line: the
-    server's own message when it answered (who was refused and why), else what the network said.
-    The kinds are /readyz's statuses: login refused, not permitted, database missing, database
-    unavailable. (libpq gives no SQLSTATE for a refused connection; the server's messages are
-    matched in English, anything else is `database unavailable` with its text.)"""
-    text = " ".join(str(exc).split()).removeprefix("connection failed: ")
-    lower = text.lower()
-    if "cannot read metastore_" in lower or any(
-        words in lower
-        for words in ("password authentication failed", "pg_hba.conf", "not permitted to log in", "authentication")
-    ):
-        hint = f"the role and password of {setting}, PGUSER/PGPASSWORD or the credential files"
-        return "login refused", f"{text} ({hint})"
-    if "permission denied for database" in lower:
-        return "not permitted", f"{text} (the role needs CONNECT: make it a member of the installation's app role)"
-    if 'database "' in lower and "does not exist" in lower:
-        return "database missing", f"{text} (dbname of {setting})"
-    return "database unavailable", text
-
-
-def read_credentials(files: tuple[tuple[str, str, Path | None], ...]) -> dict[str, str]:
-    """{libpq key: the content of its file} for each (key, setting, file) given a file. One trailing
-    newline is the file's, not the value's (echo, kubectl create secret --from-file)."""
-    found: dict[str, str] = {}
-    for key, setting, path in files:
-        if path is None:
-            continue
-        try:
-            found[key] = path.read_text("utf-8").removesuffix("\n")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
-            raise psycopg.OperationalError(f"cannot read {setting}={path}: {reason}") from None
-    return found
 
 
 def _connect_kwargs(dsn: str, limits: Limits) -> dict[str, Any]:
@@ -254,17 +160,6 @@ def default_group_roles(dbname: str) -> tuple[str, str]:
     if not re.match(r"[a-z_]", base) or base.startswith("pg_"):
         base = "_" + base
     return base[: 63 - len("_app")] + "_app", base[: 63 - len("_reader")] + "_reader"
-
-
-def describe_versions() -> str:
-    """This release's change numbers as runs, e.g. "1 to 7, 9" (a number may be left unused)."""
-    runs: list[list[int]] = []
-    for version in sorted(c.version for c in changes()):
-        if runs and version == runs[-1][-1] + 1:
-            runs[-1].append(version)
-        else:
-            runs.append([version])
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]} to {r[-1]}" for r in runs)
 
 
 def check_target(target: int | None, partial: bool = False) -> None:
@@ -432,57 +327,6 @@ def verify(dsn: str, limits: Limits | None = None, allowed_connect: tuple[str, .
             else:
                 log.info("verified %s", script.name)
     return failures
-
-
-def retention(dsn: str, keep: str, limits: Limits | None = None, archive_dir: Path | None = None) -> Any:
-    """metastore.apply_retention as the owner: what it dropped, as it reports it. With archive_dir,
-    each expiring day's events are written there first, in the same transaction (metastore.archive)."""
-    limits = limits or Limits()
-    if archive_dir is not None:
-        from metastore import archive
-
-        with connect(dsn, limits) as conn:
-            try:
-                return archive.retention(conn, lambda s, what, **p: run(conn, s, limits, what, **p), keep, archive_dir)
-            except archive.ArchiveError as exc:
-                raise MigrationError(str(exc)) from None
-            except OSError as exc:
-                raise MigrationError(f"writing the archive failed, nothing was removed: {exc}") from None
-    with connect(dsn, limits, autocommit=True) as conn:
-        row = run(conn, sql.query("apply_retention", "admin"), limits, "applying retention", keep=keep).fetchone()
-    return row[0] if row else None
-
-
-def backfill(dsn: str, sessions: int = 1, batch_size: int = 1000, limits: Limits | None = None) -> None:
-    """CALL metastore.backfill in `sessions` connections at once: they share the rebuild's ranges of
-    events, and the last one out finishes it (docs/operations.md, "Rebuilding the derived tables").
-    Without a statement deadline, and without the client's: a rebuild takes as long as it takes."""
-    limits = limits or Limits()
-    errors: list[BaseException] = []
-    # Every session connects before any calls: a session that came late, after the others had
-    # finished, would find no rebuild under way and start another.
-    connected = threading.Barrier(sessions)
-
-    def one(number: int) -> None:
-        try:
-            with connect(dsn, limits, autocommit=True) as conn:
-                conn.add_notice_handler(lambda d: log.info("session %d: %s", number, d.message_primary))
-                conn.execute(sql.query("no_statement_timeout", "admin"))
-                connected.wait()
-                conn.execute(sql.query("backfill", "admin"), {"batch_size": batch_size})
-        except threading.BrokenBarrierError:
-            pass  # another session could not connect: its error is the one raised
-        except BaseException as exc:  # re-raised below, in the caller's thread
-            connected.abort()
-            errors.append(exc)
-
-    threads = [threading.Thread(target=one, args=(i + 1,), name=f"backfill-{i + 1}") for i in range(sessions)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
 
 
 def status(dsn: str, limits: Limits | None = None) -> dict[str, object]:

@@ -16,12 +16,12 @@ from sanic import Request, Sanic
 from sanic.http import Http
 from sanic.response import HTTPResponse, json, raw
 
-from metastore import dbtls, logs, metrics, migrations
+from metastore import dbtls, ledger, logs, metrics, pgconn
 from metastore.config import Config
 from metastore.db import credentials
 from metastore.errors import SCHEMA_MISMATCH, ApiError
+from metastore.ledger import latest_version
 from metastore.limits import ConnectionLimits, GuardedProtocol
-from metastore.migrations import latest_version
 from metastore.state import Service, error_body
 
 log = logging.getLogger("metastore")
@@ -165,7 +165,7 @@ class Operations:
         except ApiError as exc:
             return False, _unready(exc)
         metrics.SCHEMA_VERSION.set(version)
-        verdict = migrations.schema_verdict(version, self.expected_version)
+        verdict = ledger.schema_verdict(version, self.expected_version)
         if verdict is not None:
             return False, {"status": verdict[0], "reason": verdict[1], "schema_version": version}
         stuck = ingest.stuck_for() if ingest else 0.0
@@ -219,7 +219,7 @@ def _unready(exc: ApiError) -> dict[str, Any]:
     if isinstance(exc, Unready):
         return {"status": exc.readiness, "reason": exc.message}
     if exc.code in SCHEMA_MISMATCH:
-        status, reason = migrations.schema_verdict(None) or ("", "")
+        status, reason = ledger.schema_verdict(None) or ("", "")
         return {"status": status, "reason": reason}
     if exc.code == "42501":
         return {
@@ -250,7 +250,7 @@ async def diagnose_connection(config: Config) -> Unready | None:
     except TimeoutError:
         return Unready("database unavailable", f"the database did not answer a new connection within {limit:g} s")
     except psycopg.Error as exc:
-        return Unready(*migrations.connection_failure(exc, "METASTORE_DATABASE_URL"))
+        return Unready(*pgconn.connection_failure(exc, "METASTORE_DATABASE_URL"))
     await conn.close()
     return None
 

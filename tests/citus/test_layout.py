@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from devtools.citus import CitusCluster
-from metastore import migrations
+from metastore import ledger, migrations
 from tests.conftest import Database, fixture_files, ingest, load_fixture
 from tests.support.events import run_event
 
@@ -100,7 +100,7 @@ def test_revert_brings_the_events_back_to_the_coordinator_and_a_deploy_spreads_t
 ) -> None:
     stored = ingest_fixtures(service)
     before = owner.execute("SELECT count(*), sum(id) FROM metastore.events").fetchone()
-    change = next(c.version for c in migrations.changes() if c.name.endswith("__citus_layout.sql"))
+    change = next(c.version for c in ledger.changes() if c.name.endswith("__citus_layout.sql"))
     previous = max(v for v in migrations.applied_versions(owner) if v < change)
     assert migrations.revert(database.owner_dsn, previous) == [change]
     assert citus_tables(owner) == {}

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from devtools.localpg import free_port
-from metastore import migrations
+from metastore import ledger, migrations
 from tests.conftest import Database
 from tests.db.test_migrations import schema_exists
 
@@ -47,7 +47,7 @@ def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
 def test_verify_fails_on_a_database_where_nothing_is_deployed(empty_db: Database) -> None:
     result = metastore_db("verify", dsn=empty_db.owner_dsn)
     assert result.returncode == 1
-    assert "nothing is deployed" in result.stdout and migrations.changes()[0].name in result.stdout
+    assert "nothing is deployed" in result.stdout and ledger.changes()[0].name in result.stdout
     no_traceback(result)
 
 
@@ -237,7 +237,7 @@ def test_status_reads_through_the_connection_string_only(database: Database, tmp
 
 
 def test_deploy_goes_to_the_latest_change_only(empty_db: Database) -> None:
-    latest = migrations.latest_version()
+    latest = ledger.latest_version()
     # This release's functions name the tables of every change: a store at 4 under them failed
     # at run time (ingest answered 500). Refused, with the reason, and nothing is changed.
     partial = metastore_db("deploy", "--to", "4", dsn=empty_db.owner_dsn)
@@ -258,11 +258,11 @@ def test_deploy_goes_to_the_latest_change_only(empty_db: Database) -> None:
 
 
 def test_revert_says_what_it_did_and_refuses_an_unknown_change(database: Database) -> None:
-    versions = [c.version for c in migrations.changes()]
+    versions = [c.version for c in ledger.changes()]
     latest, previous = versions[-1], versions[-2]
     unknown = metastore_db("revert", "--to", "99", "--yes", dsn=database.owner_dsn)
     assert unknown.returncode == 2 and "has no change 99" in unknown.stderr
-    assert f"its changes are {migrations.describe_versions()}" in unknown.stderr
+    assert f"its changes are {ledger.describe_versions()}" in unknown.stderr
     # A number no change of this release has, between two that are (when one is left unused).
     gaps = sorted(set(range(1, latest)) - set(versions))
     if gaps:
@@ -415,7 +415,7 @@ def test_lines_for_a_person_and_json_lines_for_a_job(empty_db: Database) -> None
     assert status.returncode == 0
     assert "pending: none" in status.stdout.splitlines()
     machine = json.loads(metastore_db("status", dsn=empty_db.owner_dsn).stdout)
-    assert machine["pending"] == [] and machine["applied"] == [c.version for c in migrations.changes()]
+    assert machine["pending"] == [] and machine["applied"] == [c.version for c in ledger.changes()]
 
 
 def test_on_a_terminal_the_lines_are_text(empty_db: Database) -> None:

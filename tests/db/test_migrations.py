@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from metastore import migrations
+from metastore import ledger, migrations
 from tests.conftest import APP_ROLE, Database
 from tests.schema_dump import SCHEMA_FILE, dump
 
@@ -24,11 +24,11 @@ def schema_exists(db: Database) -> bool:
 
 def test_round_trip_deploy_verify_revert_to_zero_and_deploy_again(empty_db: Database) -> None:
     dsn = empty_db.owner_dsn
-    assert migrations.deploy(dsn) == [c.version for c in migrations.changes()]
+    assert migrations.deploy(dsn) == [c.version for c in ledger.changes()]
     assert migrations.verify(dsn) == []
     assert dump(empty_db.server, empty_db.name) == SCHEMA_FILE.read_text(), "db/schema.sql is stale: run make schema"
 
-    assert migrations.revert(dsn, 0) == sorted((c.version for c in migrations.changes()), reverse=True)
+    assert migrations.revert(dsn, 0) == sorted((c.version for c in ledger.changes()), reverse=True)
     assert not schema_exists(empty_db)
     assert migrations.status(dsn)["applied"] == []
 
@@ -53,7 +53,7 @@ def test_concurrent_deploys_apply_each_change_once(empty_db: Database) -> None:
     for t in threads:
         t.join(120)
     assert errors == []
-    assert migrations.status(empty_db.owner_dsn)["applied"] == [c.version for c in migrations.changes()]
+    assert migrations.status(empty_db.owner_dsn)["applied"] == [c.version for c in ledger.changes()]
     assert migrations.verify(empty_db.owner_dsn) == []
 
 
@@ -101,7 +101,7 @@ def test_verify_catches_a_grant_that_lets_the_service_rewrite_history(database: 
 
 
 def test_revert_to_the_current_version_does_nothing(database: Database) -> None:
-    assert migrations.revert(database.owner_dsn, migrations.latest_version()) == []
+    assert migrations.revert(database.owner_dsn, ledger.latest_version()) == []
     assert schema_exists(database)
 
 
@@ -116,7 +116,7 @@ def test_the_cli_reports_status_as_json_and_fails_clearly_without_a_database_url
         check=True,
     )
     status = json.loads(out.stdout)
-    assert status["pending"] == [] and status["applied"] == [c.version for c in migrations.changes()]
+    assert status["pending"] == [] and status["applied"] == [c.version for c in ledger.changes()]
     missing = subprocess.run(
         [sys.executable, "-m", "metastore", "db", "status"], env=env, capture_output=True, text=True, timeout=60
     )

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from metastore import archive, migrations
+from metastore import archive, maintenance, migrations
 from metastore.transfer import split_line
 from tests.conftest import CITUS, Database, ingest
 from tests.server_fixtures import TLSFiles, start_server, tls_files  # noqa: F401
@@ -161,7 +161,7 @@ def test_archive_drop_import_gives_back_the_same_events_and_answers(
     # The same events, and after a rebuild of what the drop and the import counted twice, the same
     # answers (ids of datasets, jobs and runs are kept; events get new ids).
     assert payloads(owner) == before
-    migrations.backfill(database.owner_dsn)
+    maintenance.backfill(database.owner_dsn)
     ids_after = dict(owner.execute("SELECT payload_sha256, id FROM metastore.events").fetchall())
     renumbered = {ids_before[h]: ids_after[h] for h in ids_before}
     answers_after = list(read_calls(database.service_dsn, SERVICE_VIEWS))
@@ -207,7 +207,7 @@ def test_a_failed_write_rolls_back_and_leaves_no_file(
 
     monkeypatch.setattr(archive, "_write_day", fills_up)
     with pytest.raises(migrations.MigrationError, match="nothing was removed"):
-        migrations.retention(database.owner_dsn, KEEP, archive_dir=tmp_path)
+        maintenance.retention(database.owner_dsn, KEEP, archive_dir=tmp_path)
     assert written == 2 and list(tmp_path.iterdir()) == []
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         assert payloads(owner) == before
@@ -237,7 +237,7 @@ def test_an_event_stored_for_an_expiring_day_meanwhile_rolls_the_run_back(
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         before = payloads(owner)
         with pytest.raises(migrations.MigrationError, match="run it again"):
-            migrations.retention(database.owner_dsn, KEEP, archive_dir=tmp_path)
+            maintenance.retention(database.owner_dsn, KEEP, archive_dir=tmp_path)
         assert list(tmp_path.iterdir()) == []
         after = payloads(owner)
     assert len(after) == len(before) + 1 and set(before) < set(after)

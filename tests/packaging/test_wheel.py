@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from devtools.localpg import LocalPostgres, free_port
-from metastore import migrations
+from metastore import ledger
 from tests.conftest import APP_ROLE, FIXTURES, OWNER, READER_ROLE, ROOT, Database, drop_database, load_fixture
 from tests.server_fixtures import Server, TLSFiles, wait_until_serving
 
@@ -150,10 +150,10 @@ def test_the_installed_wheel_deploys_and_serves(
     run(metastore, "db", "deploy", env=admin, cwd=workdir)
     status = json.loads(run(metastore, "db", "status", env=admin, cwd=workdir))
     assert status == {
-        "applied": [c.version for c in migrations.changes()],
+        "applied": [c.version for c in ledger.changes()],
         "pending": [],
         "unknown": [],
-        "expected_version": migrations.latest_version(),
+        "expected_version": ledger.latest_version(),
     }
     run(metastore, "db", "verify", env=admin, cwd=workdir)
 
@@ -184,7 +184,7 @@ def test_the_installed_wheel_deploys_and_serves(
         with server.client() as http:
             ready = http.get("/readyz")
             assert ready.status_code == 200, ready.text
-            assert ready.json()["schema_version"] == migrations.latest_version()
+            assert ready.json()["schema_version"] == ledger.latest_version()
             event = load_fixture(FIXTURES / "trino" / "04-ctas-complete.json")
             assert http.post("/api/v1/lineage", json=event).status_code == 201
             names = {d["name"] for d in http.get("/api/v1/datasets").json()["datasets"]}

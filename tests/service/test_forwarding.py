@@ -350,15 +350,15 @@ def test_an_upgrade_resumes_a_target_named_with_its_credentials_where_it_was(
 ) -> None:
     """An earlier release named the target by its whole URL, password included. After the upgrade,
     the service (with another password in its URL) sends only what came after that target's cursor."""
-    from metastore import migrations
+    from metastore import ledger, migrations
     from tests.conftest import SERVICE, create_group_roles
 
     db = create_database(pg_server, template="template0")
     app, _ = create_group_roles(pg_server, db.name)
     with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
         admin.execute(f"GRANT {app} TO {SERVICE}")
-    [change] = [c.version for c in migrations.changes() if c.name.endswith("__forward_keys.sql")]
-    migrations.deploy(db.owner_dsn, max(c.version for c in migrations.changes() if c.version < change), partial=True)
+    [change] = [c.version for c in ledger.changes() if c.name.endswith("__forward_keys.sql")]
+    migrations.deploy(db.owner_dsn, max(c.version for c in ledger.changes() if c.version < change), partial=True)
     script = Accepting()
     with Receiver(script) as receiver:
         with psycopg.connect(db.owner_dsn, autocommit=True) as owner:

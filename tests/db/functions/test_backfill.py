@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from metastore import migrations
+from metastore import ledger, maintenance
 from tests.conftest import OWNER, Database, create_database, drop_database, fixture_files, ingest, load_fixture
 from tests.db.functions.test_derive_lineage import derived_snapshot
 
@@ -307,7 +307,7 @@ def test_sessions_share_a_rebuild_while_ingest_goes_on(database: Database, pg_se
 
     thread = threading.Thread(target=writer)
     thread.start()
-    migrations.backfill(database.owner_dsn, sessions=3, batch_size=4)
+    maintenance.backfill(database.owner_dsn, sessions=3, batch_size=4)
     thread.join(120)
     assert not thread.is_alive() and not errors
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
@@ -335,7 +335,7 @@ def test_ingest_is_held_only_for_the_cut_not_for_the_rebuild(database: Database)
 
     def rebuild() -> None:
         try:
-            migrations.backfill(database.owner_dsn, batch_size=1)
+            maintenance.backfill(database.owner_dsn, batch_size=1)
         except BaseException as exc:  # reported by the main thread
             failures.append(exc)
         finally:
@@ -415,7 +415,7 @@ def test_a_deploy_that_changed_the_rules_starts_the_rebuild_again(database: Data
         before = whole(owner)
         stop_midway(database, 2)
         # What a deploy of other rules does: another text of a derivation (here, one more comment).
-        source = (migrations.db_dir() / "functions" / "041_derive_job_run.sql").read_text()
+        source = (ledger.db_dir() / "functions" / "041_derive_job_run.sql").read_text()
         owner.execute(source.replace("BEGIN\n", "BEGIN\n    -- other rules\n", 1))  # type: ignore[arg-type]
         notices: list[str] = []
         owner.add_notice_handler(lambda d: notices.append(d.message_primary or ""))

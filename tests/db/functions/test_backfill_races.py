@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from metastore import migrations
+from metastore import ledger, maintenance, migrations
 from tests.conftest import CITUS, Database, ingest
 from tests.db.functions.test_backfill import allow_two_weeks_ahead, dangling, reference, runs_of, stop_midway, whole
 
@@ -87,7 +87,7 @@ def seconds_ago(i: int) -> str:
 
 def other_rules(owner: psycopg.Connection[Any]) -> None:
     """What a deploy of other rules does: another text of a derivation (here, one more comment)."""
-    source = (migrations.db_dir() / "functions" / "041_derive_job_run.sql").read_text()
+    source = (ledger.db_dir() / "functions" / "041_derive_job_run.sql").read_text()
     owner.execute(source.replace("BEGIN\n", "BEGIN\n    -- other rules\n", 1))
 
 
@@ -285,7 +285,7 @@ def test_sessions_resuming_the_end_of_a_rebuild_do_not_deadlock(database: Databa
             if stopped.error is None:  # it finished before the cancel came: nothing to resume
                 continue
             assert state(owner)[1] == "finishing"
-            migrations.backfill(database.owner_dsn, sessions=4, batch_size=1000)
+            maintenance.backfill(database.owner_dsn, sessions=4, batch_size=1000)
             assert state(owner)[1] == "none"
             assert owner.execute("SELECT count(*) FROM metastore.datasets WHERE namespace = 'ghost'").fetchone() == (0,)
 
@@ -435,7 +435,7 @@ def test_sessions_writers_and_create_partitions_all_at_once(database: Database, 
     ]
     for t in threads:
         t.start()
-    migrations.backfill(database.owner_dsn, sessions=5, batch_size=2)
+    maintenance.backfill(database.owner_dsn, sessions=5, batch_size=2)
     for t in threads:
         t.join(300)
     assert not errors, errors

@@ -215,12 +215,12 @@ def test_ties_and_empty_values_are_decided_the_same_in_any_order(
 
 
 def test_ingest_goes_on_after_reverting_v0007(empty_db: Any) -> None:
-    from metastore import migrations
+    from metastore import ledger, migrations
 
     dsn = empty_db.owner_dsn
     migrations.deploy(dsn)
     # With every newer change, newest first.
-    assert migrations.revert(dsn, 6) == sorted((c.version for c in migrations.changes() if c.version > 6), reverse=True)
+    assert migrations.revert(dsn, 6) == sorted((c.version for c in ledger.changes() if c.version > 6), reverse=True)
     with psycopg.connect(dsn, autocommit=True) as owner:
         assert ingest(owner, event("j", "COMPLETE", "2026-07-20T10:00:00Z"))[0] == "stored"
         assert owner.execute("SELECT to_regclass('metastore.runs')").fetchone() == (None,)

@@ -240,12 +240,12 @@ def test_an_edge_is_looked_up_alone_among_the_jobs_of_its_pair(
 def test_ingest_goes_on_after_reverting_v0006_and_v0007(empty_db: Any) -> None:
     """A revert drops the layer's tables and the functions that derive into them; store_events (still
     the newer one until the older release deploys its functions) skips them and stores the event."""
-    from metastore import migrations
+    from metastore import ledger, migrations
 
     dsn = empty_db.owner_dsn
     migrations.deploy(dsn)
     # With every newer change, newest first.
-    assert migrations.revert(dsn, 5) == sorted((c.version for c in migrations.changes() if c.version > 5), reverse=True)
+    assert migrations.revert(dsn, 5) == sorted((c.version for c in ledger.changes() if c.version > 5), reverse=True)
     with psycopg.connect(dsn, autocommit=True) as owner:
         assert ingest(owner, ctas(0, "ctas"))[0] == "stored"
         gone = owner.execute(

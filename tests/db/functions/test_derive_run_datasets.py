@@ -104,12 +104,12 @@ def test_ingest_goes_on_after_reverting_the_change_and_a_deploy_rebuilds_them(em
     """The revert drops run_datasets and derive_run_datasets; store_events (the newer one until the
     older release deploys its functions) skips them and stores the event; deployed again, a backfill
     derives them."""
-    from metastore import migrations
+    from metastore import ledger, migrations
 
     dsn = empty_db.owner_dsn
     migrations.deploy(dsn)
-    newest = migrations.latest_version()
-    assert migrations.revert(dsn, 7) == sorted((c.version for c in migrations.changes() if c.version > 7), reverse=True)
+    newest = ledger.latest_version()
+    assert migrations.revert(dsn, 7) == sorted((c.version for c in ledger.changes() if c.version > 7), reverse=True)
     with psycopg.connect(dsn, autocommit=True) as owner:
         event = generated_events(1, "rv")[0] | {"eventTime": "2026-07-20T10:00:00Z"}
         assert ingest(owner, event)[0] == "stored"
@@ -119,7 +119,7 @@ def test_ingest_goes_on_after_reverting_the_change_and_a_deploy_rebuilds_them(em
         ).fetchone()
         assert gone == (None, None, None)
     migrations.deploy(dsn)
-    assert migrations.latest_version() == newest and migrations.verify(dsn) == []
+    assert ledger.latest_version() == newest and migrations.verify(dsn) == []
     with psycopg.connect(dsn, autocommit=True) as owner:
         owner.execute("CALL metastore.backfill()")
         assert [r[1:6] for r in rows(owner)] == [

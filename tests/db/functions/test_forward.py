@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from metastore import migrations
+from metastore import ledger, migrations
 from metastore.outbound import target_key
 from tests.conftest import SERVICE, Database, create_database, create_group_roles, drop_database, ingest
 from tests.support.events import run_event
@@ -170,7 +170,7 @@ def test_the_owner_removes_a_target_that_is_no_longer_in_use(database: Database)
 
 
 def forward_change() -> int:
-    [change] = [c.version for c in migrations.changes() if c.name.endswith("__forward_keys.sql")]
+    [change] = [c.version for c in ledger.changes() if c.name.endswith("__forward_keys.sql")]
     return change
 
 
@@ -183,7 +183,7 @@ def test_the_upgrade_names_existing_targets_by_their_key_and_keeps_the_furthest_
     with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
         admin.execute(f"GRANT {app} TO {SERVICE}")
     try:
-        before = max(c.version for c in migrations.changes() if c.version < forward_change())
+        before = max(c.version for c in ledger.changes() if c.version < forward_change())
         migrations.deploy(db.owner_dsn, before, partial=True)
         # Cursors as the feed makes them: transaction 0 (events stored before the feed existed) and later ones.
         old_cursor, new_cursor, other_cursor = ("MDoy", "MTAwOjk=", "NTA6MTI=")  # 0:2, 100:9, 50:12
