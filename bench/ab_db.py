@@ -82,6 +82,98 @@ def query(i: int, start: bool, unlisted: bool) -> list[bytes]:
     return [ctas(i, start=True), complete(i, unlisted)] if start else [complete(i, unlisted)]
 
 
+def compare_ingest(server: LocalPostgres, dbs: dict[str, Path], args: argparse.Namespace) -> int:
+    """Every mode's events stored through both schemas, in alternating order; prints time and server
+    CPU per event and storage per event. Returns how many queries' events it made up."""
+    conns = {label: provision(server, f"ab_{label}", db) for label, db in dbs.items()}
+    empty = {label: schema_bytes(conn) for label, conn in conns.items()}
+    spent = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
+    cpu = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
+    counted = {mode: 0 for mode, _, _ in MODES}
+    # Per round, this over base: the median says more than the sums on a machine shared with other work.
+    ratios: dict[str, list[float]] = {mode: [] for mode, _, _ in MODES}
+    cpu_ratios: dict[str, list[float]] = {mode: [] for mode, _, _ in MODES}
+    n = 0
+    per_query = 2 if args.start else 1
+    for r in range(args.rounds):
+        for mode, size, reps in MODES:
+            sets = []
+            for _ in range(reps):
+                # size events per call: whole queries, START before COMPLETE.
+                queries = range(n, n + (size // per_query or 1))
+                events = [body for i in queries for body in query(i, args.start, args.unlisted)]
+                n += size // per_query or 1
+                sets += [events[k : k + size] for k in range(0, len(events), size)]
+            counted[mode] += sum(len(bodies) for bodies in sets)
+            took: dict[str, tuple[float, float]] = {}
+            for label in ("base", "this") if r % 2 == 0 else ("this", "base"):
+                pid = conns[label].info.backend_pid
+                before = backend_cpu_s(pid)
+                started = time.perf_counter()
+                for bodies in sets:
+                    store(conns[label], bodies)
+                took[label] = (time.perf_counter() - started, backend_cpu_s(pid) - before)
+                spent[(label, mode)] += took[label][0]
+                cpu[(label, mode)] += took[label][1]
+            ratios[mode].append(took["this"][0] / took["base"][0])
+            if took["base"][1] > 0:
+                cpu_ratios[mode].append(took["this"][1] / took["base"][1])
+    stored = {}
+    for label, conn in conns.items():
+        row = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
+        stored[label] = int(row[0]) if row else 0
+        conn.execute("VACUUM ANALYZE")
+    assert stored["base"] == stored["this"], stored
+    for mode, _, _ in MODES:
+        base, this = (spent[(label, mode)] / counted[mode] * 1000 for label in ("base", "this"))
+        cbase, cthis = (cpu[(label, mode)] / counted[mode] * 1e6 for label in ("base", "this"))
+        print(
+            f"ingest, {mode}: base {base:.3f} ms/event, this {this:.3f} ms/event, this/base {this / base:.2f} "
+            f"(median of rounds {statistics.median(ratios[mode]):.2f}); server CPU base {cbase:.0f} us/event, "
+            f"this {cthis:.0f} us/event, this/base {cthis / cbase:.2f} "
+            f"(median of rounds {statistics.median(cpu_ratios[mode]) if cpu_ratios[mode] else float('nan'):.2f})"
+        )
+    per_event = {label: (schema_bytes(conn) - empty[label]) / stored[label] for label, conn in conns.items()}
+    print(
+        f"storage of the schema per event ({stored['this']} events): base {per_event['base']:.0f} B, "
+        f"this {per_event['this']:.0f} B, this/base {per_event['this'] / per_event['base']:.3f}"
+    )
+    for conn in conns.values():
+        conn.close()
+    return n
+
+
+def compare_backfill(server: LocalPostgres, dbs: dict[str, Path], args: argparse.Namespace, n: int) -> None:
+    """A backfill of the same events through both schemas, twice; prints events/s and server CPU."""
+    conns = {label: provision(server, f"backfill_{label}", db) for label, db in dbs.items()}
+    for conn in conns.values():
+        if args.bulk:
+            continue
+        for i in range(0, args.backfill, 100):
+            store(conn, [complete(n + j, args.unlisted) for j in range(i, min(args.backfill, i + 100))])
+        conn.execute("VACUUM ANALYZE")
+    n += args.backfill
+    for _ in range(1 if args.bulk else 2):
+        for label, conn in conns.items():
+            if args.bulk:
+                generate_events(conn, args.backfill)
+            started, cpu = time.perf_counter(), backend_cpu_s(conn.info.backend_pid)
+            if label == "this" and args.sessions > 1:
+                maintenance.backfill(conn.info.dsn, args.sessions)
+            else:
+                conn.execute("CALL metastore.backfill()")
+            seconds = time.perf_counter() - started
+            # The server CPU of the calling session (of one session only: not with --sessions).
+            cpu_us = (backend_cpu_s(conn.info.backend_pid) - cpu) / args.backfill * 1e6
+            rate = args.backfill / seconds
+            print(
+                f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {rate:.0f} events/s, "
+                f"server CPU {cpu_us:.0f} us/event"
+            )
+    for conn in conns.values():
+        conn.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", required=True, help="git revision to compare with (e.g. a commit of main)")
@@ -98,88 +190,8 @@ def main() -> None:
             server.stop()
             server.start(durable=True)
         dbs = {"base": checkout_db(args.base, Path(tmp)), "this": ledger.db_dir()}
-        conns = {label: provision(server, f"ab_{label}", db) for label, db in dbs.items()}
-        empty = {label: schema_bytes(conn) for label, conn in conns.items()}
-        spent = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
-        cpu = {(label, mode): 0.0 for label in conns for mode, _, _ in MODES}
-        counted = {mode: 0 for mode, _, _ in MODES}
-        # Per round, this over base: the median says more than the sums on a machine shared with other work.
-        ratios: dict[str, list[float]] = {mode: [] for mode, _, _ in MODES}
-        cpu_ratios: dict[str, list[float]] = {mode: [] for mode, _, _ in MODES}
-        n = 0
-        per_query = 2 if args.start else 1
-        for r in range(args.rounds):
-            for mode, size, reps in MODES:
-                sets = []
-                for _ in range(reps):
-                    # size events per call: whole queries, START before COMPLETE.
-                    queries = range(n, n + (size // per_query or 1))
-                    events = [body for i in queries for body in query(i, args.start, args.unlisted)]
-                    n += size // per_query or 1
-                    sets += [events[k : k + size] for k in range(0, len(events), size)]
-                counted[mode] += sum(len(bodies) for bodies in sets)
-                took: dict[str, tuple[float, float]] = {}
-                for label in ("base", "this") if r % 2 == 0 else ("this", "base"):
-                    pid = conns[label].info.backend_pid
-                    before = backend_cpu_s(pid)
-                    started = time.perf_counter()
-                    for bodies in sets:
-                        store(conns[label], bodies)
-                    took[label] = (time.perf_counter() - started, backend_cpu_s(pid) - before)
-                    spent[(label, mode)] += took[label][0]
-                    cpu[(label, mode)] += took[label][1]
-                ratios[mode].append(took["this"][0] / took["base"][0])
-                if took["base"][1] > 0:
-                    cpu_ratios[mode].append(took["this"][1] / took["base"][1])
-        stored = {}
-        for label, conn in conns.items():
-            row = conn.execute("SELECT count(*) FROM metastore.events").fetchone()
-            stored[label] = int(row[0]) if row else 0
-            conn.execute("VACUUM ANALYZE")
-        assert stored["base"] == stored["this"], stored
-        for mode, _, _ in MODES:
-            base, this = (spent[(label, mode)] / counted[mode] * 1000 for label in ("base", "this"))
-            cbase, cthis = (cpu[(label, mode)] / counted[mode] * 1e6 for label in ("base", "this"))
-            print(
-                f"ingest, {mode}: base {base:.3f} ms/event, this {this:.3f} ms/event, this/base {this / base:.2f} "
-                f"(median of rounds {statistics.median(ratios[mode]):.2f}); server CPU base {cbase:.0f} us/event, "
-                f"this {cthis:.0f} us/event, this/base {cthis / cbase:.2f} "
-                f"(median of rounds {statistics.median(cpu_ratios[mode]) if cpu_ratios[mode] else float('nan'):.2f})"
-            )
-        size = {label: (schema_bytes(conn) - empty[label]) / stored[label] for label, conn in conns.items()}
-        print(
-            f"storage of the schema per event ({stored['this']} events): base {size['base']:.0f} B, "
-            f"this {size['this']:.0f} B, this/base {size['this'] / size['base']:.3f}"
-        )
-        for conn in conns.values():
-            conn.close()
-        conns = {label: provision(server, f"backfill_{label}", db) for label, db in dbs.items()}
-        for conn in conns.values():
-            if args.bulk:
-                continue
-            for i in range(0, args.backfill, 100):
-                store(conn, [complete(n + j, args.unlisted) for j in range(i, min(args.backfill, i + 100))])
-            conn.execute("VACUUM ANALYZE")
-        n += args.backfill
-        for _ in range(1 if args.bulk else 2):
-            for label, conn in conns.items():
-                if args.bulk:
-                    generate_events(conn, args.backfill)
-                started, cpu = time.perf_counter(), backend_cpu_s(conn.info.backend_pid)
-                if label == "this" and args.sessions > 1:
-                    maintenance.backfill(conn.info.dsn, args.sessions)
-                else:
-                    conn.execute("CALL metastore.backfill()")
-                seconds = time.perf_counter() - started
-                # The server CPU of the calling session (of one session only: not with --sessions).
-                cpu_us = (backend_cpu_s(conn.info.backend_pid) - cpu) / args.backfill * 1e6
-                rate = args.backfill / seconds
-                print(
-                    f"backfill of {args.backfill} events, {label}: {seconds:.2f} s, {rate:.0f} events/s, "
-                    f"server CPU {cpu_us:.0f} us/event"
-                )
-        for conn in conns.values():
-            conn.close()
+        n = compare_ingest(server, dbs, args)
+        compare_backfill(server, dbs, args, n)
 
 
 if __name__ == "__main__":

@@ -585,6 +585,63 @@ def batch_body(tag: str, size: int, events: int = 8) -> bytes:
     return b"[" + b",".join(padded_event(f"{tag}-{i}", each) for i in range(events)) + b"]"
 
 
+async def poster(
+    target: Target,
+    seen: Seen,
+    stop_at: float,
+    kind: str,
+    make: Callable[[int], tuple[bytes, dict[str, str]]],
+    path: str,
+) -> None:
+    """Posts what `make` gives, again as soon as it is answered, until stop_at."""
+    i = 0
+    async with target.client(timeout=60) as http:
+        while time.monotonic() < stop_at:
+            i += 1
+            data, headers = await asyncio.to_thread(make, i)
+            started = time.perf_counter()
+            try:
+                r = await http.post(path, content=data, headers={**JSON, **headers})
+                code = r.json().get("error", {}).get("code", "") if r.status_code >= 400 else ""
+                seen.add(f"{kind} {r.status_code} {code}".strip(), time.perf_counter() - started)
+            except httpx.HTTPError as exc:
+                seen.add(f"{kind} {type(exc).__name__}", time.perf_counter() - started)
+
+
+async def slow_upload(target: Target, seen: Seen, stop_at: float, tag: str, size: int, slow_rate: int) -> None:
+    """Events of `size` bytes sent at slow_rate bytes/s, one after the other, until stop_at."""
+    ctx = target.ssl_context()
+    while time.monotonic() < stop_at:
+        started = time.perf_counter()
+        try:
+            reader, writer = await target.connect(ctx)
+        except (OSError, ssl.SSLError) as exc:
+            seen.add(f"slow {type(exc).__name__}", time.perf_counter() - started)
+            await asyncio.sleep(0.5)
+            continue
+        data = stored_event(f"{tag}-s-{time.time_ns()}", size)
+        head = (
+            f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode()
+
+        async def trickle(data: bytes = data, head: bytes = head, writer: asyncio.StreamWriter = writer) -> None:
+            writer.write(head)
+            for at in range(0, len(data), slow_rate):
+                writer.write(data[at : at + slow_rate])
+                await writer.drain()
+                await asyncio.sleep(1)
+
+        sender = asyncio.create_task(trickle())
+        try:
+            code, _ = await asyncio.wait_for(read_status(reader), max(1.0, stop_at - time.monotonic() + 15))
+        except TimeoutError:
+            code = "no answer"
+        seen.add(f"slow {code}", time.perf_counter() - started)
+        sender.cancel()
+        _close(writer)
+
+
 async def mixed(
     target: Target,
     seconds: float = 20,
@@ -605,24 +662,9 @@ async def mixed(
     deadline, which should cut them first), then start again. Refusals (413, 503) are expected:
     what is measured is that memory stays bounded meanwhile."""
     tag = f"mixed-{time.time_ns()}"
-    ctx = target.ssl_context()
     stop_at = time.monotonic() + seconds
     # Just under the limit after inflation: admitted, held whole, then stored.
     size = body_limit - 4096
-
-    async def poster(seen: Seen, kind: str, make: Callable[[int], tuple[bytes, dict[str, str]]], path: str) -> None:
-        i = 0
-        async with target.client(timeout=60) as http:
-            while time.monotonic() < stop_at:
-                i += 1
-                data, headers = await asyncio.to_thread(make, i)
-                started = time.perf_counter()
-                try:
-                    r = await http.post(path, content=data, headers={**JSON, **headers})
-                    code = r.json().get("error", {}).get("code", "") if r.status_code >= 400 else ""
-                    seen.add(f"{kind} {r.status_code} {code}".strip(), time.perf_counter() - started)
-                except httpx.HTTPError as exc:
-                    seen.add(f"{kind} {type(exc).__name__}", time.perf_counter() - started)
 
     def bomb(n: int, k: int, encoding: str) -> tuple[bytes, dict[str, str]]:
         raw = stored_event(f"{tag}-b{k}-{n}", size)
@@ -639,46 +681,28 @@ async def mixed(
         data = batch_body(f"{tag}-a{k}-{n}", size)
         return (gzip.compress(data, 6), {"Content-Encoding": "gzip"}) if n % 2 else (data, {})
 
-    async def slow_upload(seen: Seen) -> None:
-        while time.monotonic() < stop_at:
-            started = time.perf_counter()
-            try:
-                reader, writer = await target.connect(ctx)
-            except (OSError, ssl.SSLError) as exc:
-                seen.add(f"slow {type(exc).__name__}", time.perf_counter() - started)
-                await asyncio.sleep(0.5)
-                continue
-            data = stored_event(f"{tag}-s-{time.time_ns()}", size)
-            head = (
-                f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(data)}\r\n\r\n"
-            ).encode()
-
-            async def trickle(data: bytes = data, head: bytes = head, writer: asyncio.StreamWriter = writer) -> None:
-                writer.write(head)
-                for at in range(0, len(data), slow_rate):
-                    writer.write(data[at : at + slow_rate])
-                    await writer.drain()
-                    await asyncio.sleep(1)
-
-            sender = asyncio.create_task(trickle())
-            try:
-                code, _ = await asyncio.wait_for(read_status(reader), max(1.0, stop_at - time.monotonic() + 15))
-            except TimeoutError:
-                code = "no answer"
-            seen.add(f"slow {code}", time.perf_counter() - started)
-            sender.cancel()
-            _close(writer)
-
     async def body(seen: Seen) -> dict[str, Any]:
         tasks = [
             *(
-                poster(seen, "bomb", lambda n, k=k: bomb(n, k, "deflate" if k % 4 == 3 else "gzip"), "/api/v1/lineage")
+                poster(
+                    target,
+                    seen,
+                    stop_at,
+                    "bomb",
+                    lambda n, k=k: bomb(n, k, "deflate" if k % 4 == 3 else "gzip"),
+                    "/api/v1/lineage",
+                )
                 for k in range(bombs)
             ),
-            *(poster(seen, "plain", lambda n, k=k: plain_body(n, k), "/api/v1/lineage") for k in range(plain)),
-            *(poster(seen, "batch", lambda n, k=k: batch(n, k), "/api/v1/lineage/batch") for k in range(batches)),
-            *(slow_upload(seen) for _ in range(slow)),
+            *(
+                poster(target, seen, stop_at, "plain", lambda n, k=k: plain_body(n, k), "/api/v1/lineage")
+                for k in range(plain)
+            ),
+            *(
+                poster(target, seen, stop_at, "batch", lambda n, k=k: batch(n, k), "/api/v1/lineage/batch")
+                for k in range(batches)
+            ),
+            *(slow_upload(target, seen, stop_at, tag, size, slow_rate) for _ in range(slow)),
             *(stalled_reader(target, seen, stop_at, k % 2 == 0, reader_hold_s) for k in range(readers)),
         ]
         await asyncio.gather(*tasks)
@@ -991,12 +1015,8 @@ FORMULA = (
 BODY_FLOODS = ("slow_uploads", "gzip_bombs", "gzip_bombs_4", "large_bodies", "mixed")
 
 
-def fit(
-    runs: dict[str, dict[str, Any]], max_connections: int, inflight: int, queue_bytes: int, defaults: dict[str, Any]
-) -> dict[str, Any]:
-    """Constants of the bound (see FORMULA), each from its own flood, rounded up; then every measured
-    peak checked against the bound at its settings."""
-    base = max(_peak(runs["idle"]), *(r["baseline_mb"] for r in runs.values()))
+def per_connection_kb(runs: dict[str, dict[str, Any]], max_connections: int) -> dict[str, float]:
+    """KiB per connection as each flood of connections measured it."""
     uncapped = runs["idle_tls_3000_uncapped"]
     conns = max(1, int(uncapped["settings"]["METASTORE_MAX_CONNECTIONS"]))
     per_connection_kb = max(0.0, (_peak(uncapped) - uncapped["baseline_mb"]) * 1024 / conns)
@@ -1010,6 +1030,21 @@ def fit(
     per_busy_connection_kb = max(0.0, (busy["settled_mb"] - busy["baseline_mb"]) * 1024 / max(1, busy["held"]))
     loris = runs["slowloris"]
     per_slow_header_kb = max(0.0, (_peak(loris) - loris["baseline_mb"]) * 1024 / loris["params"]["n"])
+    return {
+        "per_connection_kb": per_connection_kb,
+        "per_pending_handshake_kb": per_handshake_kb,
+        "per_slow_header_connection_kb": per_slow_header_kb,
+        "per_connection_after_a_body_kb": per_busy_connection_kb,
+    }
+
+
+def fit(
+    runs: dict[str, dict[str, Any]], max_connections: int, inflight: int, queue_bytes: int, defaults: dict[str, Any]
+) -> dict[str, Any]:
+    """Constants of the bound (see FORMULA), each from its own flood, rounded up; then every measured
+    peak checked against the bound at its settings."""
+    base = max(_peak(runs["idle"]), *(r["baseline_mb"] for r in runs.values()))
+    per = per_connection_kb(runs, max_connections)
     # What the bodies held beyond libpq's send buffers (their own term), per byte of the budget.
     body_peaks = [
         _peak(runs[n]) - runs[n]["baseline_mb"] - send_buffers_mb(runs[n]["settings"]) for n in BODY_FLOODS if n in runs
@@ -1026,9 +1061,7 @@ def fit(
     w = max(0.0, ((_peak(wl) - wl["baseline_mb"]) * MIB - receiving) / (writers * batch))
     constants = {
         "base_mb": _ceil(base + 10, 10),
-        "per_connection_kb": _ceil(
-            max(per_connection_kb, per_handshake_kb, per_slow_header_kb, per_busy_connection_kb) * 1.25, 5
-        ),
+        "per_connection_kb": _ceil(max(per.values()) * 1.25, 5),
         "k_inflight": round(_ceil(k * 1.1, 0.1), 1),
         "m_queue": round(_ceil(m * 1.1, 0.1), 1),
         "w_writers": round(_ceil(w * 1.1, 0.1), 1),
@@ -1051,10 +1084,7 @@ def fit(
         "formula": FORMULA,
         "constants": constants,
         "measured": {
-            "per_connection_kb": round(per_connection_kb, 1),
-            "per_pending_handshake_kb": round(per_handshake_kb, 1),
-            "per_slow_header_connection_kb": round(per_slow_header_kb, 1),
-            "per_connection_after_a_body_kb": round(per_busy_connection_kb, 1),
+            **{name: round(kb, 1) for name, kb in per.items()},
             "k_inflight": round(k, 2),
             "m_queue": round(m, 2),
             "w_writers": round(w, 2),

@@ -71,6 +71,92 @@ def ingest(conn: psycopg.Connection[Any], bodies: list[bytes], batch: int, rng: 
     return time.perf_counter() - started, backend_cpu_s(pid) - cpu
 
 
+def ingest_rounds(
+    conns: dict[str, psycopg.Connection[Any]], args: argparse.Namespace
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Events/s and server CPU per event of each round, the two databases in alternating order."""
+    rng = random.Random(15)  # noqa: S311  (an arrival order, not a secret)
+    base = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=6)
+    rates: dict[str, list[float]] = {"with": [], "without": []}
+    cpu_us: dict[str, list[float]] = {"with": [], "without": []}
+    number = 0
+    for r in range(args.rounds):
+        order = ("with", "without") if r % 2 == 0 else ("without", "with")
+        for label in order:
+            bodies = queries(number, args.queries, base)
+            number += args.queries
+            seconds, cpu = ingest(conns[label], bodies, args.batch, rng)
+            rates[label].append(len(bodies) / seconds)
+            cpu_us[label].append(cpu / len(bodies) * 1e6)
+            print(
+                f"round {r + 1} {label:7s}: {len(bodies) / seconds:8.0f} events/s, "
+                f"{cpu / len(bodies) * 1e6:6.0f} us server CPU per event"
+            )
+    return rates, cpu_us
+
+
+def jobs_runs_rows(conn: psycopg.Connection[Any], events: int) -> dict[str, int]:
+    jr = conn.execute(
+        "SELECT (SELECT count(*) FROM metastore.jobs), (SELECT count(*) FROM metastore.runs), "
+        "pg_total_relation_size('metastore.jobs') + pg_total_relation_size('metastore.runs')"
+    ).fetchone()
+    assert jr is not None
+    return {"jobs": jr[0], "runs": jr[1], "bytes": jr[2], "bytes_per_event": round(jr[2] / events)}
+
+
+def backfills(conns: dict[str, psycopg.Connection[Any]], events: int, result: dict[str, Any]) -> None:
+    result["backfill_events_per_s"] = {}
+    result["backfill_server_cpu_us_per_event"] = {}
+    for label, conn in conns.items():
+        cpu = backend_cpu_s(conn.info.backend_pid)
+        started = time.perf_counter()
+        conn.execute("CALL metastore.backfill()")
+        seconds = time.perf_counter() - started
+        cpu = backend_cpu_s(conn.info.backend_pid) - cpu
+        result["backfill_events_per_s"][label] = round(events / seconds)
+        result["backfill_server_cpu_us_per_event"][label] = round(cpu / events * 1e6)
+        print(f"backfill {label:7s}: {events / seconds:8.0f} events/s ({seconds:.1f} s, {cpu:.2f} s CPU)")
+    check = (
+        conns["with"]
+        .execute(
+            "SELECT count(*) FILTER (WHERE state = 'COMPLETE' AND duration IS NOT NULL), count(*) FROM metastore.runs"
+        )
+        .fetchone()
+    )
+    assert check is not None and check[0] == check[1] == events // 2, check
+
+
+def measure(conns: dict[str, psycopg.Connection[Any]], args: argparse.Namespace) -> dict[str, Any]:
+    version = conns["with"].execute("SHOW server_version").fetchone()
+    size0 = {label: conn.execute(SIZE).fetchone()[0] for label, conn in conns.items()}  # type: ignore[index]
+    rates, cpu_us = ingest_rounds(conns, args)
+    events = args.rounds * args.queries * 2
+    result: dict[str, Any] = {
+        "command": "python -m bench.jobs_runs "
+        + f"--queries {args.queries} --rounds {args.rounds} --batch {args.batch}",
+        "postgresql": version[0] if version else None,
+        "events_per_database": events,
+        "event": "Trino CTAS START (2.2 kB) and COMPLETE (22 kB), fixtures 03 and 04, one job and run per query",
+        "ingest_events_per_s": {label: [round(x) for x in xs] for label, xs in rates.items()},
+        "ingest_events_per_s_median": {label: round(statistics.median(xs)) for label, xs in rates.items()},
+    }
+    result["server_cpu_us_per_event_median"] = {label: round(statistics.median(xs)) for label, xs in cpu_us.items()}
+    result["server_cpu_ratio_with_over_without"] = round(
+        result["server_cpu_us_per_event_median"]["with"] / result["server_cpu_us_per_event_median"]["without"], 3
+    )
+    result["ingest_ratio_with_over_without"] = round(
+        result["ingest_events_per_s_median"]["with"] / result["ingest_events_per_s_median"]["without"], 3
+    )
+    sizes = {label: conn.execute(SIZE).fetchone()[0] for label, conn in conns.items()}  # type: ignore[index]
+    result["storage_bytes_per_event"] = {label: round((sizes[label] - size0[label]) / events) for label in conns}
+    result["storage_ratio_with_over_without"] = round(
+        result["storage_bytes_per_event"]["with"] / result["storage_bytes_per_event"]["without"], 3
+    )
+    result["jobs_runs_rows"] = jobs_runs_rows(conns["with"], events)
+    backfills(conns, events, result)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--queries", type=int, default=1000, help="queries per round and database (2 events each)")
@@ -78,8 +164,6 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "jobs_runs.json")
     args = parser.parse_args()
-    rng = random.Random(15)  # noqa: S311  (an arrival order, not a secret)
-    base = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=6)
     server = LocalPostgres().start()
     try:
         conns: dict[str, psycopg.Connection[Any]] = {}
@@ -87,80 +171,7 @@ def main() -> None:
             localpg.provision(server, f"bench_{label}")
             conns[label] = psycopg.connect(server.dsn_for("metastore_owner", f"bench_{label}"), autocommit=True)
         conns["without"].execute(NOOP)
-        version = conns["with"].execute("SHOW server_version").fetchone()
-        size0 = {label: conn.execute(SIZE).fetchone()[0] for label, conn in conns.items()}  # type: ignore[index]
-        rates: dict[str, list[float]] = {"with": [], "without": []}
-        cpu_us: dict[str, list[float]] = {"with": [], "without": []}
-        number = 0
-        for r in range(args.rounds):
-            order = ("with", "without") if r % 2 == 0 else ("without", "with")
-            for label in order:
-                bodies = queries(number, args.queries, base)
-                number += args.queries
-                seconds, cpu = ingest(conns[label], bodies, args.batch, rng)
-                rates[label].append(len(bodies) / seconds)
-                cpu_us[label].append(cpu / len(bodies) * 1e6)
-                print(
-                    f"round {r + 1} {label:7s}: {len(bodies) / seconds:8.0f} events/s, "
-                    f"{cpu / len(bodies) * 1e6:6.0f} us server CPU per event"
-                )
-        events = args.rounds * args.queries * 2
-        result: dict[str, Any] = {
-            "command": "python -m bench.jobs_runs "
-            + f"--queries {args.queries} --rounds {args.rounds} --batch {args.batch}",
-            "postgresql": version[0] if version else None,
-            "events_per_database": events,
-            "event": "Trino CTAS START (2.2 kB) and COMPLETE (22 kB), fixtures 03 and 04, one job and run per query",
-            "ingest_events_per_s": {label: [round(x) for x in xs] for label, xs in rates.items()},
-            "ingest_events_per_s_median": {label: round(statistics.median(xs)) for label, xs in rates.items()},
-        }
-        result["server_cpu_us_per_event_median"] = {label: round(statistics.median(xs)) for label, xs in cpu_us.items()}
-        result["server_cpu_ratio_with_over_without"] = round(
-            result["server_cpu_us_per_event_median"]["with"] / result["server_cpu_us_per_event_median"]["without"], 3
-        )
-        result["ingest_ratio_with_over_without"] = round(
-            result["ingest_events_per_s_median"]["with"] / result["ingest_events_per_s_median"]["without"], 3
-        )
-        sizes = {label: conn.execute(SIZE).fetchone()[0] for label, conn in conns.items()}  # type: ignore[index]
-        result["storage_bytes_per_event"] = {label: round((sizes[label] - size0[label]) / events) for label in conns}
-        result["storage_ratio_with_over_without"] = round(
-            result["storage_bytes_per_event"]["with"] / result["storage_bytes_per_event"]["without"], 3
-        )
-        jr = (
-            conns["with"]
-            .execute(
-                "SELECT (SELECT count(*) FROM metastore.jobs), (SELECT count(*) FROM metastore.runs), "
-                "pg_total_relation_size('metastore.jobs') + pg_total_relation_size('metastore.runs')"
-            )
-            .fetchone()
-        )
-        assert jr is not None
-        result["jobs_runs_rows"] = {
-            "jobs": jr[0],
-            "runs": jr[1],
-            "bytes": jr[2],
-            "bytes_per_event": round(jr[2] / events),
-        }
-        result["backfill_events_per_s"] = {}
-        result["backfill_server_cpu_us_per_event"] = {}
-        for label, conn in conns.items():
-            cpu = backend_cpu_s(conn.info.backend_pid)
-            started = time.perf_counter()
-            conn.execute("CALL metastore.backfill()")
-            seconds = time.perf_counter() - started
-            cpu = backend_cpu_s(conn.info.backend_pid) - cpu
-            result["backfill_events_per_s"][label] = round(events / seconds)
-            result["backfill_server_cpu_us_per_event"][label] = round(cpu / events * 1e6)
-            print(f"backfill {label:7s}: {events / seconds:8.0f} events/s ({seconds:.1f} s, {cpu:.2f} s CPU)")
-        check = (
-            conns["with"]
-            .execute(
-                "SELECT count(*) FILTER (WHERE state = 'COMPLETE' AND duration IS NOT NULL), count(*) "
-                "FROM metastore.runs"
-            )
-            .fetchone()
-        )
-        assert check is not None and check[0] == check[1] == events // 2, check
+        result = measure(conns, args)
         for conn in conns.values():
             conn.close()
     finally:

@@ -588,6 +588,56 @@ def measure_large_events(count: int, megabytes: list[float]) -> dict[str, Any]:
 # ---------------------------------------------------------------- main
 
 
+def machine(pg: LocalPostgres, bodies: list[str]) -> dict[str, Any]:
+    """What the figures were measured on."""
+    with psycopg.connect(pg.dsn) as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+    return {
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "postgresql": version[0] if version else "?",
+        "durable_commits": True,
+        "server_options": SERVER_OPTIONS,
+        "ingest_event_bytes": {
+            "min": min(map(len, bodies)),
+            "median": int(statistics.median(map(len, bodies))),
+            "max": max(map(len, bodies)),
+        },
+    }
+
+
+def measure_steps(
+    args: argparse.Namespace,
+    results: dict[str, Any],
+    owner: str,
+    service: str,
+    bodies: list[str],
+    first: dict[str, int],
+    pg: LocalPostgres,
+) -> list[dict[str, Any]]:
+    """At each --events total: bulk load up to it, then ingest, reads and sizes; scale.json after each."""
+    have = 0
+    steps = []
+    for target in args.events:
+        print(f"== {target:,} events", file=sys.stderr)
+        step: dict[str, Any] = {"target_events": target, "load": bulk_load(owner, target - have, first)}
+        have = target
+        with psycopg.connect(pg.dsn, autocommit=True) as conn:
+            # Not to measure ingest during the checkpoint that gigabytes of bulk load bring about.
+            conn.execute("CHECKPOINT")
+        print(f"  load {step['load']}", file=sys.stderr)
+        step["ingest"] = measure_ingest(service, bodies, args.clients, args.seconds)
+        print(f"  ingest {step['ingest']}", file=sys.stderr)
+        step["get_dataset"] = measure_reads(service, owner, first)
+        print(f"  get_dataset { {k: v for k, v in step['get_dataset'].items() if 'plan' not in k} }", file=sys.stderr)
+        step["sizes"] = sizes(owner)
+        print(f"  sizes {step['sizes']['bytes_per_event']} db {step['sizes']['database_bytes']:,}", file=sys.stderr)
+        steps.append(step)
+        (args.out / "scale.json").write_text(json.dumps({**results, "steps": steps}, indent=2, default=str) + "\n")
+    return steps
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument(
@@ -617,45 +667,12 @@ def main() -> int:
     try:
         provision(pg, "scale")
         owner, service = pg.dsn_for(OWNER, "scale"), pg.dsn_for(SERVICE, "scale")
-        with psycopg.connect(pg.dsn) as conn:
-            version = conn.execute("SHOW server_version").fetchone()
-        results["machine"] = {
-            "cpus": os.cpu_count(),
-            "load_average_at_start": os.getloadavg(),
-            "python": platform.python_version(),
-            "postgresql": version[0] if version else "?",
-            "durable_commits": True,
-            "server_options": SERVER_OPTIONS,
-            "ingest_event_bytes": {
-                "min": min(map(len, bodies)),
-                "median": int(statistics.median(map(len, bodies))),
-                "max": max(map(len, bodies)),
-            },
-        }
+        results["machine"] = machine(pg, bodies)
         with psycopg.connect(owner, autocommit=True) as conn:
             made = conn.execute("SELECT metastore.create_partitions(current_date - %s, 14)", (DAYS - 1,)).fetchone()
         results["partitions_created"] = made[0] if made else None
         first = make_bulk_datasets(owner)
-        have = 0
-        steps = []
-        for target in args.events:
-            print(f"== {target:,} events", file=sys.stderr)
-            step: dict[str, Any] = {"target_events": target, "load": bulk_load(owner, target - have, first)}
-            have = target
-            with psycopg.connect(pg.dsn, autocommit=True) as conn:
-                # Not to measure ingest during the checkpoint that gigabytes of bulk load bring about.
-                conn.execute("CHECKPOINT")
-            print(f"  load {step['load']}", file=sys.stderr)
-            step["ingest"] = measure_ingest(service, bodies, args.clients, args.seconds)
-            print(f"  ingest {step['ingest']}", file=sys.stderr)
-            step["get_dataset"] = measure_reads(service, owner, first)
-            print(
-                f"  get_dataset { {k: v for k, v in step['get_dataset'].items() if 'plan' not in k} }", file=sys.stderr
-            )
-            step["sizes"] = sizes(owner)
-            print(f"  sizes {step['sizes']['bytes_per_event']} db {step['sizes']['database_bytes']:,}", file=sys.stderr)
-            steps.append(step)
-            (args.out / "scale.json").write_text(json.dumps({**results, "steps": steps}, indent=2, default=str) + "\n")
+        steps = measure_steps(args, results, owner, service, bodies, first, pg)
         results["steps"] = steps
         print("== create_partitions (one new day) during ingest", file=sys.stderr)
         results["create_partitions"] = measure_create_partitions(owner, service, bodies, args.clients)

@@ -277,242 +277,237 @@ def damaged_segment(spool_dir: Path, tag: str, count: int = 20, damaged: tuple[i
     return run_ids
 
 
-def run(
-    name: str, mode: str, seconds: float, clients: int, work: Path, tls: TLSFiles, spool: bool = False
-) -> dict[str, Any]:
-    pg = LocalPostgres().start(durable=True)
-    supervisor: Supervisor | None = None
-    disk = fillable_disk(size_kb=512 << 10) if spool else None
-    try:
-        provision(pg, "soak")
+OK = ("200", "201", "202")
+
+
+class Soak:
+    """One run: a service under its supervisor, clients posting until the end, the faults in turn,
+    then the tally of what was acknowledged against what is stored."""
+
+    def __init__(self, name: str, mode: str, seconds: float, clients: int, work: Path, tls: TLSFiles, spool: bool):
+        self.name, self.mode, self.seconds, self.clients, self.work, self.spool = (
+            name,
+            mode,
+            seconds,
+            clients,
+            work,
+            spool,
+        )
+        self.pg = LocalPostgres().start(durable=True)
+        self.supervisor: Supervisor | None = None
+        self.disk = fillable_disk(size_kb=512 << 10) if spool else None
+        self.tls = tls
+        self.tag = f"soak-{name}-{time.time_ns()}"
+        self.lock = threading.Lock()
+        self.acknowledged: set[str] = set()
+        self.outcomes: dict[str, int] = {}
+        self.timeline: list[tuple[float, str]] = []  # (time, outcome) of every request, for recovery times
+        self.faults: list[dict[str, Any]] = []
+        self.begin = self.stop_at = 0.0
+
+    def owner(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.pg.dsn_for("metastore_owner", "soak"))
+
+    def start_service(self) -> None:
+        provision(self.pg, "soak")
         port = free_port()
-        env = service_env(
-            pg.dsn_for("metastore_service", "soak"),
-            tls,
+        self.env = service_env(
+            self.pg.dsn_for("metastore_service", "soak"),
+            self.tls,
             port,
-            METASTORE_INGEST_MODE=mode,
+            METASTORE_INGEST_MODE=self.mode,
             METASTORE_DB_TIMEOUT_MS="2000",
             METASTORE_LOG_LEVEL="WARNING",
             # Readers that stop reading are cut while the soak runs.
             METASTORE_FEED_DEADLINE_S="10",
         )
-        spool_dir = disk.path / "spool" if disk else work / "no-spool"
-        if disk:
-            env["METASTORE_SPOOL_DIR"] = str(spool_dir)
-            env["METASTORE_SPOOL_MAX_BYTES"] = str(384 << 20)  # within the 512 MiB file system
-        log = work / f"soak-{name}.log"
-        supervisor = Supervisor(env, log)
-        supervisor.start()
-        rss = PeakRss(supervisor)
-        url = f"https://localhost:{port}"
-        assert supervisor.process is not None
-        wait_until_serving(Server(supervisor.process, url, tls.ca, log), path="/readyz")
-        ca = tls.ca
-        verify = ssl.create_default_context(cafile=str(ca))
+        self.spool_dir = self.disk.path / "spool" if self.disk else self.work / "no-spool"
+        if self.disk:
+            self.env["METASTORE_SPOOL_DIR"] = str(self.spool_dir)
+            self.env["METASTORE_SPOOL_MAX_BYTES"] = str(384 << 20)  # within the 512 MiB file system
+        log = self.work / f"soak-{self.name}.log"
+        self.supervisor = Supervisor(self.env, log)
+        self.supervisor.start()
+        self.rss = PeakRss(self.supervisor)
+        self.url = f"https://localhost:{port}"
+        assert self.supervisor.process is not None
+        wait_until_serving(Server(self.supervisor.process, self.url, self.tls.ca, log), path="/readyz")
+        self.verify = ssl.create_default_context(cafile=str(self.tls.ca))
 
-        tag = f"soak-{name}-{time.time_ns()}"
-        lock = threading.Lock()
-        acknowledged: set[str] = set()
-        outcomes: dict[str, int] = {}
-        timeline: list[tuple[float, str]] = []  # (time, outcome) of every request, for recovery times
-        begin = time.monotonic()
-        stop_at = begin + seconds
+    def record(self, run_id: str, outcome: str, also: dict[str, int] | None = None) -> None:
+        with self.lock:
+            for counts in (self.outcomes, also) if also is not None else (self.outcomes,):
+                counts[outcome] = counts.get(outcome, 0) + 1
+            self.timeline.append((time.monotonic() - self.begin, outcome))
+            if outcome in OK:
+                self.acknowledged.add(run_id)
 
-        def client(n: int) -> None:
-            i = 0
-            with httpx.Client(base_url=url, verify=verify, timeout=6) as http:
-                while time.monotonic() < stop_at:
-                    i += 1
-                    run_id = f"{tag}-{n}-{i}"
-                    event = {
-                        "eventTime": "2024-05-01T12:00:00Z",
-                        "eventType": "COMPLETE",
-                        "producer": "soak",
-                        "run": {"runId": run_id},
-                        "job": {"namespace": "soak", "name": f"q{n}"},
-                        "inputs": [{"namespace": "trino://soak:8080", "name": f"s.t{i % 50}"}],
-                        "outputs": [{"namespace": "trino://soak:8080", "name": f"s.o{n}"}],
-                    }
-                    try:
-                        code = http.post("/api/v1/lineage", json=event).status_code
-                        outcome = str(code)
-                    except httpx.TransportError as exc:
-                        outcome = type(exc).__name__
-                        time.sleep(0.05)
-                    with lock:
-                        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-                        timeline.append((time.monotonic() - begin, outcome))
-                        if outcome in ("200", "201", "202"):
-                            acknowledged.add(run_id)
+    def client(self, n: int) -> None:
+        i = 0
+        with httpx.Client(base_url=self.url, verify=self.verify, timeout=6) as http:
+            while time.monotonic() < self.stop_at:
+                i += 1
+                run_id = f"{self.tag}-{n}-{i}"
+                event = {
+                    "eventTime": "2024-05-01T12:00:00Z",
+                    "eventType": "COMPLETE",
+                    "producer": "soak",
+                    "run": {"runId": run_id},
+                    "job": {"namespace": "soak", "name": f"q{n}"},
+                    "inputs": [{"namespace": "trino://soak:8080", "name": f"s.t{i % 50}"}],
+                    "outputs": [{"namespace": "trino://soak:8080", "name": f"s.o{n}"}],
+                }
+                try:
+                    outcome = str(http.post("/api/v1/lineage", json=event).status_code)
+                except httpx.TransportError as exc:
+                    outcome = type(exc).__name__
+                    time.sleep(0.05)
+                self.record(run_id, outcome)
 
-        threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
-        for t in threads:
-            t.start()
-        faults: list[dict[str, Any]] = []
+    def now(self) -> float:
+        return time.monotonic() - self.begin
 
-        def at(fraction: float) -> None:
-            time.sleep(max(0.0, begin + seconds * fraction - time.monotonic()))
+    def at(self, fraction: float) -> float:
+        """Waits for `fraction` of the run; the time it is then."""
+        time.sleep(max(0.0, self.begin + self.seconds * fraction - time.monotonic()))
+        return self.now()
 
-        at(0.08)
-        t0 = time.monotonic() - begin
-        pg.stop("fast")
-        pg.start(durable=True)
-        faults.append(
-            {"fault": "postgresql restart", "at_s": round(t0, 1), "ended_s": round(time.monotonic() - begin, 1)}
-        )
-        at(0.16)
-        t0 = time.monotonic() - begin
-        pg.signal_all(signal.SIGSTOP)
+    def fault(self, what: str, at_s: float, ended_s: float | None = None, **more: Any) -> None:
+        ended = self.now() if ended_s is None else ended_s
+        self.faults.append({"fault": what, "at_s": round(at_s, 1), "ended_s": round(ended, 1), **more})
+
+    def postgres_faults(self) -> None:
+        t0 = self.at(0.08)
+        self.pg.stop("fast")
+        self.pg.start(durable=True)
+        self.fault("postgresql restart", t0)
+        t0 = self.at(0.16)
+        self.pg.signal_all(signal.SIGSTOP)
         time.sleep(5)
-        pg.signal_all(signal.SIGCONT)
-        faults.append(
-            {"fault": "postgresql paused 5 s", "at_s": round(t0, 1), "ended_s": round(time.monotonic() - begin, 1)}
-        )
+        self.pg.signal_all(signal.SIGCONT)
+        self.fault("postgresql paused 5 s", t0)
 
-        at(0.25)
-        t0 = time.monotonic() - begin
-        poison_id = f"poison-{tag}"
-        poison: dict[str, Any] = {"run_id": poison_id}
+    def send_poison(self, poison: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        try:
+            with httpx.Client(base_url=self.url, verify=self.verify, timeout=30) as http:
+                body = poison_event(poison["run_id"])
+                poison["status"] = http.post("/api/v1/lineage", content=body, headers=floods.JSON).status_code
+        except httpx.HTTPError as exc:
+            poison["status"] = type(exc).__name__
+        poison["answer_s"] = round(time.perf_counter() - started, 2)
 
-        def send_poison() -> None:
-            started = time.perf_counter()
-            try:
-                with httpx.Client(base_url=url, verify=verify, timeout=30) as http:
-                    response = http.post("/api/v1/lineage", content=poison_event(poison_id), headers=floods.JSON)
-                    poison["status"] = response.status_code
-            except httpx.HTTPError as exc:
-                poison["status"] = type(exc).__name__
-            poison["answer_s"] = round(time.perf_counter() - started, 2)
+    def big(self, n: int, counts: dict[str, int]) -> None:
+        # Large events while the lock is held: they count like the others (acknowledged, missing).
+        with httpx.Client(base_url=self.url, verify=self.verify, timeout=6) as http:
+            for i in range(125):
+                run_id = f"{self.tag}-big-{n}-{i}"
+                try:
+                    data = floods.padded_event(run_id, 60_000)
+                    outcome = str(http.post("/api/v1/lineage", content=data, headers=floods.JSON).status_code)
+                except httpx.TransportError as exc:
+                    outcome = type(exc).__name__
+                self.record(run_id, outcome, counts)
+                time.sleep(0.1)
 
-        poisoner = threading.Thread(target=send_poison)
+    def poison_and_lock(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        t0 = self.at(0.25)
+        poison: dict[str, Any] = {"run_id": f"poison-{self.tag}"}
+        poisoner = threading.Thread(target=self.send_poison, args=(poison,))
         poisoner.start()
         big_outcomes: dict[str, int] = {}
-
-        def big(n: int) -> None:
-            # Large events while the lock is held: they count like the others (acknowledged, missing).
-            with httpx.Client(base_url=url, verify=verify, timeout=6) as http:
-                for i in range(125):
-                    run_id = f"{tag}-big-{n}-{i}"
-                    try:
-                        data = floods.padded_event(run_id, 60_000)
-                        outcome = str(http.post("/api/v1/lineage", content=data, headers=floods.JSON).status_code)
-                    except httpx.TransportError as exc:
-                        outcome = type(exc).__name__
-                    with lock:
-                        big_outcomes[outcome] = big_outcomes.get(outcome, 0) + 1
-                        outcomes[outcome] = outcomes.get(outcome, 0) + 1
-                        timeline.append((time.monotonic() - begin, outcome))
-                        if outcome in ("200", "201", "202"):
-                            acknowledged.add(run_id)
-                    time.sleep(0.1)
-
-        with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as owner:
+        with self.owner() as owner:
             owner.execute("LOCK TABLE metastore.datasets IN ACCESS EXCLUSIVE MODE")
-            bigs = [threading.Thread(target=big, args=(n,)) for n in range(4)]
+            bigs = [threading.Thread(target=self.big, args=(n, big_outcomes)) for n in range(4)]
             for t in bigs:
                 t.start()
             time.sleep(14)
             owner.rollback()
         lock_ended = time.monotonic()
-        faults.append(
-            {
-                "fault": "poison event; datasets locked 14 s while 500 events of 60 KB arrive",
-                "at_s": round(t0, 1),
-                "ended_s": round(lock_ended - begin, 1),
-            }
-        )
+        self.fault("poison event; datasets locked 14 s while 500 events of 60 KB arrive", t0, lock_ended - self.begin)
         for t in bigs:
             t.join(120)
         poisoner.join(60)
-        # How long after the lock every large event answered 2xx was stored (the writers caught up).
-        with lock:
-            big_acknowledged = {r for r in acknowledged if r.startswith(f"{tag}-big-")}
-        caught_up: float | None = None
-        while time.monotonic() - lock_ended < 90:
-            with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
-                rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-big-%",))
-                if big_acknowledged <= {r[0] for r in rows}:
-                    caught_up = round(time.monotonic() - lock_ended, 1)
-                    break
+        return poison, {"large_events": big_outcomes, "all_stored_s_after_lock": self.caught_up(lock_ended)}
+
+    def caught_up(self, since: float) -> float | None:
+        """How long after `since` every large event answered 2xx was stored (the writers caught up)."""
+        with self.lock:
+            wanted = {r for r in self.acknowledged if r.startswith(f"{self.tag}-big-")}
+        while time.monotonic() - since < 90:
+            if wanted <= self.stored_ids(f"{self.tag}-big-%"):
+                return round(time.monotonic() - since, 1)
             time.sleep(0.5)
-        long_lock = {"large_events": big_outcomes, "all_stored_s_after_lock": caught_up}
+        return None
 
-        at(0.4)
-        t0 = time.monotonic() - begin
-        flood_results = run_floods(url, ca, supervisor)
-        faults.append({"fault": "floods", "at_s": round(t0, 1), "ended_s": round(time.monotonic() - begin, 1)})
-        t0 = time.monotonic() - begin
-        feed = readers_and_large_numbers(url, ca, verify, tag)
-        faults.append(
-            {
-                "fault": "20 readers of the event feed that stop reading; 10 events of 60,000 x 1e308",
-                "at_s": round(t0, 1),
-                "ended_s": round(time.monotonic() - begin, 1),
-            }
-        )
+    def stored_ids(self, pattern: str | None = None) -> set[str]:
+        with self.owner() as conn:
+            rows = conn.execute(
+                "SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (pattern or f"{self.tag}-%",)
+            )
+            return {r[0] for r in rows}
+
+    def service_faults(self) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+        """The floods, the stalled feed readers, the spool's full disk, the SIGTERM."""
+        assert self.supervisor is not None
+        t0 = self.at(0.4)
+        flood_results = run_floods(self.url, self.tls.ca, self.supervisor)
+        self.fault("floods", t0)
+        t0 = self.now()
+        feed = readers_and_large_numbers(self.url, self.tls.ca, self.verify, self.tag)
+        self.fault("20 readers of the event feed that stop reading; 10 events of 60,000 x 1e308", t0)
         planted: list[str] = []
-        if disk:
-            at(0.7)
-            t0 = time.monotonic() - begin
-            full = spool_disk_full(url, verify, supervisor, disk)
-            faults.append({"fault": "spool disk full 5 s", "at_s": round(t0, 1), "ended_s": round(t0 + 5, 1), **full})
-            supervisor.before_restart = lambda: planted.extend(damaged_segment(spool_dir, tag))
-        at(0.9)
-        t0 = time.monotonic() - begin
-        supervisor.terminate()
-        faults.append(
-            {
-                "fault": "SIGTERM of the service"
-                + (", a damaged spool segment put in before it starts" if disk else ""),
-                "at_s": round(t0, 1),
-                "ended_s": round(t0, 1),
-            }
-        )
-        for t in threads:
-            t.join(seconds + 60)
-        supervisor.stop()
+        if self.disk:
+            t0 = self.at(0.7)
+            full = spool_disk_full(self.url, self.verify, self.supervisor, self.disk)
+            self.fault("spool disk full 5 s", t0, t0 + 5, **full)
+            self.supervisor.before_restart = lambda: planted.extend(damaged_segment(self.spool_dir, self.tag))
+        t0 = self.at(0.9)
+        self.supervisor.terminate()
+        damaged = ", a damaged spool segment put in before it starts" if self.disk else ""
+        self.fault("SIGTERM of the service" + damaged, t0, t0)
+        return flood_results, feed, planted
 
-        for fault in faults:
-            after = sorted(t for t, o in timeline if t >= fault["ended_s"] and o in ("200", "201", "202"))
+    def recovery(self) -> None:
+        for fault in self.faults:
+            after = sorted(t for t, o in self.timeline if t >= fault["ended_s"] and o in OK)
             fault["recovered_after_s"] = round(after[0] - fault["ended_s"], 2) if after else None
             fault["non_2xx_during"] = sum(
-                1 for t, o in timeline if fault["at_s"] <= t <= fault["ended_s"] + 10 and o not in ("200", "201", "202")
+                1 for t, o in self.timeline if fault["at_s"] <= t <= fault["ended_s"] + 10 and o not in OK
             )
-        # Async mode: stored by the writers after the answer; give them a moment.
-        time.sleep(2)
 
-        def stored_ids() -> set[str]:
-            with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
-                rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",))
-                return {r[0] for r in rows}
-
-        stored = stored_ids()
-        missing_before_replay = len(acknowledged - stored)
-        if spool and acknowledged - stored:
+    def settle(self) -> tuple[set[str], int]:
+        """What is stored once the writers are done, and the spool replayed by a restarted service."""
+        time.sleep(2)  # async mode: stored by the writers after the answer
+        stored = self.stored_ids()
+        missing_before_replay = len(self.acknowledged - stored)
+        if self.spool and self.acknowledged - stored:
             # What the spool kept at the last SIGTERM: a restarted pod stores it.
-            replay = Supervisor(env, work / f"soak-{name}-replay.log")
+            replay = Supervisor(self.env, self.work / f"soak-{self.name}-replay.log")
             replay.start()
             deadline = time.monotonic() + 60
-            while acknowledged - stored and time.monotonic() < deadline:
+            while self.acknowledged - stored and time.monotonic() < deadline:
                 time.sleep(1)
-                stored = stored_ids()
+                stored = self.stored_ids()
             replay.stop()
-        rss_peak = rss.stop()
-        memory = ROOT / "bench" / "results" / "memory.json"
-        rss_bound = floods.bound_mb(json.loads(memory.read_text())["constants"], env) if memory.exists() else None
-        with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
+        return stored, missing_before_replay
+
+    def poison_outcome(self, poison: dict[str, Any]) -> None:
+        run_id = poison["run_id"]
+        with self.owner() as conn:
             poison["stored"] = bool(
-                conn.execute("SELECT 1 FROM metastore.events WHERE run_id = %s", (poison_id,)).fetchone()
+                conn.execute("SELECT 1 FROM metastore.events WHERE run_id = %s", (run_id,)).fetchone()
             )
             poison["set_aside"] = bool(
                 conn.execute(
                     "SELECT 1 FROM metastore.rejected_events WHERE body_sha256 = %s OR body_prefix LIKE %s",
-                    (hashlib.sha256(poison_event(poison_id)).digest(), f"%{poison_id}%"),
+                    (hashlib.sha256(poison_event(run_id)).digest(), f"%{run_id}%"),
                 ).fetchone()
             )
-        missing = acknowledged - stored
+
+    def feed_outcome(self, feed: dict[str, Any]) -> None:
         number_ids = feed.pop("run_ids")
-        with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
+        with self.owner() as conn:
             feed["large_number_events_stored"] = conn.execute(
                 "SELECT count(*) FROM metastore.events WHERE run_id = ANY(%s)", (number_ids,)
             ).fetchone()[0]
@@ -523,51 +518,86 @@ def run(
                     " WHERE sqlstate IN ('54M01', '54M02') GROUP BY sqlstate"
                 ).fetchall()
             )
-        damaged_spool: dict[str, Any] | None = None
-        if disk and not planted:
-            damaged_spool = {"error": "not put in: the service was not restarted"}
-        elif planted:
-            with psycopg.connect(pg.dsn_for("metastore_owner", "soak")) as conn:
-                rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id = ANY(%s)", (planted,))
-                found = {r[0] for r in rows}
-            intact = set(planted) - {planted[6], planted[13]}
-            damaged_spool = {
-                "events": len(planted),
-                "damaged": 2,
-                "intact_stored": len(intact & found),
-                "damaged_stored": len(found - intact),
-                "quarantined_files": len(list((spool_dir / "quarantine").glob("*.bad"))),
-            }
+
+    def damaged_outcome(self, planted: list[str]) -> dict[str, Any] | None:
+        if self.disk and not planted:
+            return {"error": "not put in: the service was not restarted"}
+        if not planted:
+            return None
+        with self.owner() as conn:
+            rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id = ANY(%s)", (planted,))
+            found = {r[0] for r in rows}
+        intact = set(planted) - {planted[6], planted[13]}
         return {
-            "run": name,
-            "mode": mode,
-            "spool": spool,
-            "seconds": seconds,
-            "clients": clients,
-            "requests": sum(outcomes.values()),
-            "outcomes": outcomes,
-            "503s": outcomes.get("503", 0),
-            "acknowledged": len(acknowledged),
-            "stored": len(stored & acknowledged),
-            "missing": len(missing),
+            "events": len(planted),
+            "damaged": 2,
+            "intact_stored": len(intact & found),
+            "damaged_stored": len(found - intact),
+            "quarantined_files": len(list((self.spool_dir / "quarantine").glob("*.bad"))),
+        }
+
+    def run(self) -> dict[str, Any]:
+        self.start_service()
+        assert self.supervisor is not None
+        self.begin = time.monotonic()
+        self.stop_at = self.begin + self.seconds
+        threads = [threading.Thread(target=self.client, args=(n,)) for n in range(self.clients)]
+        for t in threads:
+            t.start()
+        self.postgres_faults()
+        poison, long_lock = self.poison_and_lock()
+        flood_results, feed, planted = self.service_faults()
+        for t in threads:
+            t.join(self.seconds + 60)
+        self.supervisor.stop()
+        self.recovery()
+        stored, missing_before_replay = self.settle()
+        rss_peak = self.rss.stop()
+        memory = ROOT / "bench" / "results" / "memory.json"
+        constants = json.loads(memory.read_text())["constants"] if memory.exists() else None
+        self.poison_outcome(poison)
+        self.feed_outcome(feed)
+        return {
+            "run": self.name,
+            "mode": self.mode,
+            "spool": self.spool,
+            "seconds": self.seconds,
+            "clients": self.clients,
+            "requests": sum(self.outcomes.values()),
+            "outcomes": self.outcomes,
+            "503s": self.outcomes.get("503", 0),
+            "acknowledged": len(self.acknowledged),
+            "stored": len(stored & self.acknowledged),
+            "missing": len(self.acknowledged - stored),
             "missing_before_replay": missing_before_replay,
             "rss_peak_mb": rss_peak,
-            "rss_bound_mb": rss_bound,
-            "service_exit_codes": supervisor.exit_codes,
-            "service_restarts": supervisor.restarts,
-            "faults": faults,
+            "rss_bound_mb": floods.bound_mb(constants, self.env) if constants else None,
+            "service_exit_codes": self.supervisor.exit_codes,
+            "service_restarts": self.supervisor.restarts,
+            "faults": self.faults,
             "poison": poison,
             "long_lock": long_lock,
             "floods": flood_results,
             "feed_readers_and_large_numbers": feed,
-            "damaged_spool_segment": damaged_spool,
+            "damaged_spool_segment": self.damaged_outcome(planted),
         }
+
+    def close(self) -> None:
+        if self.supervisor is not None:
+            self.supervisor.stop()  # after a failure: no service left running (a second stop does nothing)
+        self.pg.cleanup()
+        if self.disk:
+            self.disk.close()
+
+
+def run(
+    name: str, mode: str, seconds: float, clients: int, work: Path, tls: TLSFiles, spool: bool = False
+) -> dict[str, Any]:
+    soak = Soak(name, mode, seconds, clients, work, tls, spool)
+    try:
+        return soak.run()
     finally:
-        if supervisor is not None:
-            supervisor.stop()  # after a failure: no service left running (a second stop does nothing)
-        pg.cleanup()
-        if disk:
-            disk.close()
+        soak.close()
 
 
 def main() -> int:

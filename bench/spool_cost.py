@@ -48,6 +48,38 @@ def checkout(rev: str, into: Path) -> Path:
     return into
 
 
+def summary(
+    runs: list[dict[str, Any]], kinds: list[str], bodies: list[str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The runs with their medians per queue, and the spool's ratios to memory (and the baseline)."""
+
+    def median(kind: str, key: str) -> float:
+        return float(statistics.median(r[key] for r in runs if r["queue"] == kind))
+
+    result: dict[str, Any] = {
+        "load": {
+            "connections": args.connections,
+            "seconds": args.seconds,
+            "event_bytes_median": int(statistics.median(map(len, bodies))),
+            "settings": args.set,
+            "baseline": args.baseline,
+        },
+        "runs": runs,
+        "median": {
+            kind: {"events_per_s": median(kind, "events_per_s"), "p99_ms": median(kind, "p99_ms")} for kind in kinds
+        },
+    }
+    med = result["median"]
+    result["ratio_spool_vs_memory"] = {
+        key: round(med["spool"][key] / med["memory"][key], 3) for key in ("events_per_s", "p99_ms")
+    }
+    if args.baseline:
+        result["ratio_spool_vs_baseline"] = {
+            key: round(med["spool"][key] / med["baseline"][key], 3) for key in ("events_per_s", "p99_ms")
+        }
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=10)
@@ -103,30 +135,7 @@ def main() -> int:
         pg.cleanup()
         shutil.rmtree(work, ignore_errors=True)
 
-    def median(kind: str, key: str) -> float:
-        return float(statistics.median(r[key] for r in runs if r["queue"] == kind))
-
-    result: dict[str, Any] = {
-        "load": {
-            "connections": args.connections,
-            "seconds": args.seconds,
-            "event_bytes_median": int(statistics.median(map(len, bodies))),
-            "settings": args.set,
-            "baseline": args.baseline,
-        },
-        "runs": runs,
-        "median": {
-            kind: {"events_per_s": median(kind, "events_per_s"), "p99_ms": median(kind, "p99_ms")} for kind in kinds
-        },
-    }
-    med = result["median"]
-    result["ratio_spool_vs_memory"] = {
-        key: round(med["spool"][key] / med["memory"][key], 3) for key in ("events_per_s", "p99_ms")
-    }
-    if args.baseline:
-        result["ratio_spool_vs_baseline"] = {
-            key: round(med["spool"][key] / med["baseline"][key], 3) for key in ("events_per_s", "p99_ms")
-        }
+    result = summary(runs, kinds, bodies, args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
