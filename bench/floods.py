@@ -291,6 +291,24 @@ async def flooding(
 # ---------------------------------------------------------------- the floods
 
 
+async def answered(
+    seen: Seen,
+    started: float,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    sender: asyncio.Task[None],
+    max_s: float,
+) -> None:
+    """Waits up to max_s for the answer to what `sender` is sending, notes it, and hangs up."""
+    try:
+        code, retry_after = await asyncio.wait_for(read_status(reader), max_s)
+    except TimeoutError:
+        code, retry_after = "no answer", None
+    seen.add(code, time.perf_counter() - started, retry_after)
+    sender.cancel()
+    _close(writer)
+
+
 async def slow_uploads(
     target: Target, n: int = 36, size: int = 15_000_000, rate: int = 4096, max_s: float = 40
 ) -> dict[str, Any]:
@@ -319,14 +337,7 @@ async def slow_uploads(
                 await writer.drain()
                 await asyncio.sleep(1)
 
-        sender = asyncio.create_task(trickle())
-        try:
-            code, retry_after = await asyncio.wait_for(read_status(reader), max_s)
-        except TimeoutError:
-            code, retry_after = "no answer", None
-        seen.add(code, time.perf_counter() - started, retry_after)
-        sender.cancel()
-        _close(writer)
+        await answered(seen, started, reader, writer, asyncio.create_task(trickle()), max_s)
 
     async def body(seen: Seen) -> dict[str, Any]:
         await asyncio.gather(*(one(seen, i) for i in range(n)))
@@ -557,14 +568,7 @@ async def slowloris(target: Target, n: int = 200, every_s: float = 2, max_s: flo
                 await writer.drain()
                 await asyncio.sleep(every_s)
 
-        sender = asyncio.create_task(drip())
-        try:
-            code, retry_after = await asyncio.wait_for(read_status(reader), max_s)
-        except TimeoutError:
-            code, retry_after = "no answer", None
-        seen.add(code, time.perf_counter() - started, retry_after)
-        sender.cancel()
-        _close(writer)
+        await answered(seen, started, reader, writer, asyncio.create_task(drip()), max_s)
 
     async def body(seen: Seen) -> dict[str, Any]:
         await asyncio.gather(*(one(seen) for _ in range(n)))

@@ -14,7 +14,6 @@ import json
 import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,11 @@ from bench.run import (
     database_only,
     insert_floor,
     open_loop,
-    templates,
     where_time_goes,
+    workspace,
     wrk,
 )
 from devtools.localpg import LocalPostgres, provision
-from tests.support.certs import write_tls_files
 
 # Before: a transaction per request (ingest_event), as until now. After: group commit (defaults).
 VARIANTS = {
@@ -85,11 +83,7 @@ def main() -> int:
     if not shutil.which("wrk"):
         print("bench: wrk is needed (apt-get install wrk)", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="metastore-bench-gc-"))
-    tls = write_tls_files(work)
-    bodies = templates()
-    templates_file = work / "templates.txt"
-    templates_file.write_text("\n".join(bodies) + "\n")
+    work, tls, bodies, templates_file = workspace("metastore-bench-gc-")
     pg = LocalPostgres().start(durable=True)
     b = Bench(FULL, work, pg, tls, args.out.parent)
     results: dict[str, Any] = {"command": "python -m bench.group_commit " + " ".join(sys.argv[1:])}

@@ -87,6 +87,16 @@ def templates(count: int = 60) -> list[str]:
     return out
 
 
+def workspace(prefix: str) -> tuple[Path, TLSFiles, list[str], Path]:
+    """A scratch folder with a server certificate and wrk's event templates: (folder, TLS files,
+    the templates, the file wrk reads them from)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    bodies = templates()
+    templates_file = work / "templates.txt"
+    templates_file.write_text("\n".join(bodies) + "\n")
+    return work, write_tls_files(work), bodies, templates_file
+
+
 def body(template: str, run_id: str) -> bytes:
     return template.replace("@RUNID@", run_id, 1).encode()
 
@@ -723,11 +733,7 @@ def main() -> int:
         return 2
     plan = SMOKE if args.smoke else FULL
     args.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="metastore-bench-"))
-    tls = write_tls_files(work)
-    bodies = templates()
-    templates_file = work / "templates.txt"
-    templates_file.write_text("\n".join(bodies) + "\n")
+    work, tls, bodies, templates_file = workspace("metastore-bench-")
     pg = LocalPostgres().start(durable=True, options=f"-c shared_buffers={args.shared_buffers}")
     b = Bench(plan, work, pg, tls, args.out)
     try:

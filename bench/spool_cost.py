@@ -18,13 +18,11 @@ import statistics
 import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.run import FULL, Bench, templates, wrk
+from bench.run import FULL, Bench, workspace, wrk
 from devtools.localpg import LocalPostgres, provision
-from tests.support.certs import write_tls_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,11 +96,7 @@ def main() -> int:
     if not shutil.which("wrk"):
         print("spool_cost: wrk is needed (apt-get install wrk)", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="metastore-spool-cost-"))
-    tls = write_tls_files(work)
-    bodies = templates()
-    templates_file = work / "templates.txt"
-    templates_file.write_text("\n".join(bodies) + "\n")
+    work, tls, bodies, templates_file = workspace("metastore-spool-cost-")
     kinds = ["memory", "spool"]
     if args.baseline:
         kinds.append("baseline")
