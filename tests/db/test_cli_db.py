@@ -22,7 +22,7 @@ import pytest
 from devtools.localpg import free_port
 from metastore import migrations
 from tests.conftest import Database
-from tests.db.test_migrations import schema_exists
+from tests.support.schema import schema_exists
 
 
 def metastore_db(*args: str, dsn: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:

@@ -16,9 +16,10 @@ from bench.heavy_senders import heavy_body
 from metastore.errors import ApiError
 from metastore.ingest import Breaker, _environmental
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.checks import metric, stored_run_ids
 from tests.support.events import run_event
+from tests.support.servers import start_server
 
 DEADLINE = ApiError(503, "the database did not answer within 1.5 s; retry later", "57014")
 

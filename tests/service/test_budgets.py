@@ -12,8 +12,9 @@ import httpx
 import psycopg
 
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.checks import event, stored_run_ids
+from tests.support.servers import start_server
 
 
 def test_reads_saturating_their_pool_never_fail_ingest_or_readiness(

@@ -30,8 +30,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench import floods
 from bench.floods import RssSampler
 from tests.conftest import Database, create_database, drop_database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.servers import Server, start_server
 
 NDJSON = {"Accept": "application/x-ndjson"}
 MIB = 1 << 20

@@ -14,8 +14,9 @@ from typing import Any
 import psycopg
 
 from tests.conftest import Database, create_database, drop_database
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.service.receivers import Got, Receiver, Reply
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 60, what: str = "") -> None:

@@ -17,8 +17,9 @@ from typing import Any
 import psycopg
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.checks import event, metric
+from tests.support.servers import Server, start_server
 
 
 def post_together(server: Server, bodies: list[bytes]) -> list[tuple[int, dict[str, Any], float]]:

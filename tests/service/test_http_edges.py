@@ -17,9 +17,10 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.checks import metric
 from tests.support.events import run_event
+from tests.support.servers import Server, start_server
 
 MAX_BODY = 256 * 1024
 INFLIGHT = 512 * 1024

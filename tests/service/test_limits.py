@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import floods
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 MAX_CONNECTIONS = 50
 MAX_INFLIGHT = 4 << 20

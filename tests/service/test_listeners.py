@@ -16,9 +16,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, free_port, start_server
-from tests.support.certs import write_tls_files
+from tests.support.certs import TLSFiles, write_tls_files
 from tests.support.events import run_event
+from tests.support.servers import free_port, start_server
 
 
 def test_the_default_address_takes_ipv6_and_ipv4(database: Database, tmp_path: Path) -> None:

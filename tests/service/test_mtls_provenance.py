@@ -23,7 +23,8 @@ import pytest
 import trustme
 
 from tests.conftest import Database, create_database, drop_database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 
 @dataclass

@@ -22,8 +22,9 @@ import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server, wait_until_serving
+from tests.support.certs import TLSFiles
 from tests.support.checks import event, stored_run_ids
+from tests.support.servers import Server, start_server, wait_until_serving
 
 
 @pytest.fixture

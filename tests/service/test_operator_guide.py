@@ -27,8 +27,8 @@ from psycopg import sql
 from devtools.localpg import LocalPostgres
 from metastore import migrations
 from tests.conftest import FIXTURES
-from tests.server_fixtures import TLSFiles, start_server
-from tests.support.certs import postgres_tls
+from tests.support.certs import TLSFiles, postgres_tls
+from tests.support.servers import start_server
 
 SYSTEM_PG = Path(os.environ.get("METASTORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 # Quotes, backslash, spaces and every character a URL or a conninfo string treats specially.

@@ -17,8 +17,8 @@ import trustme
 
 from devtools.localpg import LocalPostgres
 from tests.conftest import Database, provision
-from tests.server_fixtures import Server, TLSFiles, start_server
-from tests.support.certs import postgres_tls
+from tests.support.certs import TLSFiles, postgres_tls
+from tests.support.servers import Server, start_server
 
 # The embedded PostgreSQL is built without OpenSSL; Debian's server has it (.ci/run installs it).
 SYSTEM_PG = Path("/usr/lib/postgresql/15/bin")

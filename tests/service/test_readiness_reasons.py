@@ -23,8 +23,9 @@ from psycopg import sql
 from devtools.localpg import LocalPostgres, free_port
 from metastore import migrations
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.servers import Server, start_server
 
 OWNER_PASSWORD = "o'wner p@ss:/?#%\\"
 SERVICE_PASSWORD = "s3rv!ce p@ss:/?#%'\"\\ é"

@@ -17,8 +17,9 @@ import pytest
 from metastore import migrations
 from metastore.errors import SCHEMA_MISMATCH
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.servers import Server, start_server
 
 # Every route that calls the database, with what it is sent.
 ROUTES: list[tuple[str, str, Any]] = [

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 REQUESTS = [
     ("GET", "/healthz", None),

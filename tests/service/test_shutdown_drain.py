@@ -14,8 +14,9 @@ from pathlib import Path
 import psycopg
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.servers import Server, start_server
 
 EVENTS = 40
 

@@ -19,8 +19,9 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.servers import Server, start_server
 
 INGEST_TIMEOUT_MS = 300
 

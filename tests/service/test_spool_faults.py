@@ -27,10 +27,10 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, free_port, wait_until_serving
+from tests.support.certs import TLSFiles
 from tests.support.disks import FillableDisk, fillable_disk, piped_log
 from tests.support.events import run_event
-from tests.support.servers import ROOT, service_env
+from tests.support.servers import ROOT, Server, free_port, service_env, wait_until_serving
 
 ACKNOWLEDGED = (200, 201, 202)
 

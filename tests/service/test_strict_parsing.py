@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server
+from tests.support.servers import Server
 
 
 def exchange(server: Server, request: bytes) -> tuple[bytes, bool]:

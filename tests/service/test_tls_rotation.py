@@ -23,7 +23,8 @@ import trustme
 from cryptography import x509
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 
 def served_certificate(server: Server, ca: trustme.CA) -> x509.Certificate:

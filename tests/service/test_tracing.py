@@ -19,7 +19,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.servers import start_server
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"

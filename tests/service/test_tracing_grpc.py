@@ -17,7 +17,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.servers import start_server
 
 TRACE_ID = "5bf92f3577b34da6a3ce929d0e0e4736"
 

@@ -28,8 +28,9 @@ from playwright.sync_api import Browser, BrowserContext, Frame, FrameLocator, Pa
 
 from devtools.localpg import free_port
 from tests.conftest import FIXTURES, Database, load_fixture
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.support.browser import ARTIFACTS
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 from tests.ui import nginx
 
 PREFIX = nginx.PREFIX

@@ -21,7 +21,7 @@ from playwright.sync_api import Browser, Page
 
 from devtools.localpg import free_port
 from tests.conftest import Database
-from tests.server_fixtures import Server
+from tests.support.servers import Server
 
 FORM_PAGE = """<!doctype html><html><body>
 <form id="attack" method="POST" action="{target}" enctype="{enctype}">

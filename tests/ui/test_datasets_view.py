@@ -16,8 +16,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import FIXTURES, Database, load_fixture
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.support.browser import ARTIFACTS
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ import pytest
 
 from metastore import migrations
 from tests.conftest import CITUS, Database, ingest
-from tests.db.functions.test_backfill import allow_two_weeks_ahead, dangling, reference, runs_of, stop_midway, whole
+from tests.support.derived import dangling, reference, stop_midway, whole
+from tests.support.generated import allow_two_weeks_ahead, runs_of
 
 
 def wait_for(

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 
 from tests.conftest import Database, create_database, drop_database, ingest
-from tests.db.functions.test_backfill import all_fixture_events, allow_two_weeks_ahead, generated_events
+from tests.support.generated import all_fixture_events, allow_two_weeks_ahead, generated_events
 
 
 def rows(owner: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:

@@ -1,0 +1,70 @@
+"""The pytest fixtures of a real service over TLS: the session's certificates (tls_files), a database
+per module (module_db), one service per module (server) and its client, and `serve`, which starts a
+service with given settings and stops it at teardown.
+
+Imported by the conftest.py of each test folder that needs a service; bench does not import it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from devtools.localpg import LocalPostgres
+from tests.conftest import Database, create_database, drop_database
+from tests.support.certs import TLSFiles, write_tls_files
+from tests.support.servers import Server, start_server
+
+Serve = Callable[..., Server]
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
+    return write_tls_files(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def module_db(pg_server: LocalPostgres) -> Iterator[Database]:
+    db = create_database(pg_server)
+    yield db
+    drop_database(db)
+
+
+@pytest.fixture(scope="module")
+def server(module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = start_server(
+        module_db.service_dsn,
+        tls_files,
+        tmp_path_factory.mktemp("server") / "server.log",
+        METASTORE_MAX_BODY_BYTES="1048576",
+    )
+    yield srv
+    assert srv.stop() == 0, srv.log.read_text()
+
+
+@pytest.fixture
+def client(server: Server) -> Iterator[httpx.Client]:
+    with server.client() as c:
+        yield c
+
+
+@pytest.fixture
+def serve(database: Database, tls_files: TLSFiles, tmp_path: Path) -> Iterator[Serve]:
+    """serve(**settings): a service over TLS on this test's database with the given METASTORE_
+    settings (and start_server's keywords), logging to tmp_path; every one started is stopped at
+    teardown, and one still running then that exits non-zero fails the test with its log."""
+    started: list[Server] = []
+
+    def start(**settings: str) -> Server:
+        log = tmp_path / f"server{len(started)}.log"
+        srv = start_server(database.service_dsn, tls_files, log, **settings)
+        started.append(srv)
+        return srv
+
+    yield start
+    running = [srv for srv in started if srv.process.poll() is None]
+    codes = [(srv.stop(), srv) for srv in started]
+    for code, srv in codes:
+        assert srv not in running or code == 0, srv.log.read_text()
