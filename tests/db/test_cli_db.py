@@ -22,6 +22,7 @@ import pytest
 from devtools.localpg import free_port
 from metastore import migrations
 from tests.conftest import Database
+from tests.support.eventually import eventually
 from tests.support.schema import schema_exists
 
 
@@ -344,15 +345,16 @@ def test_each_command_names_itself_in_pg_stat_activity(database: Database) -> No
                 stderr=subprocess.DEVNULL,
             )
             try:
-                names: set[str] = set()
-                deadline = time.monotonic() + 30
-                while name not in names and time.monotonic() < deadline:
+
+                def named(wanted: str = name) -> set[str] | None:
                     rows = eye.execute(
                         "SELECT application_name FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                         (database.name,),
                     ).fetchall()
                     names = {r[0] for r in rows}
-                    time.sleep(0.1)
+                    return names if wanted in names else None
+
+                names = eventually(named, timeout=30, interval=0.1, what=f"a connection named {name!r}")
                 assert name in names, (args, names)
                 assert names & {"metastore", "from-the-environment"} == set(), names
             finally:

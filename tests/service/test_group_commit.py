@@ -10,7 +10,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import psycopg
 from tests.conftest import Database
 from tests.support.certs import TLSFiles
 from tests.support.checks import event, metric
+from tests.support.eventually import eventually
 from tests.support.servers import Server, start_server
 
 
@@ -52,7 +52,7 @@ def behind_a_lock(
         blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
         first = threading.Thread(target=lambda: post_together(server, [json.dumps(event("opener", 0)).encode()]))
         first.start()
-        wait_for(lambda: _lock_waiters(observer) == 1, "the first request never reached the lock")
+        eventually(lambda: _lock_waiters(observer) == 1, interval=0.02, what="the first request reaching the lock")
         others = threading.Thread(target=lambda: answers.extend(post_together(server, bodies)))
         others.start()
         time.sleep(hold_s)  # they arrive while the first one's call is in flight
@@ -68,13 +68,6 @@ def _lock_waiters(conn: psycopg.Connection[Any]) -> int:
         "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'metastore.events'::regclass"
     ).fetchone()
     return int(row[0]) if row else 0
-
-
-def wait_for(condition: Callable[[], bool], message: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, message
-        time.sleep(0.02)
 
 
 def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
@@ -209,10 +202,11 @@ def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once
             blocker.rollback()
         with psycopg.connect(database.owner_dsn) as conn:
             query = "SELECT run_id FROM metastore.events WHERE run_id LIKE %s"
-            wait_for(
+            eventually(
                 lambda: {r[0] for r in conn.execute(query, (f"{tag}-%",)).fetchall()} == run_ids,
-                "the spooled events were not stored",
                 timeout=30,
+                interval=0.02,
+                what="the spooled events stored",
             )
         counted = sum(metric(server, "metastore_events_total", outcome=o) for o in ("stored", "duplicate"))
     finally:
@@ -243,10 +237,12 @@ def test_at_most_the_set_number_of_calls_in_flight(database: Database, tls_files
             blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
             first = threading.Thread(target=lambda: post_together(server, [json.dumps(event(tag, 0)).encode()]))
             first.start()
-            wait_for(lambda: _lock_waiters(observer) == 1, "the first request never reached the lock")
+            eventually(lambda: _lock_waiters(observer) == 1, interval=0.02, what="the first request reaching the lock")
             second = threading.Thread(target=lambda: post_together(server, [json.dumps(event(tag, 1)).encode()]))
             second.start()
-            wait_for(lambda: _lock_waiters(observer) == 2, "a second call was not sent while the first waited")
+            eventually(
+                lambda: _lock_waiters(observer) == 2, interval=0.02, what="a second call sent while the first waited"
+            )
             bodies = [json.dumps(event(tag, i)).encode() for i in range(2, 12)]
             others = threading.Thread(target=lambda: answers.extend(post_together(server, bodies)))
             others.start()

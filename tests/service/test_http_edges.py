@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from tests.conftest import Database
 from tests.support.certs import TLSFiles
 from tests.support.checks import metric
 from tests.support.events import run_event
+from tests.support.eventually import eventually
 from tests.support.servers import Server, start_server
 
 MAX_BODY = 256 * 1024
@@ -106,10 +106,12 @@ def test_a_full_inflight_budget_is_said_before_100_continue(edge_server: Server)
             tls = context.wrap_socket(raw, server_hostname="localhost")
             holders.append(tls)
             tls.sendall(head(MAX_BODY).replace(b"Expect: 100-continue\r\n", b"") + b" " * (MAX_BODY - 1))
-        deadline = time.monotonic() + 4
-        while metric(edge_server, "metastore_http_inflight_bytes") < 2 * (MAX_BODY - 1):
-            assert time.monotonic() < deadline, "the uploads' bytes never arrived"
-            time.sleep(0.05)
+        eventually(
+            lambda: metric(edge_server, "metastore_http_inflight_bytes") >= 2 * (MAX_BODY - 1),
+            timeout=4,
+            interval=0.05,
+            what="the uploads' bytes arriving",
+        )
         with tls_socket(edge_server) as tls:
             tls.sendall(head(64 * 1024))
             received, closed = read_until_closed_or_quiet(tls)

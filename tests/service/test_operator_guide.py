@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import psycopg
 import pytest
 import trustme
@@ -28,6 +29,7 @@ from devtools.localpg import LocalPostgres
 from metastore import migrations
 from tests.conftest import FIXTURES
 from tests.support.certs import TLSFiles, postgres_tls
+from tests.support.eventually import eventually
 from tests.support.servers import start_server
 
 SYSTEM_PG = Path(os.environ.get("METASTORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
@@ -119,15 +121,8 @@ def create_roles(byo: Byo) -> None:
         assert stored and stored[0].startswith("SCRAM-SHA-256$")
 
 
-def wait_ready(http: object, want: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    status = None
-    while time.monotonic() < deadline:
-        status = http.get("/readyz").status_code  # type: ignore[attr-defined]
-        if status == want:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"/readyz stayed {status}, expected {want}")
+def wait_ready(http: httpx.Client, want: int, timeout: float = 20) -> None:
+    eventually(lambda: http.get("/readyz").status_code == want, timeout, interval=0.3, what=f"/readyz answering {want}")
 
 
 def test_the_operators_guide_end_to_end(byo_pg: Byo, tls_files: TLSFiles, tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from tests.conftest import Database
 from tests.support.certs import TLSFiles
 from tests.support.disks import FillableDisk, fillable_disk, piped_log
 from tests.support.events import run_event
+from tests.support.eventually import eventually
 from tests.support.servers import ROOT, Server, free_port, service_env, wait_until_serving
 
 ACKNOWLEDGED = (200, 201, 202)
@@ -98,12 +99,12 @@ def metric(server: Server, name: str) -> float:
 
 
 def wait_log(server: Server, text: str, timeout: float = 5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(text in line for line in server.log_lines()):
-            return True
-        time.sleep(0.1)
-    return False
+    return eventually(
+        lambda: any(text in line for line in server.log_lines()),
+        timeout,
+        interval=0.1,
+        what=f"a log line with {text!r}",
+    )
 
 
 def stop_quietly(server: Server, db: Database) -> None:

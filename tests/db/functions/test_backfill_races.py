@@ -19,36 +19,37 @@ import pytest
 from metastore import migrations
 from tests.conftest import CITUS, Database, ingest
 from tests.support.derived import dangling, reference, stop_midway, whole
+from tests.support.eventually import eventually
 from tests.support.generated import allow_two_weeks_ahead, runs_of
 
 
 def wait_for(
     conn: psycopg.Connection[Any], query: str, until: Callable[[Any], bool], params: tuple[Any, ...] = ()
 ) -> Any:
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
+    def answered() -> Any:
         row = conn.execute(query, params or None).fetchone()
-        if until(row):
-            return row
-        time.sleep(0.005)
-    raise AssertionError(f"timed out waiting on {query}")
+        return row if until(row) else None
+
+    return eventually(answered, timeout=60, interval=0.005, what=f"the answer wanted of {query}")
 
 
 def waits_on_a_worker(cluster: Any, dbname: str) -> None:
     """Until a session of the database waits for a lock on one of the Citus workers."""
     workers = [psycopg.connect(w.dsn_for("postgres", dbname), autocommit=True) for w in cluster.workers]
     try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            for conn in workers:
-                row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                ).fetchone()
-                if row and row[0] > 0:
-                    return
-            time.sleep(0.005)
-        raise AssertionError("no session waited for a lock on a worker")
+
+        def waiting(conn: psycopg.Connection[Any]) -> bool:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            return bool(row and row[0] > 0)
+
+        eventually(
+            lambda: any(waiting(conn) for conn in workers),
+            timeout=60,
+            interval=0.005,
+            what="a session waiting for a lock on a worker",
+        )
     finally:
         for conn in workers:
             conn.close()
