@@ -19,6 +19,7 @@ from tests.conftest import Database
 from tests.support.certs import TLSFiles
 from tests.support.checks import metric, stored_run_ids
 from tests.support.events import run_event
+from tests.support.eventually import eventually
 from tests.support.servers import start_server
 
 DEADLINE = ApiError(503, "the database did not answer within 1.5 s; retry later", "57014")
@@ -195,10 +196,12 @@ def test_with_a_spool_a_large_event_is_spooled_for_the_stores_trouble_not_its_ow
             blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
             assert http.post("/api/v1/lineage", content=large).status_code == 202
             blocker.rollback()
-        deadline = time.monotonic() + 30
-        while f"{tag}-large" not in stored_run_ids(database, tag):
-            assert time.monotonic() < deadline, "the spooled large event was not stored"
-            time.sleep(0.2)
+        eventually(
+            lambda: f"{tag}-large" in stored_run_ids(database, tag),
+            timeout=30,
+            interval=0.2,
+            what="the spooled large event stored",
+        )
         # None of the heavy events was spooled, so none was stored by the writers either.
         assert not {f"{tag}-h{i}" for i in range(3)} & stored_run_ids(database, tag)
     finally:

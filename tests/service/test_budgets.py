@@ -14,6 +14,7 @@ import psycopg
 from tests.conftest import Database
 from tests.support.certs import TLSFiles
 from tests.support.checks import event, stored_run_ids
+from tests.support.eventually import eventually
 from tests.support.servers import start_server
 
 
@@ -91,10 +92,9 @@ def test_stuck_writers_make_the_pod_unready_until_they_progress(
                 time.sleep(0.2)
             assert ready.status_code == 503 and ready.json()["status"] == "writers stuck"
             blocker.rollback()  # the lock goes: the writers store the event, readiness comes back
-            deadline = time.monotonic() + 15
-            while http.get("/readyz").status_code != 200:
-                assert time.monotonic() < deadline, "readiness did not come back"
-                time.sleep(0.2)
+            eventually(
+                lambda: http.get("/readyz").status_code == 200, timeout=15, interval=0.2, what="readiness coming back"
+            )
         assert stored_run_ids(database, tag) == {f"{tag}-1"}
         # Nothing was set aside: a locked table is nobody's fault.
         with psycopg.connect(database.owner_dsn) as owner:
@@ -137,10 +137,12 @@ def test_a_failing_database_is_not_waited_for_again_and_again(
             fast = http.post("/api/v1/lineage", json=event(tag, 3))
             assert fast.status_code == 503 and time.monotonic() - started < 0.3
             blocker.rollback()
-            deadline = time.monotonic() + 10
-            while http.post("/api/v1/lineage", json=event(tag, 4)).status_code != 201:
-                assert time.monotonic() < deadline, "the service never tried the database again"
-                time.sleep(0.2)
+            eventually(
+                lambda: http.post("/api/v1/lineage", json=event(tag, 4)).status_code == 201,
+                timeout=10,
+                interval=0.2,
+                what="the service trying the database again",
+            )
         assert stored_run_ids(database, tag) == {f"{tag}-4"}
     finally:
         assert server.stop() == 0
@@ -167,9 +169,11 @@ def test_with_a_spool_sync_mode_hands_a_slow_event_over_within_the_handoff(
                     response = http.post("/api/v1/lineage", json=event(tag, i))
                     assert response.status_code == 202 and time.monotonic() - started < 1.0
                 blocker.rollback()
-            deadline = time.monotonic() + 20
-            while len(stored_run_ids(database, tag)) < 6:
-                assert time.monotonic() < deadline, "the spooled events were not stored"
-                time.sleep(0.2)
+            eventually(
+                lambda: len(stored_run_ids(database, tag)) >= 6,
+                timeout=20,
+                interval=0.2,
+                what="the spooled events stored",
+            )
     finally:
         assert server.stop() == 0

@@ -21,6 +21,7 @@ import pytest
 from tests.conftest import Database
 from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.eventually import eventually
 from tests.support.servers import Server, start_server
 
 INGEST_TIMEOUT_MS = 300
@@ -120,10 +121,12 @@ def test_sync_mode_hands_a_locked_database_to_the_spool_within_the_budget(
         # Once the lock is gone, sync mode is sync again (as soon as the circuit breaker's probe
         # has found the database back: within its one-second cool-down).
         with server.client() as http:
-            deadline = time.monotonic() + 10
-            while http.post("/api/v1/lineage", json=event(f"{tag}-after-{time.monotonic()}")).status_code != 201:
-                assert time.monotonic() < deadline, "sync mode did not come back"
-                time.sleep(0.2)
+            eventually(
+                lambda: http.post("/api/v1/lineage", json=event(f"{tag}-after-{time.monotonic()}")).status_code == 201,
+                timeout=10,
+                interval=0.2,
+                what="sync mode coming back",
+            )
     finally:
         assert server.stop() == 0, server.log.read_text()
 

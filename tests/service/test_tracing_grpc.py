@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -18,6 +17,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 
 from tests.conftest import Database
 from tests.support.certs import TLSFiles
+from tests.support.eventually import eventually
 from tests.support.servers import start_server
 
 TRACE_ID = "5bf92f3577b34da6a3ce929d0e0e4736"
@@ -62,10 +62,12 @@ def test_spans_arrive_over_grpc(
         with server.client() as http:
             response = http.get("/api/v1/datasets", headers={"traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"})
             assert response.status_code == 200
-        deadline = time.monotonic() + 15
-        while not any(s.trace_id.hex() == TRACE_ID for s in servicer.spans):
-            assert time.monotonic() < deadline, "no span arrived at the gRPC collector"
-            time.sleep(0.1)
+        eventually(
+            lambda: any(s.trace_id.hex() == TRACE_ID for s in servicer.spans),
+            timeout=15,
+            interval=0.1,
+            what="a span at the gRPC collector",
+        )
         assert any("exporting traces over OTLP (grpc)" in line for line in server.log_lines())
     finally:
         assert server.stop() == 0
