@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import pty
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,6 +21,7 @@ from devtools.localpg import free_port
 from metastore import migrations
 from tests.conftest import Database
 from tests.support.eventually import eventually
+from tests.support.listeners import silent_listener
 from tests.support.schema import schema_exists
 
 
@@ -129,28 +128,8 @@ def test_revert_on_a_terminal_asks_and_does_only_what_was_confirmed(database: Da
 @pytest.fixture
 def silent_server() -> Iterator[int]:
     """A TCP listener that accepts connections and never says a word."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    thread.join(5)
-    for conn in accepted:
-        conn.close()
-    listener.close()
+    with silent_listener() as port:
+        yield port
 
 
 @pytest.mark.parametrize("command", [["status"], ["verify"], ["deploy"], ["revert", "--to", "0", "--yes"]])

@@ -16,10 +16,10 @@ from typing import Any
 import psycopg
 
 from tests.conftest import Database
-from tests.support.certs import TLSFiles
 from tests.support.checks import event, metric
 from tests.support.eventually import eventually
-from tests.support.servers import Server, start_server
+from tests.support.servers import Server
+from tests.support.service_fixtures import Serve
 
 
 def post_together(server: Server, bodies: list[bytes]) -> list[tuple[int, dict[str, Any], float]]:
@@ -70,13 +70,8 @@ def _lock_waiters(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(database: Database, serve: Serve) -> None:
+    server = serve(
         METASTORE_GROUP_COMMIT_EVENTS="64",
         # One call in flight: all that arrive behind the held one form one group (with two, the
         # second call would take whichever arrived first, alone).
@@ -107,7 +102,7 @@ def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
             assert row == (f"{tag}-{i}",)  # each answer is about its own event
 
 
-def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
+def test_an_event_that_fails_fails_alone(database: Database, serve: Serve) -> None:
     """In one group: an invalid event (refused by its own check) and one the database refuses
     as a whole call (a trigger raising for its run id) get their 4xx; the rest are stored."""
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
@@ -124,10 +119,7 @@ def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles
                 FOR EACH ROW EXECUTE FUNCTION metastore.test_poison();
             """
         )
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_GROUP_COMMIT_EVENTS="64",
         # One call in flight: all that arrive behind the held one form one group (with two, the
         # second call would take whichever arrived first, alone).
@@ -157,13 +149,8 @@ def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles
     assert {r[0] for r in rows} == {f"{tag}-{i}" for i in (0, 1, 3, 4, 6, 7)}
 
 
-def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(database: Database, serve: Serve) -> None:
+    server = serve(
         METASTORE_GROUP_COMMIT_EVENTS="64",
         METASTORE_INGEST_TIMEOUT_MS="500",
     )
@@ -183,12 +170,9 @@ def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(
 
 
 def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
+    database: Database, tmp_path: Path, serve: Serve
 ) -> None:
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
         METASTORE_SPOOL_HANDOFF_MS="200",
         METASTORE_GROUP_COMMIT_EVENTS="64",
@@ -216,13 +200,10 @@ def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once
     assert counted == 8  # each once: by the writer that stored it, not by the group that gave it up
 
 
-def test_at_most_the_set_number_of_calls_in_flight(database: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
+def test_at_most_the_set_number_of_calls_in_flight(database: Database, serve: Serve) -> None:
     """METASTORE_GROUP_COMMIT_CALLS=2: while two calls wait on a lock, the rest wait together for one
     of them to return, and go as one group."""
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_GROUP_COMMIT_EVENTS="64",
         METASTORE_GROUP_COMMIT_CALLS="2",
         METASTORE_INGEST_TIMEOUT_MS="8000",

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent import futures
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -16,9 +15,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from tests.conftest import Database
-from tests.support.certs import TLSFiles
 from tests.support.eventually import eventually
-from tests.support.servers import start_server
+from tests.support.service_fixtures import Serve
 
 TRACE_ID = "5bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -45,14 +43,9 @@ def collector() -> Iterator[tuple[Collector, int]]:
     server.stop(grace=None)
 
 
-def test_spans_arrive_over_grpc(
-    database: Database, tls_files: TLSFiles, tmp_path: Path, collector: tuple[Collector, int]
-) -> None:
+def test_spans_arrive_over_grpc(collector: tuple[Collector, int], serve: Serve) -> None:
     servicer, port = collector
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
         OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
         OTEL_EXPORTER_OTLP_INSECURE="true",
