@@ -9,8 +9,9 @@ from typing import Any
 
 import psycopg
 
-from tests.conftest import Database, create_database, drop_database, ingest
+from tests.conftest import Database, create_database, drop_database
 from tests.support.generated import allow_two_weeks_ahead
+from tests.support.ingesting import ingest_all
 
 
 def stored_column_lineage(conn: psycopg.Connection[Any]) -> set[tuple[Any, ...]]:
@@ -100,18 +101,20 @@ def dangling(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
 
 
 def reference(
-    pg_server: Any, events: list[Any], prepare: Callable[[str], None] = allow_two_weeks_ahead
+    pg_server: Any,
+    events: list[Any],
+    prepare: Callable[[str], None] = allow_two_weeks_ahead,
+    read: Callable[[psycopg.Connection[Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The same events ingested live only, in a database of their own that `prepare` (given the
-    owner's DSN) sets up first."""
+    owner's DSN) sets up first, read back by `read` (whole, unless given)."""
+    read = read or whole
     db = create_database(pg_server)
     try:
         prepare(db.owner_dsn)
-        with psycopg.connect(db.service_dsn, autocommit=True) as conn:
-            for event in events:
-                ingest(conn, event)
+        ingest_all(db.service_dsn, events)
         with psycopg.connect(db.owner_dsn, autocommit=True) as conn:
-            return whole(conn)
+            return read(conn)
     finally:
         drop_database(db)
 

@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from metastore import migrations
-from tests.conftest import OWNER, Database, create_database, drop_database, ingest
+from tests.conftest import OWNER, Database, ingest
 from tests.support.derived import (
     dangling,
     reference,
@@ -21,6 +21,7 @@ from tests.support.derived import (
     whole,
 )
 from tests.support.generated import all_fixture_events, allow_two_weeks_ahead, generated_events, runs_of
+from tests.support.ingesting import ingest_all, ingesting_meanwhile
 
 
 def test_backfill_rebuilds_exactly_what_live_ingest_gave(
@@ -60,39 +61,14 @@ def test_backfill_of_an_empty_store_is_a_no_op(owner: psycopg.Connection[Any]) -
 def test_backfill_while_ingest_goes_on_misses_nothing(database: Database, pg_server: Any) -> None:
     first, second = generated_events(300, "before"), generated_events(300, "during")
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in first:
-            ingest(service, event)
-
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            with psycopg.connect(database.service_dsn, autocommit=True) as conn:
-                for event in second:
-                    assert ingest(conn, event)[0] == "stored"
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
+    ingest_all(database.service_dsn, first)
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
-        owner.execute("CALL metastore.backfill(25)")
-        thread.join(60)
-        assert not thread.is_alive() and not errors
+        with ingesting_meanwhile(database.service_dsn, second, timeout=60):
+            owner.execute("CALL metastore.backfill(25)")
         result = snapshot(owner)
 
     # The same events ingested live only, in another database, must give the same state.
-    reference = create_database(pg_server)
-    try:
-        allow_two_weeks_ahead(reference.owner_dsn)
-        with psycopg.connect(reference.service_dsn, autocommit=True) as conn:
-            for event in first + second:
-                ingest(conn, event)
-        with psycopg.connect(reference.owner_dsn, autocommit=True) as conn:
-            assert result == snapshot(conn)
-    finally:
-        drop_database(reference)
+    assert result == reference(pg_server, first + second, read=snapshot)
 
 
 def test_backfill_rebuilds_names_of_10_kb_identically(
@@ -159,24 +135,9 @@ def test_no_statement_is_jit_compiled(database: Database, service: psycopg.Conne
 def test_sessions_share_a_rebuild_while_ingest_goes_on(database: Database, pg_server: Any) -> None:
     first, second = runs_of(150, "before"), runs_of(100, "during")
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in first:
-            ingest(service, event)
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            with psycopg.connect(database.service_dsn, autocommit=True) as conn:
-                for event in second:
-                    assert ingest(conn, event)[0] == "stored"
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    migrations.backfill(database.owner_dsn, sessions=3, batch_size=4)
-    thread.join(120)
-    assert not thread.is_alive() and not errors
+    ingest_all(database.service_dsn, first)
+    with ingesting_meanwhile(database.service_dsn, second, timeout=120):
+        migrations.backfill(database.owner_dsn, sessions=3, batch_size=4)
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         result = whole(owner)
         assert dangling(owner) == (0, 0, 0, 0)
@@ -194,9 +155,7 @@ def test_ingest_is_held_only_for_the_cut_not_for_the_rebuild(database: Database)
     """With a lock_timeout of 300 ms, every event posted while a rebuild runs is stored: the SHARE
     lock on metastore.events lasts a few statements at the cut and at the end, not the rebuild."""
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(200, "stored"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(200, "stored"))
     done = threading.Event()
     failures: list[BaseException] = []
 
@@ -227,9 +186,7 @@ def test_ingest_is_held_only_for_the_cut_not_for_the_rebuild(database: Database)
 
 def test_a_rebuild_stopped_midway_shows_the_old_datasets_and_resumes(database: Database) -> None:
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(150, "r"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(150, "r"))
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         before, datasets_before = whole(owner), snapshot(owner)["datasets"]
         stop_midway(database, 2)
@@ -248,9 +205,7 @@ def test_a_rebuild_stopped_midway_shows_the_old_datasets_and_resumes(database: D
 
 def test_a_deploy_that_changed_the_rules_starts_the_rebuild_again(database: Database) -> None:
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(150, "r"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(150, "r"))
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         before = whole(owner)
         stop_midway(database, 2)

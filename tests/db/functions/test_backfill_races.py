@@ -21,6 +21,7 @@ from tests.conftest import CITUS, Database, ingest
 from tests.support.derived import dangling, reference, stop_midway, whole
 from tests.support.eventually import eventually
 from tests.support.generated import allow_two_weeks_ahead, runs_of
+from tests.support.ingesting import ingest_all
 
 
 def wait_for(
@@ -240,9 +241,7 @@ def test_a_session_of_an_older_generation_joins_the_newer_one(database: Database
     """Rules change while a session derives generation 2; a CALL starts generation 3 and is stopped
     at once. The session of generation 2 adopts generation 3 rather than fold with its own."""
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(150, "r"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(150, "r"))
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         before = whole(owner)
         older = Session(database, 1)
@@ -296,9 +295,7 @@ def test_a_call_that_waited_for_a_rebuild_to_end_does_not_start_another(database
     """A session comes to a rebuild as its last session ends it: it waits for the derive_state row
     that session holds and finds 'none'. It leaves, rather than derive everything again in a third
     generation (the last of `metastore db backfill --sessions N` to arrive did)."""
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(20, "w"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(20, "w"))
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         # An edge no event makes: the end deletes it, and waits while another transaction locks it.
         owner.execute(
@@ -356,9 +353,7 @@ def test_a_range_read_while_create_partitions_moves_its_rows_misses_none(databas
         owner.execute("UPDATE metastore.settings SET event_time_future = '30 days'")
     later = (datetime.now(UTC) + timedelta(days=20)).replace(hour=12)
     events = [{**e, "eventTime": (later + timedelta(seconds=i)).isoformat()} for i, e in enumerate(runs_of(150, "m"))]
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in events:
-            ingest(service, event)
+    ingest_all(database.service_dsn, events)
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         assert owner.execute("SELECT count(*) FROM metastore.events_default").fetchone() == (300,)
         stop_midway(database, 1)
