@@ -25,12 +25,12 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench import floods
 from bench.floods import RssSampler
 from tests.conftest import Database, create_database, drop_database
 from tests.support.certs import TLSFiles
+from tests.support.checks import metric
 from tests.support.events import run_event
 from tests.support.eventually import eventually
 from tests.support.servers import Server, start_server
@@ -44,17 +44,6 @@ PER_CONNECTION_MB = 0.5
 SLACK_MB = 25
 # The documented bound's constants (`make floods`; docs/operations.md, "Sizing").
 CONSTANTS = json.loads((Path(__file__).parents[2] / "bench" / "results" / "memory.json").read_text())["constants"]
-
-
-def metric(server: Server, family: str, **labels: str) -> float:
-    with server.client() as http:
-        text = http.get("/metrics").text
-    return sum(
-        sample.value
-        for fam in text_string_to_metric_families(text)
-        for sample in fam.samples
-        if sample.name == family and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def padded(tag: str, i: int, size: int) -> dict[str, Any]:
@@ -92,10 +81,8 @@ def ids_of(lines: list[str]) -> list[int]:
 
 
 @pytest.fixture
-def db(pg_server: Any) -> Iterator[Database]:
-    database = create_database(pg_server)
-    yield database
-    drop_database(database)
+def db(database: Database) -> Database:
+    return database
 
 
 @pytest.fixture

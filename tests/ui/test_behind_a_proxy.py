@@ -13,10 +13,8 @@ prefix /api/services/metadata-store/, in Debian's Chromium, against the real ser
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,10 +24,10 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Frame, FrameLocator, Page, expect
 
-from devtools.localpg import free_port
 from tests.conftest import FIXTURES, Database, load_fixture
 from tests.support.browser import ARTIFACTS
 from tests.support.certs import TLSFiles
+from tests.support.origins import another_origin
 from tests.support.servers import Server, start_server
 from tests.ui import nginx
 
@@ -48,27 +46,8 @@ def seeded(server: Server) -> Server:
 @pytest.fixture(scope="module")
 def other_origin() -> Iterator[dict[str, str]]:
     """A site of another origin (http://127.0.0.1:<port>): pages by path, put in this dict."""
-    pages: dict[str, str] = {}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = pages.get(self.path, "").encode()
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    port = free_port()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    pages["origin"] = f"http://127.0.0.1:{port}"
-    yield pages
-    httpd.shutdown()
-    httpd.server_close()
+    with another_origin() as pages:
+        yield pages
 
 
 @pytest.fixture(scope="module")

@@ -8,19 +8,16 @@ Chromium against the real server, from a page served by another origin (plain HT
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
 from playwright.sync_api import Browser, Page
 
-from devtools.localpg import free_port
 from tests.conftest import Database
+from tests.support.origins import another_origin
 from tests.support.servers import Server
 
 FORM_PAGE = """<!doctype html><html><body>
@@ -33,28 +30,8 @@ FORM_PAGE = """<!doctype html><html><body>
 @pytest.fixture(scope="module")
 def attacker() -> Iterator[dict[str, str]]:
     """Another origin: pages are put in the dict by path, served over plain HTTP."""
-    pages: dict[str, str] = {}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = pages.get(self.path, "").encode()
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    port = free_port()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    pages["origin"] = f"http://127.0.0.1:{port}"
-    yield pages
-    httpd.shutdown()
-    httpd.server_close()
+    with another_origin() as pages:
+        yield pages
 
 
 @pytest.fixture
