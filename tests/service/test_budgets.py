@@ -12,7 +12,7 @@ import httpx
 import psycopg
 
 from tests.conftest import Database
-from tests.support.checks import event, stored_run_ids
+from tests.support.checks import event, post_until_stored, stored_run_ids
 from tests.support.eventually import eventually
 from tests.support.service_fixtures import Serve
 
@@ -124,12 +124,7 @@ def test_a_failing_database_is_not_waited_for_again_and_again(database: Database
             fast = http.post("/api/v1/lineage", json=event(tag, 3))
             assert fast.status_code == 503 and time.monotonic() - started < 0.3
             blocker.rollback()
-            eventually(
-                lambda: http.post("/api/v1/lineage", json=event(tag, 4)).status_code == 201,
-                timeout=10,
-                interval=0.2,
-                what="the service trying the database again",
-            )
+            post_until_stored(http, event(tag, 4), what="the service trying the database again")
         assert stored_run_ids(database, tag) == {f"{tag}-4"}
     finally:
         assert server.stop() == 0

@@ -21,6 +21,14 @@ from tests.support.eventually import eventually
 from tests.support.servers import Server
 from tests.support.service_fixtures import Serve
 
+ONE_GROUP_BEHIND_A_LOCK = {
+    "METASTORE_GROUP_COMMIT_EVENTS": "64",
+    # One call in flight: all that arrive behind the held one form one group (with two, the
+    # second call would take whichever arrived first, alone).
+    "METASTORE_GROUP_COMMIT_CALLS": "1",
+    "METASTORE_INGEST_TIMEOUT_MS": "5000",
+}
+
 
 def post_together(server: Server, bodies: list[bytes]) -> list[tuple[int, dict[str, Any], float]]:
     """Each body from its own client, at once; (status, answer, seconds) in the order given."""
@@ -71,13 +79,7 @@ def _lock_waiters(conn: psycopg.Connection[Any]) -> int:
 
 
 def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(database: Database, serve: Serve) -> None:
-    server = serve(
-        METASTORE_GROUP_COMMIT_EVENTS="64",
-        # One call in flight: all that arrive behind the held one form one group (with two, the
-        # second call would take whichever arrived first, alone).
-        METASTORE_GROUP_COMMIT_CALLS="1",
-        METASTORE_INGEST_TIMEOUT_MS="5000",
-    )
+    server = serve(**ONE_GROUP_BEHIND_A_LOCK)
     tag = uuid.uuid4().hex[:8]
     bodies = [json.dumps(event(tag, i)).encode() for i in range(12)]
     bodies.append(bodies[3])  # the same event twice in one group: stored once
@@ -119,13 +121,7 @@ def test_an_event_that_fails_fails_alone(database: Database, serve: Serve) -> No
                 FOR EACH ROW EXECUTE FUNCTION metastore.test_poison();
             """
         )
-    server = serve(
-        METASTORE_GROUP_COMMIT_EVENTS="64",
-        # One call in flight: all that arrive behind the held one form one group (with two, the
-        # second call would take whichever arrived first, alone).
-        METASTORE_GROUP_COMMIT_CALLS="1",
-        METASTORE_INGEST_TIMEOUT_MS="5000",
-    )
+    server = serve(**ONE_GROUP_BEHIND_A_LOCK)
     tag = uuid.uuid4().hex[:8]
     bodies = [json.dumps(event(tag, i)).encode() for i in range(8)]
     invalid = event(tag, 100)

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
 from tests.support.certs import TLSFiles
-from tests.support.checks import event, stored_run_ids
+from tests.support.checks import event, post_until_stored, stored_run_ids
 from tests.support.eventually import eventually
 from tests.support.servers import Server, start_server, wait_until_serving
 
@@ -370,11 +370,8 @@ def test_pool_exhaustion_gives_503s_within_the_ingest_budget(db: Database, tls_f
             blocker.rollback()
         with server.client() as http:
             # The circuit breaker opened after those failures; its probe finds the database back.
-            eventually(
-                lambda: http.post("/api/v1/lineage", json=event(tag, 9)).status_code == 201,
-                timeout=10,
-                interval=0.2,
-                what="an event stored once the breaker's probe finds the database back",
+            post_until_stored(
+                http, event(tag, 9), what="an event stored once the breaker's probe finds the database back"
             )
         assert stored_run_ids(db, tag) == {f"{tag}-9"}
     finally:

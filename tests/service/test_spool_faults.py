@@ -82,12 +82,13 @@ def counts(db: Database, tag: str) -> collections.Counter[str]:
 
 
 def wait_stored(db: Database, tag: str, expected: set[str], timeout: float = 45) -> collections.Counter[str]:
-    deadline = time.monotonic() + timeout
-    while True:
+    """How many times each run id of this test is stored, once every one expected is."""
+
+    def complete() -> tuple[collections.Counter[str]] | None:
         got = counts(db, tag)
-        if expected <= set(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.3)
+        return (got,) if expected <= set(got) else None
+
+    return eventually(complete, timeout=timeout, interval=0.3, what=f"the {len(expected)} events expected stored")[0]
 
 
 def metric(server: Server, name: str) -> float:
@@ -140,15 +141,6 @@ def disk(request: pytest.FixtureRequest) -> Iterator[FillableDisk]:
         yield fillable
     finally:
         fillable.close()
-
-
-@pytest.fixture
-def locked_events(database: Database) -> Iterator[psycopg.Connection[Any]]:
-    """The owner holding metastore.events: nothing is stored (events stay in the spool) until rollback()."""
-    with psycopg.connect(database.owner_dsn) as conn:
-        conn.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
-        yield conn
-        conn.rollback()
 
 
 class Poster:

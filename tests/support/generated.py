@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from tests.conftest import fixture_files, load_fixture
+from tests.conftest import Database, fixture_files, ingest, load_fixture
 
 
 def all_fixture_events() -> list[Any]:
@@ -74,3 +74,10 @@ def runs_of(n: int, prefix: str) -> list[dict[str, Any]]:
             done["inputs"] = []
         events += [start, done]
     return events
+
+
+def ingest_fixtures_and_generated(database: Database, service: psycopg.Connection[Any], n: int, prefix: str) -> None:
+    """Every fixture and n generated events (reaching two weeks ahead, which this allows first)."""
+    allow_two_weeks_ahead(database.owner_dsn)
+    for event in all_fixture_events() + generated_events(n, prefix):
+        ingest(service, event)

@@ -1,6 +1,7 @@
 """The pytest fixtures of a real service over TLS: the session's certificates (tls_files), a database
-per module (module_db), one service per module (server) and its client, and `serve`, which starts a
-service with given settings and stops it at teardown.
+per module (module_db), one service per module (server) and its client, `serve`, which starts a
+service with given settings and stops it at teardown, and locked_events, a database that stores
+nothing for now.
 
 Imported by the conftest.py of each test folder that needs a service; bench does not import it."""
 
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
+import psycopg
 import pytest
 
 from devtools.localpg import LocalPostgres
@@ -68,3 +71,13 @@ def serve(database: Database, tls_files: TLSFiles, tmp_path: Path) -> Iterator[S
     codes = [(srv.stop(), srv) for srv in started]
     for code, srv in codes:
         assert srv not in running or code == 0, srv.log.read_text()
+
+
+@pytest.fixture
+def locked_events(database: Database) -> Iterator[psycopg.Connection[Any]]:
+    """The owner holding metastore.events: nothing can be stored (events stay in a spool) until
+    rollback()."""
+    with psycopg.connect(database.owner_dsn) as conn:
+        conn.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
+        yield conn
+        conn.rollback()

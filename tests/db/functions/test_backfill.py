@@ -20,16 +20,19 @@ from tests.support.derived import (
     stop_midway,
     whole,
 )
-from tests.support.generated import all_fixture_events, allow_two_weeks_ahead, generated_events, runs_of
+from tests.support.generated import (
+    allow_two_weeks_ahead,
+    generated_events,
+    ingest_fixtures_and_generated,
+    runs_of,
+)
 from tests.support.ingesting import ingest_all, ingesting_meanwhile
 
 
 def test_backfill_rebuilds_exactly_what_live_ingest_gave(
     database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    allow_two_weeks_ahead(database.owner_dsn)
-    for event in all_fixture_events() + generated_events(40, "a"):
-        ingest(service, event)
+    ingest_fixtures_and_generated(database, service, 40, "a")
     live = snapshot(owner)
     ids_before = dict(((ns, n), i) for i, ns, n in owner.execute("SELECT id, namespace, name FROM metastore.datasets"))
     assert len(live["datasets"]) > 50 and live["symlinks"]
