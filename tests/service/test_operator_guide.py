@@ -28,9 +28,10 @@ from psycopg import sql
 from devtools.localpg import LocalPostgres
 from metastore import migrations
 from tests.conftest import FIXTURES
-from tests.support.certs import TLSFiles, postgres_tls
+from tests.support.certs import TLSFiles
 from tests.support.eventually import eventually
 from tests.support.servers import start_server
+from tests.support.system_pg import tls_postgres
 
 SYSTEM_PG = Path(os.environ.get("METASTORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 # Quotes, backslash, spaces and every character a URL or a conninfo string treats specially.
@@ -77,13 +78,8 @@ class Byo:
 
 @pytest.fixture
 def byo_pg(tmp_path: Path) -> Iterator[Byo]:
-    if not (SYSTEM_PG / "postgres").exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must provide a TLS-capable PostgreSQL at {SYSTEM_PG}")
-        pytest.skip(f"needs a TLS-capable PostgreSQL at {SYSTEM_PG} (apt-get install postgresql-15)")
-    server = LocalPostgres(bin_path=SYSTEM_PG)
     ca_file = tmp_path / "pg-ca.pem"
-    server.start(options=f"{postgres_tls(server, ca_file, ('localhost',))} -c password_encryption=scram-sha-256")
+    server = tls_postgres(SYSTEM_PG, ca_file, ("localhost",), "-c password_encryption=scram-sha-256")
     try:
         (server.data / "pg_hba.conf").write_text(HBA)
         server._run("pg_ctl", "-D", str(server.data), "reload")

@@ -144,3 +144,14 @@ def stop_midway(database: Database, batch_size: int) -> None:
             watch.execute("SELECT pg_cancel_backend(%s::integer)", (pid,))
         thread.join(60)
         assert caught and isinstance(caught[0], psycopg.errors.QueryCanceled), caught
+
+
+def event_links(conn: psycopg.Connection[Any], event_id: int) -> set[tuple[Any, ...]]:
+    """(namespace, name, direction) of each dataset the event is linked to."""
+    return set(
+        conn.execute(
+            "SELECT d.namespace, d.name, l.direction FROM metastore.event_datasets l "
+            "JOIN metastore.datasets d ON d.id = l.dataset_id WHERE l.event_id = %s",
+            (event_id,),
+        ).fetchall()
+    )
