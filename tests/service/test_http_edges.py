@@ -21,23 +21,19 @@ from tests.support.checks import metric
 from tests.support.events import run_event
 from tests.support.eventually import eventually
 from tests.support.servers import Server, start_server
+from tests.support.service_fixtures import Serve
 
 MAX_BODY = 256 * 1024
 INFLIGHT = 512 * 1024
 
 
 @pytest.fixture(scope="module")
-def edge_server(module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(
-        module_db.service_dsn,
-        tls_files,
-        tmp_path_factory.mktemp("edges") / "server.log",
+def edge_server(module_serve: Serve) -> Server:
+    return module_serve(
         METASTORE_MAX_BODY_BYTES=str(MAX_BODY),
         METASTORE_MAX_INFLIGHT_BYTES=str(INFLIGHT),
         METASTORE_REQUEST_DEADLINE_S="5",
     )
-    yield srv
-    assert srv.stop() == 0, srv.log.read_text()
 
 
 @contextmanager

@@ -1,6 +1,6 @@
 """The pytest fixtures of a real service over TLS: the session's certificates (tls_files), a database
-per module (module_db), one service per module (server) and its client, `serve`, which starts a
-service with given settings and stops it at teardown, and locked_events, a database that stores
+per module (module_db), one service per module (server) and its client, `serve` and `module_serve`,
+which start a service with given settings and stop it at teardown, and locked_events, a database that stores
 nothing for now.
 
 Imported by the conftest.py of each test folder that needs a service; bench does not import it."""
@@ -36,15 +36,8 @@ def module_db(pg_server: LocalPostgres) -> Iterator[Database]:
 
 
 @pytest.fixture(scope="module")
-def server(module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(
-        module_db.service_dsn,
-        tls_files,
-        tmp_path_factory.mktemp("server") / "server.log",
-        METASTORE_MAX_BODY_BYTES="1048576",
-    )
-    yield srv
-    assert srv.stop() == 0, srv.log.read_text()
+def server(module_serve: Serve) -> Server:
+    return module_serve(METASTORE_MAX_BODY_BYTES="1048576")
 
 
 @pytest.fixture
@@ -53,16 +46,13 @@ def client(server: Server) -> Iterator[httpx.Client]:
         yield c
 
 
-@pytest.fixture
-def serve(database: Database, tls_files: TLSFiles, tmp_path: Path) -> Iterator[Serve]:
-    """serve(**settings): a service over TLS on this test's database with the given METASTORE_
-    settings (and start_server's keywords), logging to tmp_path; every one started is stopped at
-    teardown, and one still running then that exits non-zero fails the test with its log."""
+def serving(dsn: str, tls: TLSFiles, logs: Path) -> Iterator[Serve]:
+    """The services started on dsn, logging to logs/, are stopped when this ends; one still
+    running then that exits non-zero fails with its log."""
     started: list[Server] = []
 
     def start(**settings: str) -> Server:
-        log = tmp_path / f"server{len(started)}.log"
-        srv = start_server(database.service_dsn, tls_files, log, **settings)
+        srv = start_server(dsn, tls, logs / f"server{len(started)}.log", **settings)
         started.append(srv)
         return srv
 
@@ -71,6 +61,19 @@ def serve(database: Database, tls_files: TLSFiles, tmp_path: Path) -> Iterator[S
     codes = [(srv.stop(), srv) for srv in started]
     for code, srv in codes:
         assert srv not in running or code == 0, srv.log.read_text()
+
+
+@pytest.fixture
+def serve(database: Database, tls_files: TLSFiles, tmp_path: Path) -> Iterator[Serve]:
+    """serve(**settings): a service over TLS on this test's database with the given METASTORE_
+    settings (and start_server's keywords), stopped at teardown."""
+    yield from serving(database.service_dsn, tls_files, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_serve(module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve]:
+    """serve, on the module's database, stopped at the module's end: for module-scoped services."""
+    yield from serving(module_db.service_dsn, tls_files, tmp_path_factory.mktemp("server"))
 
 
 @pytest.fixture

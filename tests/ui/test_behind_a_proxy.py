@@ -24,11 +24,12 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Frame, FrameLocator, Page, expect
 
-from tests.conftest import FIXTURES, Database, load_fixture
+from tests.conftest import FIXTURES, load_fixture
 from tests.support.browser import ARTIFACTS
 from tests.support.certs import TLSFiles
 from tests.support.origins import another_origin
-from tests.support.servers import Server, start_server
+from tests.support.servers import Server
+from tests.support.service_fixtures import Serve
 from tests.ui import nginx
 
 PREFIX = nginx.PREFIX
@@ -51,18 +52,9 @@ def other_origin() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def framed_store(
-    module_db: Database, tls_files: TLSFiles, other_origin: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
+def framed_store(module_serve: Serve, other_origin: dict[str, str]) -> Server:
     """The same store, run by an operator who lets the other origin frame the view."""
-    srv = start_server(
-        module_db.service_dsn,
-        tls_files,
-        tmp_path_factory.mktemp("framed") / "server.log",
-        METASTORE_FRAME_ANCESTORS=f"'self' {other_origin['origin']}",
-    )
-    yield srv
-    assert srv.stop() == 0, srv.log.read_text()
+    return module_serve(METASTORE_FRAME_ANCESTORS=f"'self' {other_origin['origin']}")
 
 
 @pytest.fixture(scope="module")
