@@ -59,7 +59,7 @@ def runs_of(n: int, prefix: str) -> list[dict[str, Any]]:
     """START and COMPLETE of n queries, with sql facets, output schemas and column lineage: every derived
     table gets rows. Every other COMPLETE lists no inputs (as Spark's: its START did), and every third
     one's facet also names a source that no event lists."""
-    events = []
+    events: list[dict[str, Any]] = []
     for i, event in enumerate(generated_events(n, prefix)):
         sql_facet = {"sql": {"query": f"SELECT {len(events)}", "dialect": "trino"}}
         schema = {"schema": {"fields": [{"name": "c", "type": "int"}] + ([{"name": "d"}] if len(events) % 3 else [])}}

@@ -51,7 +51,7 @@ def serving(dsn: str, tls: TLSFiles, logs: Path) -> Iterator[Serve]:
     running then that exits non-zero fails with its log."""
     started: list[Server] = []
 
-    def start(**settings: str) -> Server:
+    def start(**settings: Any) -> Server:
         srv = start_server(dsn, tls, logs / f"server{len(started)}.log", **settings)
         started.append(srv)
         return srv
