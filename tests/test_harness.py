@@ -1,6 +1,6 @@
 """The tests share code through tests/support and the conftest.py files only: no module under tests
-imports a test module (whose import would also collect its tests twice and tie unrelated files
-together), nor the removed tests.server_fixtures."""
+imports a test module (a helper there ties one test file to another's internals, and a test
+function imported is collected twice), nor the removed tests.server_fixtures."""
 
 from __future__ import annotations
 
