@@ -3,6 +3,7 @@ cloned from a template that holds the deployed schema."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -65,14 +66,20 @@ def new_server() -> LocalPostgres:
     return CitusCluster() if CITUS else LocalPostgres()
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[LocalPostgres]:
-    server = new_server().start()
+@contextlib.contextmanager
+def provisioned(server: LocalPostgres) -> Iterator[LocalPostgres]:
+    """A started server with the template database deployed; removed when the block ends."""
     try:
         provision(server)
         yield server
     finally:
         server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[LocalPostgres]:
+    with provisioned(new_server().start()) as server:
+        yield server
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from devtools.citus import CitusCluster
 from devtools.localpg import LocalPostgres
-from tests.conftest import Database, create_database, drop_database, provision
+from tests.conftest import Database, create_database, drop_database, provisioned
 
 
 @pytest.fixture(scope="session")
@@ -22,12 +22,8 @@ def cluster(pg_server: Any) -> CitusCluster:
 @pytest.fixture(scope="session")
 def plain_server(cluster: CitusCluster) -> Iterator[LocalPostgres]:
     """PostgreSQL 15 without Citus: the same binaries, nothing preloaded."""
-    server = LocalPostgres(bin_path=cluster.bin).start()
-    try:
-        provision(server)
+    with provisioned(LocalPostgres(bin_path=cluster.bin).start()) as server:
         yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture

@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import pty
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,7 +20,9 @@ import pytest
 from devtools.localpg import free_port
 from metastore import ledger, migrations
 from tests.conftest import Database
-from tests.db.test_migrations import schema_exists
+from tests.support.eventually import eventually
+from tests.support.listeners import silent_listener
+from tests.support.schema import schema_exists
 
 
 def metastore_db(*args: str, dsn: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -128,28 +128,8 @@ def test_revert_on_a_terminal_asks_and_does_only_what_was_confirmed(database: Da
 @pytest.fixture
 def silent_server() -> Iterator[int]:
     """A TCP listener that accepts connections and never says a word."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    thread.join(5)
-    for conn in accepted:
-        conn.close()
-    listener.close()
+    with silent_listener() as port:
+        yield port
 
 
 @pytest.mark.parametrize("command", [["status"], ["verify"], ["deploy"], ["revert", "--to", "0", "--yes"]])
@@ -344,15 +324,16 @@ def test_each_command_names_itself_in_pg_stat_activity(database: Database) -> No
                 stderr=subprocess.DEVNULL,
             )
             try:
-                names: set[str] = set()
-                deadline = time.monotonic() + 30
-                while name not in names and time.monotonic() < deadline:
+
+                def named(wanted: str = name) -> set[str] | None:
                     rows = eye.execute(
                         "SELECT application_name FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                         (database.name,),
                     ).fetchall()
                     names = {r[0] for r in rows}
-                    time.sleep(0.1)
+                    return names if wanted in names else None
+
+                names = eventually(named, timeout=30, interval=0.1, what=f"a connection named {name!r}")
                 assert name in names, (args, names)
                 assert names & {"metastore", "from-the-environment"} == set(), names
             finally:

@@ -19,7 +19,7 @@ import pytest
 from devtools.localpg import LocalPostgres
 from metastore import migrations
 from tests.conftest import ROOT, ingest
-from tests.db.functions.test_backfill import allow_two_weeks_ahead, generated_events
+from tests.support.generated import allow_two_weeks_ahead, generated_events
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,7 @@ import psycopg
 from metastore import ledger, migrations
 from tests.conftest import APP_ROLE, Database
 from tests.schema_dump import SCHEMA_FILE, dump
-
-
-def schema_exists(db: Database) -> bool:
-    with psycopg.connect(db.owner_dsn) as conn:
-        row = conn.execute("SELECT to_regnamespace('metastore') IS NOT NULL").fetchone()
-        return bool(row and row[0])
+from tests.support.schema import schema_exists
 
 
 def test_round_trip_deploy_verify_revert_to_zero_and_deploy_again(empty_db: Database) -> None:

@@ -24,9 +24,11 @@ import pytest
 from metastore import archive, maintenance, migrations
 from metastore.transfer import split_line
 from tests.conftest import CITUS, Database, ingest
-from tests.server_fixtures import TLSFiles, start_server, tls_files  # noqa: F401
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
 from tests.support.reads import VIEWS, read_calls, without_unequal
+from tests.support.servers import start_server
+from tests.support.service_fixtures import tls_files  # noqa: F401
 
 # On Citus the service may not read dataset_events_view, over the distributed events (docs/scale.md).
 SERVICE_VIEWS = tuple(v for v in VIEWS if not (CITUS and v == "dataset_events_view"))

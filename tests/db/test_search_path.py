@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.conftest import CITUS, SERVICE, Database, ingest
-from tests.db.functions.test_backfill import allow_two_weeks_ahead, generated_events
+from tests.support.generated import allow_two_weeks_ahead, generated_events
 
 # Each shadow records its call, tries the escalation, then answers as the real one would, so
 # that nothing fails before every shadow had its chance.

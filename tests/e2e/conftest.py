@@ -18,15 +18,16 @@ import httpx
 import pytest
 
 from devtools.localpg import LocalPostgres
-from tests import server_fixtures
 from tests.conftest import Database, create_database, drop_database
 from tests.e2e.trino_server import E2ESetupError, QueryRun, TrinoServer, fetch_trino, find_java, query_set, run_queries
 from tests.e2e.trino_server import start_trino as _start_trino
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support import service_fixtures
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 E2E_DIR = Path(__file__).resolve().parent
 # The session's test CA and certificate: the service serves with them, Trino trusts the CA.
-tls_files = server_fixtures.tls_files
+tls_files = service_fixtures.tls_files
 
 
 def pytest_configure(config: pytest.Config) -> None:

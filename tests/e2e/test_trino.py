@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import Database
 from tests.e2e.conftest import LineageTarget, TrinoLineage, wait_for_datasets
 from tests.e2e.trino_server import TrinoServer, run_id_of
-from tests.server_fixtures import Server
+from tests.support.servers import Server
 
 pytestmark = pytest.mark.e2e
 

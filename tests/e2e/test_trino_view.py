@@ -9,8 +9,8 @@ from pathlib import Path
 from playwright.sync_api import expect, sync_playwright
 
 from tests.e2e.conftest import LineageTarget
-from tests.server_fixtures import TLSFiles
 from tests.support.browser import ARTIFACTS, CHROMIUM, leaf_pem, spki_pin
+from tests.support.certs import TLSFiles
 
 
 def test_trino_datasets_are_on_the_view(e2e_lineage_target: LineageTarget, tls_files: TLSFiles) -> None:

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import Database
-from tests.db.functions.test_backfill import snapshot
-from tests.server_fixtures import Server
+from tests.support.derived import snapshot
+from tests.support.servers import Server
 
 nasty_text = st.one_of(
     st.text(max_size=40),

@@ -1,1 +1,1 @@
-from tests.server_fixtures import tls_files  # noqa: F401
+from tests.support.service_fixtures import tls_files  # noqa: F401

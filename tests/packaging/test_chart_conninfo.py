@@ -3,27 +3,16 @@ quotes, backslashes and spaces arrive as written. Needs the helm that helm/check
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from psycopg import conninfo
 
+from tests.support.helm import helm
+
 ROOT = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("METASTORE_TOOLS_CACHE", Path.home() / ".cache" / "metastore-tools"))
-
-
-def helm() -> str:
-    found = shutil.which("helm") or next((str(p) for p in sorted(CACHE.glob("helm-*/helm"))), None)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI runs helm/check.sh first, which provides helm")
-        pytest.skip("no helm: run helm/check.sh once")
-    return found
 
 
 def render(values: dict[str, object], tmp_path: Path) -> list[dict[str, Any]]:

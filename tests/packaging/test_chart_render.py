@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from bench import floods
-from tests.packaging.test_chart_conninfo import helm
+from tests.support.helm import helm
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "metastore"

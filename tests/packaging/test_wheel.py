@@ -25,7 +25,8 @@ import pytest
 from devtools.localpg import LocalPostgres, free_port
 from metastore import ledger
 from tests.conftest import APP_ROLE, FIXTURES, OWNER, READER_ROLE, ROOT, Database, drop_database, load_fixture
-from tests.server_fixtures import Server, TLSFiles, wait_until_serving
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, wait_until_serving
 
 DOCKERFILE = ROOT / "Dockerfile"
 # What the builder stage of the Dockerfile copies from the build context (checked below).

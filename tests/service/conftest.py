@@ -1,1 +1,1 @@
-from tests.server_fixtures import client, module_db, server, tls_files  # noqa: F401
+from tests.support.service_fixtures import client, locked_events, module_db, module_serve, serve, server, tls_files  # noqa: F401

@@ -16,9 +16,10 @@ from bench.heavy_senders import heavy_body
 from metastore.errors import ApiError
 from metastore.ingest import Breaker, _environmental
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, start_server
 from tests.support.checks import metric, stored_run_ids
 from tests.support.events import run_event
+from tests.support.eventually import eventually
+from tests.support.service_fixtures import Serve
 
 DEADLINE = ApiError(503, "the database did not answer within 1.5 s; retry later", "57014")
 
@@ -74,15 +75,13 @@ def test_a_data_error_of_a_group_is_an_events_not_the_environments() -> None:
     assert _environmental(ApiError(503, "pool", None))
 
 
-def test_two_senders_of_events_that_cannot_be_stored_in_time_take_nobody_down(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
+def test_two_senders_of_events_that_cannot_be_stored_in_time_take_nobody_down(database: Database, serve: Serve) -> None:
     """Two clients posting 1.5 MB events the database could not store within the budget (20 000
     input datasets each) made the breaker refuse a third of everyone else's posts with 503. Each heavy
     event now fails alone (503, 57014: its own deadline, recorded in a metric and a log line), on
     the large events' own connection, while normal clients' events are stored and none of them is
     refused by the breaker."""
-    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log")
+    server = serve()
     # 40 000 input datasets: about 4 s of the database's time alone, against the 1.5 s budget.
     heavy = heavy_body("fanout", 3_000_000)
     stop = threading.Event()
@@ -151,16 +150,13 @@ def test_two_senders_of_events_that_cannot_be_stored_in_time_take_nobody_down(
 
 
 def test_with_a_spool_a_large_event_is_spooled_for_the_stores_trouble_not_its_own(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
+    database: Database, tmp_path: Path, serve: Serve
 ) -> None:
     """With a spool, a large event that missed its deadline while the database answered others is
     answered 503, not spooled: the writers would spend the same time on it again, for a sender that
     can post such events faster than anything stores them. When the database answers nobody (a
     lock), a large event is spooled like any other, and stored once the lock is gone."""
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
         METASTORE_INGEST_TIMEOUT_MS="500",
         # Not the subject here: without it the lane would rest after the heavy events.
@@ -194,10 +190,12 @@ def test_with_a_spool_a_large_event_is_spooled_for_the_stores_trouble_not_its_ow
             blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
             assert http.post("/api/v1/lineage", content=large).status_code == 202
             blocker.rollback()
-        deadline = time.monotonic() + 30
-        while f"{tag}-large" not in stored_run_ids(database, tag):
-            assert time.monotonic() < deadline, "the spooled large event was not stored"
-            time.sleep(0.2)
+        eventually(
+            lambda: f"{tag}-large" in stored_run_ids(database, tag),
+            timeout=30,
+            interval=0.2,
+            what="the spooled large event stored",
+        )
         # None of the heavy events was spooled, so none was stored by the writers either.
         assert not {f"{tag}-h{i}" for i in range(3)} & stored_run_ids(database, tag)
     finally:

@@ -12,23 +12,19 @@ import httpx
 import psycopg
 
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, start_server
-from tests.support.checks import event, stored_run_ids
+from tests.support.checks import event, post_until_stored, stored_run_ids
+from tests.support.eventually import eventually
+from tests.support.service_fixtures import Serve
 
 
-def test_reads_saturating_their_pool_never_fail_ingest_or_readiness(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
+def test_reads_saturating_their_pool_never_fail_ingest_or_readiness(database: Database, serve: Serve) -> None:
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         # Enough datasets that a substring search is real work on every call.
         owner.execute(
             "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen) "
             "SELECT 'trino://h:8080', 'cat.s.t' || g, 'dataset', now(), now() FROM generate_series(1, 20000) AS g"
         )
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_READ_POOL_MAX="1",
         METASTORE_READ_TIMEOUT_MS="100",
     )
@@ -67,13 +63,8 @@ def test_reads_saturating_their_pool_never_fail_ingest_or_readiness(
     assert len(stored_run_ids(database, tag)) == len(ingest_codes)
 
 
-def test_stuck_writers_make_the_pod_unready_until_they_progress(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+def test_stuck_writers_make_the_pod_unready_until_they_progress(database: Database, serve: Serve) -> None:
+    server = serve(
         METASTORE_INGEST_MODE="async",
         METASTORE_DB_TIMEOUT_MS="500",
         METASTORE_WRITER_STUCK_S="2",
@@ -90,10 +81,9 @@ def test_stuck_writers_make_the_pod_unready_until_they_progress(
                 time.sleep(0.2)
             assert ready.status_code == 503 and ready.json()["status"] == "writers stuck"
             blocker.rollback()  # the lock goes: the writers store the event, readiness comes back
-            deadline = time.monotonic() + 15
-            while http.get("/readyz").status_code != 200:
-                assert time.monotonic() < deadline, "readiness did not come back"
-                time.sleep(0.2)
+            eventually(
+                lambda: http.get("/readyz").status_code == 200, timeout=15, interval=0.2, what="readiness coming back"
+            )
         assert stored_run_ids(database, tag) == {f"{tag}-1"}
         # Nothing was set aside: a locked table is nobody's fault.
         with psycopg.connect(database.owner_dsn) as owner:
@@ -114,13 +104,11 @@ def test_made_up_methods_share_one_metrics_label(server: object, client: httpx.C
     assert "other" in methods and not any(m.startswith("X") for m in methods)
 
 
-def test_a_failing_database_is_not_waited_for_again_and_again(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
+def test_a_failing_database_is_not_waited_for_again_and_again(database: Database, serve: Serve) -> None:
     """Sync mode without a spool: after three requests that each waited out the budget, the next
     ones are answered 503 at once (one probe at a time tries the database), and all is well again
     once the database is."""
-    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log", METASTORE_INGEST_TIMEOUT_MS="500")
+    server = serve(METASTORE_INGEST_TIMEOUT_MS="500")
     tag = uuid.uuid4().hex[:8]
     try:
         with server.client() as http, psycopg.connect(database.owner_dsn) as blocker:
@@ -136,22 +124,16 @@ def test_a_failing_database_is_not_waited_for_again_and_again(
             fast = http.post("/api/v1/lineage", json=event(tag, 3))
             assert fast.status_code == 503 and time.monotonic() - started < 0.3
             blocker.rollback()
-            deadline = time.monotonic() + 10
-            while http.post("/api/v1/lineage", json=event(tag, 4)).status_code != 201:
-                assert time.monotonic() < deadline, "the service never tried the database again"
-                time.sleep(0.2)
+            post_until_stored(http, event(tag, 4), what="the service trying the database again")
         assert stored_run_ids(database, tag) == {f"{tag}-4"}
     finally:
         assert server.stop() == 0
 
 
 def test_with_a_spool_sync_mode_hands_a_slow_event_over_within_the_handoff(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
+    database: Database, tmp_path: Path, serve: Serve
 ) -> None:
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
         METASTORE_SPOOL_HANDOFF_MS="200",
     )
@@ -166,9 +148,11 @@ def test_with_a_spool_sync_mode_hands_a_slow_event_over_within_the_handoff(
                     response = http.post("/api/v1/lineage", json=event(tag, i))
                     assert response.status_code == 202 and time.monotonic() - started < 1.0
                 blocker.rollback()
-            deadline = time.monotonic() + 20
-            while len(stored_run_ids(database, tag)) < 6:
-                assert time.monotonic() < deadline, "the spooled events were not stored"
-                time.sleep(0.2)
+            eventually(
+                lambda: len(stored_run_ids(database, tag)) >= 6,
+                timeout=20,
+                interval=0.2,
+                what="the spooled events stored",
+            )
     finally:
         assert server.stop() == 0

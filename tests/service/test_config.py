@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from metastore import config
-from tests.server_fixtures import TLSFiles
+from tests.support.certs import TLSFiles
 
 BASE = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x"}
 

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server
 from tests.support.events import run_event
+from tests.support.servers import Server
 
 NDJSON = {"Accept": "application/x-ndjson"}
 

@@ -25,13 +25,15 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from bench import floods
 from bench.floods import RssSampler
 from tests.conftest import Database, create_database, drop_database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.checks import metric
 from tests.support.events import run_event
+from tests.support.eventually import eventually
+from tests.support.servers import Server, start_server
 
 NDJSON = {"Accept": "application/x-ndjson"}
 MIB = 1 << 20
@@ -42,17 +44,6 @@ PER_CONNECTION_MB = 0.5
 SLACK_MB = 25
 # The documented bound's constants (`make floods`; docs/operations.md, "Sizing").
 CONSTANTS = json.loads((Path(__file__).parents[2] / "bench" / "results" / "memory.json").read_text())["constants"]
-
-
-def metric(server: Server, family: str, **labels: str) -> float:
-    with server.client() as http:
-        text = http.get("/metrics").text
-    return sum(
-        sample.value
-        for fam in text_string_to_metric_families(text)
-        for sample in fam.samples
-        if sample.name == family and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def padded(tag: str, i: int, size: int) -> dict[str, Any]:
@@ -90,10 +81,8 @@ def ids_of(lines: list[str]) -> list[int]:
 
 
 @pytest.fixture
-def db(pg_server: Any) -> Iterator[Database]:
-    database = create_database(pg_server)
-    yield database
-    drop_database(database)
+def db(database: Database) -> Database:
+    return database
 
 
 @pytest.fixture
@@ -134,12 +123,13 @@ def test_the_async_writers_refuse_them_and_record_them(db: Database, tls_files: 
         with srv.client() as http:
             assert http.post("/api/v1/lineage", content=bomb(tag, 0)).status_code == 202
             assert http.post("/api/v1/lineage", content=deep(tag)).status_code == 202
-        deadline = time.monotonic() + 30
-        codes: list[str] = []
-        while time.monotonic() < deadline and len(codes) < 2:
+
+        def two_rejected() -> list[str] | None:
             with psycopg.connect(db.owner_dsn) as owner:
                 codes = [r[0] for r in owner.execute("SELECT sqlstate FROM metastore.rejected_events ORDER BY id")]
-            time.sleep(0.2)
+            return codes if len(codes) >= 2 else None
+
+        codes = eventually(two_rejected, timeout=30, interval=0.2, what="both events rejected")
         assert sorted(codes) == ["54M01", "54M02"]
         assert metric(srv, "metastore_events_total", outcome="rejected", reason="54M01") == 1
     finally:
@@ -474,16 +464,15 @@ def test_forwarding_gets_past_events_stored_before_the_rule(
     forward_env = {"METASTORE_FORWARD_URL": receiver.url, "METASTORE_FORWARD_CA": str(tls_files.ca)}
     source = start_server(source_db.service_dsn, tls_files, tmp_path / "source.log", **forward_env)
     try:
-        deadline = time.monotonic() + 180
-        target: dict[str, Any] = {}
-        while time.monotonic() < deadline:
+
+        def all_answered() -> dict[str, Any] | None:
             with source.client() as http:
                 # No target listed until the forwarder first claims it.
                 targets = http.get("/api/v1/forwarding").json()["targets"]
             target = targets[0] if targets else {"sent": 0, "refused": 0}
-            if target["sent"] + target["refused"] == 20:
-                break
-            time.sleep(0.5)
+            return target if target["sent"] + target["refused"] == 20 else None
+
+        target = eventually(all_answered, timeout=180, interval=0.5, what="all 20 events answered")
         assert (target["sent"], target["refused"]) == (10, 10), target
         with psycopg.connect(receiver_db.owner_dsn) as owner:
             stored = owner.execute("SELECT count(*) FROM metastore.events").fetchone()

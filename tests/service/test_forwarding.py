@@ -4,27 +4,22 @@ across a restart of the receiver and of the forwarding service, losing nothing, 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from tests.conftest import Database, create_database, drop_database
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.service.receivers import Got, Receiver, Reply
+from tests.support.certs import TLSFiles
+from tests.support.eventually import eventually
+from tests.support.servers import Server, start_server
 
-
-def wait_for(check: Callable[[], bool], timeout: float = 60, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = functools.partial(eventually, timeout=60, interval=0.2)
 
 
 def payloads(db: Database) -> list[str]:

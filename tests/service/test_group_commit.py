@@ -10,15 +10,24 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.support.checks import event, metric
+from tests.support.eventually import eventually
+from tests.support.servers import Server
+from tests.support.service_fixtures import Serve
+
+ONE_GROUP_BEHIND_A_LOCK = {
+    "METASTORE_GROUP_COMMIT_EVENTS": "64",
+    # One call in flight: all that arrive behind the held one form one group (with two, the
+    # second call would take whichever arrived first, alone).
+    "METASTORE_GROUP_COMMIT_CALLS": "1",
+    "METASTORE_INGEST_TIMEOUT_MS": "5000",
+}
 
 
 def post_together(server: Server, bodies: list[bytes]) -> list[tuple[int, dict[str, Any], float]]:
@@ -51,7 +60,7 @@ def behind_a_lock(
         blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
         first = threading.Thread(target=lambda: post_together(server, [json.dumps(event("opener", 0)).encode()]))
         first.start()
-        wait_for(lambda: _lock_waiters(observer) == 1, "the first request never reached the lock")
+        eventually(lambda: _lock_waiters(observer) == 1, interval=0.02, what="the first request reaching the lock")
         others = threading.Thread(target=lambda: answers.extend(post_together(server, bodies)))
         others.start()
         time.sleep(hold_s)  # they arrive while the first one's call is in flight
@@ -69,26 +78,8 @@ def _lock_waiters(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
-def wait_for(condition: Callable[[], bool], message: str, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, message
-        time.sleep(0.02)
-
-
-def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
-        METASTORE_GROUP_COMMIT_EVENTS="64",
-        # One call in flight: all that arrive behind the held one form one group (with two, the
-        # second call would take whichever arrived first, alone).
-        METASTORE_GROUP_COMMIT_CALLS="1",
-        METASTORE_INGEST_TIMEOUT_MS="5000",
-    )
+def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(database: Database, serve: Serve) -> None:
+    server = serve(**ONE_GROUP_BEHIND_A_LOCK)
     tag = uuid.uuid4().hex[:8]
     bodies = [json.dumps(event(tag, i)).encode() for i in range(12)]
     bodies.append(bodies[3])  # the same event twice in one group: stored once
@@ -113,7 +104,7 @@ def test_concurrent_posts_share_commits_and_each_gets_its_own_answer(
             assert row == (f"{tag}-{i}",)  # each answer is about its own event
 
 
-def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
+def test_an_event_that_fails_fails_alone(database: Database, serve: Serve) -> None:
     """In one group: an invalid event (refused by its own check) and one the database refuses
     as a whole call (a trigger raising for its run id) get their 4xx; the rest are stored."""
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
@@ -130,16 +121,7 @@ def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles
                 FOR EACH ROW EXECUTE FUNCTION metastore.test_poison();
             """
         )
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
-        METASTORE_GROUP_COMMIT_EVENTS="64",
-        # One call in flight: all that arrive behind the held one form one group (with two, the
-        # second call would take whichever arrived first, alone).
-        METASTORE_GROUP_COMMIT_CALLS="1",
-        METASTORE_INGEST_TIMEOUT_MS="5000",
-    )
+    server = serve(**ONE_GROUP_BEHIND_A_LOCK)
     tag = uuid.uuid4().hex[:8]
     bodies = [json.dumps(event(tag, i)).encode() for i in range(8)]
     invalid = event(tag, 100)
@@ -163,13 +145,8 @@ def test_an_event_that_fails_fails_alone(database: Database, tls_files: TLSFiles
     assert {r[0] for r in rows} == {f"{tag}-{i}" for i in (0, 1, 3, 4, 6, 7)}
 
 
-def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(database: Database, serve: Serve) -> None:
+    server = serve(
         METASTORE_GROUP_COMMIT_EVENTS="64",
         METASTORE_INGEST_TIMEOUT_MS="500",
     )
@@ -189,12 +166,9 @@ def test_a_group_the_database_cannot_take_answers_503_each_within_the_budget(
 
 
 def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
+    database: Database, tmp_path: Path, serve: Serve
 ) -> None:
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
         METASTORE_SPOOL_HANDOFF_MS="200",
         METASTORE_GROUP_COMMIT_EVENTS="64",
@@ -208,10 +182,11 @@ def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once
             blocker.rollback()
         with psycopg.connect(database.owner_dsn) as conn:
             query = "SELECT run_id FROM metastore.events WHERE run_id LIKE %s"
-            wait_for(
+            eventually(
                 lambda: {r[0] for r in conn.execute(query, (f"{tag}-%",)).fetchall()} == run_ids,
-                "the spooled events were not stored",
                 timeout=30,
+                interval=0.02,
+                what="the spooled events stored",
             )
         counted = sum(metric(server, "metastore_events_total", outcome=o) for o in ("stored", "duplicate"))
     finally:
@@ -221,13 +196,10 @@ def test_with_a_spool_a_group_is_handed_over_within_the_handoff_and_counted_once
     assert counted == 8  # each once: by the writer that stored it, not by the group that gave it up
 
 
-def test_at_most_the_set_number_of_calls_in_flight(database: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
+def test_at_most_the_set_number_of_calls_in_flight(database: Database, serve: Serve) -> None:
     """METASTORE_GROUP_COMMIT_CALLS=2: while two calls wait on a lock, the rest wait together for one
     of them to return, and go as one group."""
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_GROUP_COMMIT_EVENTS="64",
         METASTORE_GROUP_COMMIT_CALLS="2",
         METASTORE_INGEST_TIMEOUT_MS="8000",
@@ -242,10 +214,12 @@ def test_at_most_the_set_number_of_calls_in_flight(database: Database, tls_files
             blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
             first = threading.Thread(target=lambda: post_together(server, [json.dumps(event(tag, 0)).encode()]))
             first.start()
-            wait_for(lambda: _lock_waiters(observer) == 1, "the first request never reached the lock")
+            eventually(lambda: _lock_waiters(observer) == 1, interval=0.02, what="the first request reaching the lock")
             second = threading.Thread(target=lambda: post_together(server, [json.dumps(event(tag, 1)).encode()]))
             second.start()
-            wait_for(lambda: _lock_waiters(observer) == 2, "a second call was not sent while the first waited")
+            eventually(
+                lambda: _lock_waiters(observer) == 2, interval=0.02, what="a second call sent while the first waited"
+            )
             bodies = [json.dumps(event(tag, i)).encode() for i in range(2, 12)]
             others = threading.Thread(target=lambda: answers.extend(post_together(server, bodies)))
             others.start()

@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, Database, load_fixture
-from tests.server_fixtures import Server
 from tests.support.checks import assert_error
 from tests.support.events import run_event
+from tests.support.servers import Server
 
 
 def unique_event(**extra: Any) -> dict[str, Any]:

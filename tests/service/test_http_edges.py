@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import ssl
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,26 +16,24 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.checks import metric
 from tests.support.events import run_event
+from tests.support.eventually import eventually
+from tests.support.servers import Server, start_server
+from tests.support.service_fixtures import Serve
 
 MAX_BODY = 256 * 1024
 INFLIGHT = 512 * 1024
 
 
 @pytest.fixture(scope="module")
-def edge_server(module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(
-        module_db.service_dsn,
-        tls_files,
-        tmp_path_factory.mktemp("edges") / "server.log",
+def edge_server(module_serve: Serve) -> Server:
+    return module_serve(
         METASTORE_MAX_BODY_BYTES=str(MAX_BODY),
         METASTORE_MAX_INFLIGHT_BYTES=str(INFLIGHT),
         METASTORE_REQUEST_DEADLINE_S="5",
     )
-    yield srv
-    assert srv.stop() == 0, srv.log.read_text()
 
 
 @contextmanager
@@ -105,10 +102,12 @@ def test_a_full_inflight_budget_is_said_before_100_continue(edge_server: Server)
             tls = context.wrap_socket(raw, server_hostname="localhost")
             holders.append(tls)
             tls.sendall(head(MAX_BODY).replace(b"Expect: 100-continue\r\n", b"") + b" " * (MAX_BODY - 1))
-        deadline = time.monotonic() + 4
-        while metric(edge_server, "metastore_http_inflight_bytes") < 2 * (MAX_BODY - 1):
-            assert time.monotonic() < deadline, "the uploads' bytes never arrived"
-            time.sleep(0.05)
+        eventually(
+            lambda: metric(edge_server, "metastore_http_inflight_bytes") >= 2 * (MAX_BODY - 1),
+            timeout=4,
+            interval=0.05,
+            what="the uploads' bytes arriving",
+        )
         with tls_socket(edge_server) as tls:
             tls.sendall(head(64 * 1024))
             received, closed = read_until_closed_or_quiet(tls)

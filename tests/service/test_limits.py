@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import floods
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
+from tests.support.service_fixtures import Serve
 
 MAX_CONNECTIONS = 50
 MAX_INFLIGHT = 4 << 20
@@ -39,11 +40,10 @@ def rss_bound_mb(settings: dict[str, str], read_side: bool) -> float:
 
 
 @pytest.fixture(scope="module")
-def limited(module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(module_db.service_dsn, tls_files, tmp_path_factory.mktemp("limits") / "server.log", **SETTINGS)
+def limited(module_serve: Serve) -> Server:
+    srv = module_serve(**SETTINGS)
     asyncio.run(floods.warm(target(srv), 50))
-    yield srv
-    assert srv.stop() == 0, srv.log.read_text()
+    return srv
 
 
 def target(server: Server) -> floods.Target:

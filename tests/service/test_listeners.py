@@ -16,9 +16,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, free_port, start_server
-from tests.support.certs import write_tls_files
+from tests.support.certs import TLSFiles, write_tls_files
 from tests.support.events import run_event
+from tests.support.servers import free_port, start_server
+from tests.support.service_fixtures import Serve
 
 
 def test_the_default_address_takes_ipv6_and_ipv4(database: Database, tmp_path: Path) -> None:
@@ -37,14 +38,9 @@ def test_the_default_address_takes_ipv6_and_ipv4(database: Database, tmp_path: P
         assert server.stop() == 0
 
 
-def test_the_metrics_port_serves_metrics_in_plain_http_and_nothing_else(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
+def test_the_metrics_port_serves_metrics_in_plain_http_and_nothing_else(serve: Serve) -> None:
     metrics_port = free_port()
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_HOST="::",
         METASTORE_METRICS_PORT=str(metrics_port),
     )

@@ -18,7 +18,8 @@ import pytest
 
 from metastore import logs
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from metastore import logs
 from tests.conftest import Database
-from tests.server_fixtures import start_server
+from tests.support.servers import start_server
 
 
 def test_levels_parse_and_refuse_what_is_not_logger_equals_level() -> None:

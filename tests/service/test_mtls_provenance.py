@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import socket
 import ssl
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +22,9 @@ import pytest
 import trustme
 
 from tests.conftest import Database, create_database, drop_database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.eventually import eventually
+from tests.support.servers import Server, start_server
 
 
 @dataclass
@@ -102,12 +103,7 @@ def stored_source(db: Database, job_name: str) -> tuple[str, str | None] | None:
 
 def wait_stored(db: Database, job_name: str) -> tuple[str, str | None]:
     # Async mode answers 202 before the writer commits.
-    for _ in range(100):
-        source = stored_source(db, job_name)
-        if source is not None:
-            return source
-        time.sleep(0.05)
-    raise AssertionError(f"{job_name} was never stored")
+    return eventually(lambda: stored_source(db, job_name), timeout=5, interval=0.05, what=f"{job_name} stored")
 
 
 def test_a_verified_certificate_is_authenticated_by_its_subject(

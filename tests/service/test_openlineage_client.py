@@ -25,7 +25,7 @@ from openlineage.client.facet_v2 import symlinks_dataset
 from openlineage.client.transport.http import HttpConfig, HttpTransport
 
 from tests.conftest import Database
-from tests.server_fixtures import Server
+from tests.support.servers import Server
 
 PRODUCER = "https://example.com/metastore-tests"
 

@@ -22,8 +22,10 @@ import trustme
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server, wait_until_serving
-from tests.support.checks import event, stored_run_ids
+from tests.support.certs import TLSFiles
+from tests.support.checks import event, post_until_stored, stored_run_ids
+from tests.support.eventually import eventually
+from tests.support.servers import Server, start_server, wait_until_serving
 
 
 @pytest.fixture
@@ -98,10 +100,9 @@ def test_readiness_and_ingest_when_postgres_stops_and_comes_back(
             assert http.get("/healthz").status_code == 200  # liveness does not depend on the database
 
             own_pg.server.start()
-            deadline = time.monotonic() + 30
-            while http.get("/readyz").status_code != 200:
-                assert time.monotonic() < deadline, "readiness did not recover"
-                time.sleep(0.2)
+            eventually(
+                lambda: http.get("/readyz").status_code == 200, timeout=30, interval=0.2, what="readiness recovering"
+            )
             recovered = time.monotonic() - started
             assert http.post("/api/v1/lineage", json=event("down", 2)).status_code == 201
             assert recovered < 30
@@ -126,10 +127,9 @@ def test_readiness_is_bounded_when_postgres_is_frozen(own_pg: Database, tls_file
                 assert time.monotonic() - started < 3.0  # the 1.5 s deadline, not Trino's 5 s
             finally:
                 own_pg.server.signal_all(signal.SIGCONT)
-            deadline = time.monotonic() + 30
-            while http.get("/readyz").status_code != 200:
-                assert time.monotonic() < deadline, "readiness did not recover"
-                time.sleep(0.2)
+            eventually(
+                lambda: http.get("/readyz").status_code == 200, timeout=30, interval=0.2, what="readiness recovering"
+            )
             assert http.post("/api/v1/lineage", json=event("frozen", 2)).status_code == 201
     finally:
         assert server.stop() == 0
@@ -191,10 +191,7 @@ def test_a_full_async_queue_answers_as_configured_and_loses_nothing(
             assert codes[:3] == [202] * 3
             assert set(codes[3:]) == {full_status}
             blocker.rollback()
-            deadline = time.monotonic() + 10
-            while len(stored_run_ids(db, tag)) < 3:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+            eventually(lambda: len(stored_run_ids(db, tag)) >= 3, timeout=10, interval=0.1, what="the 3 events stored")
             assert stored_run_ids(db, tag) == {f"{tag}-{i}" for i in range(3)}
             families = {f.name: f for f in text_string_to_metric_families(http.get("/metrics").text)}
             full = {
@@ -222,10 +219,9 @@ def test_a_full_async_queue_falls_back_to_storing_at_once(db: Database, tls_file
         with server.client() as http:
             codes = {http.post("/api/v1/lineage", json=event(tag, i)).status_code for i in range(40)}
             assert codes <= {201, 202} and 202 in codes
-            deadline = time.monotonic() + 10
-            while len(stored_run_ids(db, tag)) < 40:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+            eventually(
+                lambda: len(stored_run_ids(db, tag)) >= 40, timeout=10, interval=0.1, what="the 40 events stored"
+            )
     finally:
         assert server.stop() == 0
 
@@ -300,10 +296,9 @@ def test_a_renewed_certificate_is_served_without_a_restart(db: Database, tmp_pat
     try:
         first = served_certificate()
         renewed = issue()
-        deadline = time.monotonic() + 10
-        while served_certificate() == first:
-            assert time.monotonic() < deadline, "the renewed certificate was not picked up"
-            time.sleep(0.3)
+        eventually(
+            lambda: served_certificate() != first, timeout=10, interval=0.3, what="the renewed certificate picked up"
+        )
         assert served_certificate().strip() == renewed.strip()
         wait_until_serving(server)
     finally:
@@ -329,10 +324,7 @@ def test_async_sigkill_loses_at_most_the_queue(db: Database, tls_files: TLSFiles
     with server.client() as http:
         accepted = [i for i in range(30) if http.post("/api/v1/lineage", json=event(tag, i)).status_code == 202]
         # Let some batches commit, then hold the rest in memory and kill the process.
-        deadline = time.monotonic() + 10
-        while len(stored_run_ids(db, tag)) < 10:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        eventually(lambda: len(stored_run_ids(db, tag)) >= 10, timeout=10, interval=0.05, what="10 events stored")
         with psycopg.connect(db.owner_dsn) as blocker:
             blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
             accepted += [
@@ -378,10 +370,9 @@ def test_pool_exhaustion_gives_503s_within_the_ingest_budget(db: Database, tls_f
             blocker.rollback()
         with server.client() as http:
             # The circuit breaker opened after those failures; its probe finds the database back.
-            deadline = time.monotonic() + 10
-            while http.post("/api/v1/lineage", json=event(tag, 9)).status_code != 201:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+            post_until_stored(
+                http, event(tag, 9), what="an event stored once the breaker's probe finds the database back"
+            )
         assert stored_run_ids(db, tag) == {f"{tag}-9"}
     finally:
         assert server.stop() == 0

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import psycopg
 import pytest
 import trustme
@@ -27,8 +28,10 @@ from psycopg import sql
 from devtools.localpg import LocalPostgres
 from metastore import migrations
 from tests.conftest import FIXTURES
-from tests.server_fixtures import TLSFiles, start_server
-from tests.support.certs import postgres_tls
+from tests.support.certs import TLSFiles
+from tests.support.eventually import eventually
+from tests.support.servers import start_server
+from tests.support.system_pg import tls_postgres
 
 SYSTEM_PG = Path(os.environ.get("METASTORE_PG_BIN", "/usr/lib/postgresql/15/bin"))
 # Quotes, backslash, spaces and every character a URL or a conninfo string treats specially.
@@ -75,13 +78,8 @@ class Byo:
 
 @pytest.fixture
 def byo_pg(tmp_path: Path) -> Iterator[Byo]:
-    if not (SYSTEM_PG / "postgres").exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must provide a TLS-capable PostgreSQL at {SYSTEM_PG}")
-        pytest.skip(f"needs a TLS-capable PostgreSQL at {SYSTEM_PG} (apt-get install postgresql-15)")
-    server = LocalPostgres(bin_path=SYSTEM_PG)
     ca_file = tmp_path / "pg-ca.pem"
-    server.start(options=f"{postgres_tls(server, ca_file, ('localhost',))} -c password_encryption=scram-sha-256")
+    server = tls_postgres(SYSTEM_PG, ca_file, ("localhost",), "-c password_encryption=scram-sha-256")
     try:
         (server.data / "pg_hba.conf").write_text(HBA)
         server._run("pg_ctl", "-D", str(server.data), "reload")
@@ -119,15 +117,8 @@ def create_roles(byo: Byo) -> None:
         assert stored and stored[0].startswith("SCRAM-SHA-256$")
 
 
-def wait_ready(http: object, want: int, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    status = None
-    while time.monotonic() < deadline:
-        status = http.get("/readyz").status_code  # type: ignore[attr-defined]
-        if status == want:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"/readyz stayed {status}, expected {want}")
+def wait_ready(http: httpx.Client, want: int, timeout: float = 20) -> None:
+    eventually(lambda: http.get("/readyz").status_code == want, timeout, interval=0.3, what=f"/readyz answering {want}")
 
 
 def test_the_operators_guide_end_to_end(byo_pg: Byo, tls_files: TLSFiles, tmp_path: Path) -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import trustme
 
-from devtools.localpg import LocalPostgres
 from tests.conftest import Database, provision
-from tests.server_fixtures import Server, TLSFiles, start_server
-from tests.support.certs import postgres_tls
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
+from tests.support.system_pg import tls_postgres
 
 # The embedded PostgreSQL is built without OpenSSL; Debian's server has it (.ci/run installs it).
 SYSTEM_PG = Path("/usr/lib/postgresql/15/bin")
@@ -26,13 +26,8 @@ SYSTEM_PG = Path("/usr/lib/postgresql/15/bin")
 
 @pytest.fixture
 def tls_pg(tmp_path: Path) -> Iterator[tuple[Database, Path]]:
-    if not (SYSTEM_PG / "postgres").exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must provide a TLS-capable PostgreSQL at {SYSTEM_PG}")
-        pytest.skip(f"needs a TLS-capable PostgreSQL at {SYSTEM_PG} (apt-get install postgresql-15)")
-    server = LocalPostgres(bin_path=SYSTEM_PG)
     ca_file = tmp_path / "pg-ca.pem"
-    server.start(options=postgres_tls(server, ca_file))
+    server = tls_postgres(SYSTEM_PG, ca_file)
     try:
         yield provision(server, "metastore"), ca_file
     finally:

@@ -6,10 +6,8 @@ roles as docs/operations.md creates them; credentials also as mounted files."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,8 +21,10 @@ from psycopg import sql
 from devtools.localpg import LocalPostgres, free_port
 from metastore import migrations
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.listeners import silent_listener
+from tests.support.servers import Server, start_server
 
 OWNER_PASSWORD = "o'wner p@ss:/?#%\\"
 SERVICE_PASSWORD = "s3rv!ce p@ss:/?#%'\"\\ é"
@@ -83,28 +83,8 @@ def scram() -> Iterator[Scram]:
 @pytest.fixture
 def silent_port() -> Iterator[int]:
     """A TCP listener that accepts connections and never says a word."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(listener.accept()[0])
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    thread.join(5)
-    for conn in accepted:
-        conn.close()
-    listener.close()
+    with silent_listener() as port:
+        yield port
 
 
 def readiness(server: Server) -> httpx.Response:

@@ -17,8 +17,9 @@ import pytest
 from metastore import migrations
 from metastore.errors import SCHEMA_MISMATCH
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.support.events import run_event
+from tests.support.servers import Server
+from tests.support.service_fixtures import Serve
 
 # Every route that calls the database, with what it is sent.
 ROUTES: list[tuple[str, str, Any]] = [
@@ -61,14 +62,12 @@ def assert_no_500(seen: dict[str, httpx.Response], status: str) -> None:
 
 
 @pytest.fixture
-def skew_server(database: Database, tls_files: TLSFiles, tmp_path: Path) -> Server:
-    return start_server(database.service_dsn, tls_files, tmp_path / "server.log")
+def skew_server(serve: Serve) -> Server:
+    return serve()
 
 
-def test_a_schema_behind_answers_503_with_the_reason_on_every_route(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
-    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log")
+def test_a_schema_behind_answers_503_with_the_reason_on_every_route(database: Database, serve: Serve) -> None:
+    server = serve()
     try:
         with server.client() as http:
             assert http.post("/api/v1/lineage", json=run_event(job="before")).status_code == 201
@@ -96,10 +95,8 @@ def test_a_schema_behind_answers_503_with_the_reason_on_every_route(
     assert "met a schema this release does not know" in server.log.read_text()
 
 
-def test_no_schema_at_all_answers_503_schema_not_deployed(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
-    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log")
+def test_no_schema_at_all_answers_503_schema_not_deployed(database: Database, serve: Serve) -> None:
+    server = serve()
     try:
         migrations.revert(database.owner_dsn, 0)
         seen = answers(server)
@@ -112,12 +109,10 @@ def test_no_schema_at_all_answers_503_schema_not_deployed(
         assert server.stop() == 0, server.log.read_text()[-3000:]
 
 
-def test_functions_of_another_release_answer_503_schema_mismatch(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
+def test_functions_of_another_release_answer_503_schema_mismatch(database: Database, serve: Serve) -> None:
     # The version is this release's, but a function it calls is not there (as after a revert
     # with a newer release's image, whose functions stay behind).
-    server = start_server(database.service_dsn, tls_files, tmp_path / "server.log")
+    server = serve()
     try:
         with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
             # Every overload of it, whichever the route calls (fewest arguments first: a wrapper
@@ -138,14 +133,11 @@ def test_functions_of_another_release_answer_503_schema_mismatch(
 
 
 def test_async_events_accepted_under_a_schema_behind_are_stored_once_it_is_deployed(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
+    database: Database, tmp_path: Path, serve: Serve
 ) -> None:
     # Writers that meet an undefined table wait for the deploy: the events are not set aside as
     # unstorable (the schema is to blame, not them), and nothing accepted is lost.
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         METASTORE_INGEST_MODE="async",
         METASTORE_SPOOL_DIR=str(tmp_path / "spool"),
         METASTORE_DB_TIMEOUT_MS="2000",

@@ -8,14 +8,14 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.servers import Server, start_server
+from tests.support.service_fixtures import Serve
 
 REQUESTS = [
     ("GET", "/healthz", None),
@@ -64,17 +64,10 @@ def test_a_refused_request_head_has_the_headers_too(server: Server) -> None:
 
 
 @pytest.fixture(scope="module")
-def cockpit_server(
-    module_db: Database, tls_files: TLSFiles, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
-    server = start_server(
-        module_db.service_dsn,
-        tls_files,
-        tmp_path_factory.mktemp("cockpit") / "server.log",
+def cockpit_server(module_serve: Serve) -> Server:
+    return module_serve(
         METASTORE_FRAME_ANCESTORS="'self'   https://cockpit.example.com https://*.platform.example:8443",
     )
-    yield server
-    assert server.stop() == 0
 
 
 def test_frame_ancestors_is_configurable(cockpit_server: Server) -> None:

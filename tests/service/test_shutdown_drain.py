@@ -14,8 +14,10 @@ from pathlib import Path
 import psycopg
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.eventually import eventually
+from tests.support.servers import Server, start_server
 
 EVENTS = 40
 
@@ -89,10 +91,12 @@ def test_sigterm_with_the_database_away_exits_within_the_grace_and_keeps_the_spo
     # The same volume, a new process (a restarted container): nothing was lost.
     again = serve(database, tls_files, tmp_path, "again.log", grace_s=6)
     try:
-        deadline = time.monotonic() + 30
-        while stored(database, tag) < EVENTS:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        eventually(
+            lambda: stored(database, tag) >= EVENTS,
+            timeout=30,
+            interval=0.2,
+            what="every event stored after the restart",
+        )
         assert stored(database, tag) == EVENTS
     finally:
         assert again.stop() == 0

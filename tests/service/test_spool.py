@@ -11,16 +11,17 @@ import struct
 import time
 import uuid
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.checks import stored_run_ids
 from tests.support.events import run_event
+from tests.support.eventually import eventually
+from tests.support.servers import Server, start_server
 
 INGEST_TIMEOUT_MS = 300
 
@@ -29,28 +30,14 @@ def event(run_id: str) -> dict[str, Any]:
     return run_event(run_id, namespace="spool")
 
 
-def stored(db: Database, tag: str) -> set[str]:
-    with psycopg.connect(db.owner_dsn) as conn:
-        rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",)).fetchall()
-    return {r[0] for r in rows}
-
-
 def wait_stored(db: Database, tag: str, expected: set[str], timeout: float = 30) -> set[str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = stored(db, tag)
-        if expected <= got or time.monotonic() > deadline:
-            return got
-        time.sleep(0.2)
+    """The run ids of this test stored, once they include every one expected."""
 
+    def complete() -> tuple[set[str]] | None:
+        got = stored_run_ids(db, tag)
+        return (got,) if expected <= got else None
 
-@pytest.fixture
-def locked_events(database: Database) -> Iterator[psycopg.Connection[Any]]:
-    """The owner holding metastore.events: nothing can be stored until rollback()."""
-    with psycopg.connect(database.owner_dsn) as conn:
-        conn.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
-        yield conn
-        conn.rollback()
+    return eventually(complete, timeout=timeout, interval=0.2, what=f"the {len(expected)} events expected stored")[0]
 
 
 def post_all(server: Server, run_ids: list[str]) -> list[tuple[int, float]]:
@@ -119,10 +106,12 @@ def test_sync_mode_hands_a_locked_database_to_the_spool_within_the_budget(
         # Once the lock is gone, sync mode is sync again (as soon as the circuit breaker's probe
         # has found the database back: within its one-second cool-down).
         with server.client() as http:
-            deadline = time.monotonic() + 10
-            while http.post("/api/v1/lineage", json=event(f"{tag}-after-{time.monotonic()}")).status_code != 201:
-                assert time.monotonic() < deadline, "sync mode did not come back"
-                time.sleep(0.2)
+            eventually(
+                lambda: http.post("/api/v1/lineage", json=event(f"{tag}-after-{time.monotonic()}")).status_code == 201,
+                timeout=10,
+                interval=0.2,
+                what="sync mode coming back",
+            )
     finally:
         assert server.stop() == 0, server.log.read_text()
 

@@ -27,10 +27,11 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, free_port, wait_until_serving
+from tests.support.certs import TLSFiles
 from tests.support.disks import FillableDisk, fillable_disk, piped_log
 from tests.support.events import run_event
-from tests.support.servers import ROOT, service_env
+from tests.support.eventually import eventually
+from tests.support.servers import ROOT, Server, free_port, service_env, wait_until_serving
 
 ACKNOWLEDGED = (200, 201, 202)
 
@@ -81,12 +82,13 @@ def counts(db: Database, tag: str) -> collections.Counter[str]:
 
 
 def wait_stored(db: Database, tag: str, expected: set[str], timeout: float = 45) -> collections.Counter[str]:
-    deadline = time.monotonic() + timeout
-    while True:
+    """How many times each run id of this test is stored, once every one expected is."""
+
+    def complete() -> tuple[collections.Counter[str]] | None:
         got = counts(db, tag)
-        if expected <= set(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.3)
+        return (got,) if expected <= set(got) else None
+
+    return eventually(complete, timeout=timeout, interval=0.3, what=f"the {len(expected)} events expected stored")[0]
 
 
 def metric(server: Server, name: str) -> float:
@@ -98,12 +100,12 @@ def metric(server: Server, name: str) -> float:
 
 
 def wait_log(server: Server, text: str, timeout: float = 5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(text in line for line in server.log_lines()):
-            return True
-        time.sleep(0.1)
-    return False
+    return eventually(
+        lambda: any(text in line for line in server.log_lines()),
+        timeout,
+        interval=0.1,
+        what=f"a log line with {text!r}",
+    )
 
 
 def stop_quietly(server: Server, db: Database) -> None:
@@ -139,15 +141,6 @@ def disk(request: pytest.FixtureRequest) -> Iterator[FillableDisk]:
         yield fillable
     finally:
         fillable.close()
-
-
-@pytest.fixture
-def locked_events(database: Database) -> Iterator[psycopg.Connection[Any]]:
-    """The owner holding metastore.events: nothing is stored (events stay in the spool) until rollback()."""
-    with psycopg.connect(database.owner_dsn) as conn:
-        conn.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
-        yield conn
-        conn.rollback()
 
 
 class Poster:

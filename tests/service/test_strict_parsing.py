@@ -17,7 +17,8 @@ import psycopg
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server
+from tests.support.checks import count_events
+from tests.support.servers import Server
 
 
 def exchange(server: Server, request: bytes) -> tuple[bytes, bool]:
@@ -37,17 +38,6 @@ def exchange(server: Server, request: bytes) -> tuple[bytes, bool]:
         except (TimeoutError, ssl.SSLError, ConnectionError):
             closed = False
     return received, closed
-
-
-def count_events(db: Database, job_name: str) -> int:
-    with psycopg.connect(db.owner_dsn) as owner:
-        row = owner.execute(
-            "SELECT (SELECT count(*) FROM metastore.events WHERE job_name = %(n)s)"
-            " + (SELECT count(*) FROM metastore.rejected_events WHERE strpos(body_prefix, %(n)s) > 0)",
-            {"n": job_name},
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 def event(name: str) -> dict[str, Any]:

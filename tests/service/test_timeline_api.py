@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tests.conftest import Database
-from tests.server_fixtures import Server
 from tests.support.checks import assert_error
+from tests.support.servers import Server
 
 
 def post(client: httpx.Client, event: dict[str, Any]) -> None:

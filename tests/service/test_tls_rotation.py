@@ -14,7 +14,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -23,7 +22,9 @@ import trustme
 from cryptography import x509
 
 from tests.conftest import Database
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
+from tests.support.eventually import eventually
+from tests.support.servers import Server, start_server
 
 
 def served_certificate(server: Server, ca: trustme.CA) -> x509.Certificate:
@@ -51,13 +52,6 @@ def log_messages(server: Server) -> list[dict[str, str]]:
     return [json.loads(line) for line in server.log_lines() if line.startswith("{")]
 
 
-def wait_for(predicate, timeout: float = 15) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_a_certificate_before_its_key_keeps_the_old_pair(module_db: Database, tmp_path: Path) -> None:
     ca = trustme.CA()
     ca_file = tmp_path / "ca.pem"
@@ -82,7 +76,11 @@ def test_a_certificate_before_its_key_keeps_the_old_pair(module_db: Database, tm
         # The renewed certificate lands first; its key does not match the key on disk.
         new = ca.issue_cert("localhost", "127.0.0.1")
         new.cert_chain_pems[0].write_to_path(str(cert))
-        wait_for(lambda: metric(server, ca_file, 'metastore_tls_reloads_total{result="failed"}') >= 1)
+        eventually(
+            lambda: metric(server, ca_file, 'metastore_tls_reloads_total{result="failed"}') >= 1,
+            timeout=15,
+            what="a failed reload counted",
+        )
         for _ in range(5):  # handshakes keep working, with the old pair
             assert served_certificate(server, ca).serial_number == old_serial
         with httpx.Client(base_url=server.url, verify=ssl.create_default_context(cafile=str(ca_file))) as http:
@@ -94,7 +92,9 @@ def test_a_certificate_before_its_key_keeps_the_old_pair(module_db: Database, tm
         # Then the key arrives: the new pair is served.
         new.private_key_pem.write_to_path(str(key))
         new_serial = x509.load_pem_x509_certificate(new.cert_chain_pems[0].bytes()).serial_number
-        wait_for(lambda: served_certificate(server, ca).serial_number == new_serial)
+        eventually(
+            lambda: served_certificate(server, ca).serial_number == new_serial, timeout=15, what="the new pair served"
+        )
         assert metric(server, ca_file, 'metastore_tls_reloads_total{result="ok"}') >= 1
         new_leaf = x509.load_pem_x509_certificate(new.cert_chain_pems[0].bytes())
         assert metric(server, ca_file, "metastore_tls_certificate_not_before_timestamp_seconds") == pytest.approx(

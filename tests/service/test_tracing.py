@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, start_server
+from tests.support.service_fixtures import Serve
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -62,14 +60,9 @@ def receiver() -> Iterator[Receiver]:
     server.server_close()
 
 
-def test_request_and_database_spans_continue_the_callers_trace(
-    database: Database, tls_files: TLSFiles, tmp_path: Path, receiver: Receiver
-) -> None:
+def test_request_and_database_spans_continue_the_callers_trace(receiver: Receiver, serve: Serve) -> None:
     endpoint = f"http://127.0.0.1:{receiver.server_address[1]}"
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
         OTEL_BSP_SCHEDULE_DELAY="100",
         OTEL_SERVICE_NAME="metastore-test",

@@ -6,10 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent import futures
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -17,7 +15,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
 from tests.conftest import Database
-from tests.server_fixtures import TLSFiles, start_server
+from tests.support.eventually import eventually
+from tests.support.service_fixtures import Serve
 
 TRACE_ID = "5bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -44,14 +43,9 @@ def collector() -> Iterator[tuple[Collector, int]]:
     server.stop(grace=None)
 
 
-def test_spans_arrive_over_grpc(
-    database: Database, tls_files: TLSFiles, tmp_path: Path, collector: tuple[Collector, int]
-) -> None:
+def test_spans_arrive_over_grpc(collector: tuple[Collector, int], serve: Serve) -> None:
     servicer, port = collector
-    server = start_server(
-        database.service_dsn,
-        tls_files,
-        tmp_path / "server.log",
+    server = serve(
         OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{port}",
         OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
         OTEL_EXPORTER_OTLP_INSECURE="true",
@@ -61,10 +55,12 @@ def test_spans_arrive_over_grpc(
         with server.client() as http:
             response = http.get("/api/v1/datasets", headers={"traceparent": f"00-{TRACE_ID}-00f067aa0ba902b7-01"})
             assert response.status_code == 200
-        deadline = time.monotonic() + 15
-        while not any(s.trace_id.hex() == TRACE_ID for s in servicer.spans):
-            assert time.monotonic() < deadline, "no span arrived at the gRPC collector"
-            time.sleep(0.1)
+        eventually(
+            lambda: any(s.trace_id.hex() == TRACE_ID for s in servicer.spans),
+            timeout=15,
+            interval=0.1,
+            what="a span at the gRPC collector",
+        )
         assert any("exporting traces over OTLP (grpc)" in line for line in server.log_lines())
     finally:
         assert server.stop() == 0

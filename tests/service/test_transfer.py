@@ -21,8 +21,9 @@ import psycopg
 import pytest
 
 from tests.conftest import Database, create_database, drop_database, fixture_files, load_fixture
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.service.receivers import Got, Receiver, Reply
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,10 @@ import pytest
 
 from metastore import transfer
 from tests.conftest import Database, create_database, drop_database
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.service.receivers import Got, Receiver, Reply, endless, trickle
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
+from tests.support.servers import Server, start_server
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 # Runs the command as `metastore` does and reports the process's peak RSS on its last stderr line:

@@ -1,5 +1,6 @@
 """What several service tests check the same way: an error answer's shape, a metric's value, the
-runs stored for a tag, and the event those runs come from."""
+runs stored for a tag, the event those runs come from, what the store kept of a job's events, and
+an event posted again until it is stored."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
 from tests.support.events import run_event
+from tests.support.eventually import eventually
 from tests.support.servers import Server
 
 
@@ -44,3 +46,20 @@ def stored_run_ids(db: Database, tag: str) -> set[str]:
     with psycopg.connect(db.owner_dsn) as conn:
         rows = conn.execute("SELECT run_id FROM metastore.events WHERE run_id LIKE %s", (f"{tag}-%",)).fetchall()
     return {r[0] for r in rows}
+
+
+def count_events(db: Database, job_name: str) -> int:
+    """Events of the job stored, and bodies naming it set aside as rejected."""
+    with psycopg.connect(db.owner_dsn) as owner:
+        row = owner.execute(
+            "SELECT (SELECT count(*) FROM metastore.events WHERE job_name = %(n)s)"
+            " + (SELECT count(*) FROM metastore.rejected_events WHERE strpos(body_prefix, %(n)s) > 0)",
+            {"n": job_name},
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def post_until_stored(http: httpx.Client, body: dict[str, Any], what: str, timeout: float = 10) -> None:
+    """Post body every 0.2 s until the service stores it (201)."""
+    eventually(lambda: http.post("/api/v1/lineage", json=body).status_code == 201, timeout, interval=0.2, what=what)

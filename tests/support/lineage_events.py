@@ -1,14 +1,15 @@
 """Events for the lineage tests, in the database and over HTTP: every fixture, and the shapes real
 producers send that the column-lineage rules must hold for (Spark's run with inputs only in its
-START, an event with two outputs, facets with malformed entries)."""
+START, an event with two outputs, facets with malformed entries), and the Trino CTAS as a new query."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any
 
-from tests.conftest import fixture_files, load_fixture
+from tests.conftest import FIXTURES, fixture_files, load_fixture
 
 SOURCE = {"namespace": "bigtable://project/instance", "name": "input_table"}
 TABLE = {"namespace": "gs://bucket", "name": "/data/in"}
@@ -104,3 +105,14 @@ def malformed_entries() -> dict[str, Any]:
         "job": {"namespace": "j", "name": "junk"},
         "outputs": outputs,
     }
+
+
+def ctas(i: int, job: str, fields: list[dict[str, Any]] | None = None, when: str | None = None) -> dict[str, Any]:
+    """The Trino CTAS COMPLETE, as a new query (run and time) each time."""
+    event = copy.deepcopy(load_fixture(FIXTURES / "trino" / "04-ctas-complete.json"))
+    event["eventTime"] = when or f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z"
+    event["run"]["runId"] = f"01900000-0000-7000-8000-{i:012d}"
+    event["job"]["name"] = job
+    if fields is not None:
+        event["outputs"][0]["facets"]["schema"]["fields"] = fields
+    return event

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.server_fixtures import client, module_db, server, tls_files  # noqa: F401
 from tests.support.browser import CHROMIUM, leaf_pem, spki_pin
 from tests.support.certs import TLSFiles
 from tests.support.servers import Server
+from tests.support.service_fixtures import client, module_db, module_serve, serve, server, tls_files  # noqa: F401
 
 
 @pytest.fixture(scope="module")

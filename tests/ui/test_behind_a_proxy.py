@@ -13,10 +13,8 @@ prefix /api/services/metadata-store/, in Debian's Chromium, against the real ser
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,10 +24,12 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Frame, FrameLocator, Page, expect
 
-from devtools.localpg import free_port
-from tests.conftest import FIXTURES, Database, load_fixture
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.conftest import FIXTURES, load_fixture
 from tests.support.browser import ARTIFACTS
+from tests.support.certs import TLSFiles
+from tests.support.origins import another_origin
+from tests.support.servers import Server
+from tests.support.service_fixtures import Serve
 from tests.ui import nginx
 
 PREFIX = nginx.PREFIX
@@ -47,42 +47,14 @@ def seeded(server: Server) -> Server:
 @pytest.fixture(scope="module")
 def other_origin() -> Iterator[dict[str, str]]:
     """A site of another origin (http://127.0.0.1:<port>): pages by path, put in this dict."""
-    pages: dict[str, str] = {}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = pages.get(self.path, "").encode()
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    port = free_port()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    pages["origin"] = f"http://127.0.0.1:{port}"
-    yield pages
-    httpd.shutdown()
-    httpd.server_close()
+    with another_origin() as pages:
+        yield pages
 
 
 @pytest.fixture(scope="module")
-def framed_store(
-    module_db: Database, tls_files: TLSFiles, other_origin: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Server]:
+def framed_store(module_serve: Serve, other_origin: dict[str, str]) -> Server:
     """The same store, run by an operator who lets the other origin frame the view."""
-    srv = start_server(
-        module_db.service_dsn,
-        tls_files,
-        tmp_path_factory.mktemp("framed") / "server.log",
-        METASTORE_FRAME_ANCESTORS=f"'self' {other_origin['origin']}",
-    )
-    yield srv
-    assert srv.stop() == 0, srv.log.read_text()
+    return module_serve(METASTORE_FRAME_ANCESTORS=f"'self' {other_origin['origin']}")
 
 
 @pytest.fixture(scope="module")

@@ -8,20 +8,17 @@ Chromium against the real server, from a page served by another origin (plain HT
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
-import psycopg
 import pytest
 from playwright.sync_api import Browser, Page
 
-from devtools.localpg import free_port
 from tests.conftest import Database
-from tests.server_fixtures import Server
+from tests.support.checks import count_events
+from tests.support.origins import another_origin
+from tests.support.servers import Server
 
 FORM_PAGE = """<!doctype html><html><body>
 <form id="attack" method="POST" action="{target}" enctype="{enctype}">
@@ -33,28 +30,8 @@ FORM_PAGE = """<!doctype html><html><body>
 @pytest.fixture(scope="module")
 def attacker() -> Iterator[dict[str, str]]:
     """Another origin: pages are put in the dict by path, served over plain HTTP."""
-    pages: dict[str, str] = {}
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = pages.get(self.path, "").encode()
-            self.send_response(200 if body else 404)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    port = free_port()
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    pages["origin"] = f"http://127.0.0.1:{port}"
-    yield pages
-    httpd.shutdown()
-    httpd.server_close()
+    with another_origin() as pages:
+        yield pages
 
 
 @pytest.fixture
@@ -68,17 +45,6 @@ def forged(name: str) -> str:
     return json.dumps(
         {"eventTime": "2024-01-01T00:00:00Z", "eventType": "COMPLETE", "job": {"namespace": "csrf", "name": name}}
     )
-
-
-def stored(db: Database, name: str) -> int:
-    with psycopg.connect(db.owner_dsn) as owner:
-        row = owner.execute(
-            "SELECT (SELECT count(*) FROM metastore.events WHERE job_name = %(n)s)"
-            " + (SELECT count(*) FROM metastore.rejected_events WHERE strpos(body_prefix, %(n)s) > 0)",
-            {"n": name},
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 @pytest.mark.parametrize("enctype", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
@@ -99,7 +65,7 @@ def test_a_cross_site_form_post_stores_nothing(
     response = answer.value
     assert response.status == 415
     assert "application/json" in response.json()["error"]["message"]  # says what to send
-    assert stored(module_db, name) == 0
+    assert count_events(module_db, name) == 0
 
 
 @pytest.mark.parametrize("content_type", ["text/plain", "text/plain;charset=UTF-8", None])
@@ -116,7 +82,7 @@ def test_a_cross_site_no_cors_fetch_stores_nothing(
             [f"{server.url}/api/v1/lineage", forged(name), content_type],
         )
     assert answer.value.status == 415  # the request got there, and was refused
-    assert stored(module_db, name) == 0
+    assert count_events(module_db, name) == 0
 
 
 def test_a_cross_site_json_fetch_is_stopped_by_the_browser(
@@ -133,7 +99,7 @@ def test_a_cross_site_json_fetch_is_stopped_by_the_browser(
         [f"{server.url}/api/v1/lineage", forged(name)],
     )
     assert outcome.startswith("blocked")
-    assert stored(module_db, name) == 0
+    assert count_events(module_db, name) == 0
 
 
 def test_the_same_event_from_a_real_client_is_stored(server: Server, module_db: Database) -> None:
@@ -142,7 +108,7 @@ def test_the_same_event_from_a_real_client_is_stored(server: Server, module_db: 
     with server.client() as http_client:
         answer = http_client.post("/api/v1/lineage", content=forged(name))
     assert answer.status_code == 201, answer.text
-    assert stored(module_db, name) == 1
+    assert count_events(module_db, name) == 1
     # And the +json media types are JSON too.
     name = f"control-{uuid.uuid4().hex[:8]}"
     with server.client(headers={"Content-Type": "Application/Vnd.OpenLineage+JSON; charset=utf-8"}) as plain:

@@ -16,8 +16,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.conftest import FIXTURES, Database, load_fixture
-from tests.server_fixtures import Server, TLSFiles, start_server
 from tests.support.browser import ARTIFACTS
+from tests.support.certs import TLSFiles
+from tests.support.servers import Server, start_server
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,16 @@ def seeded(server: Server) -> Server:
 
 def rows(page: Page) -> list[str]:
     return page.locator("#datasets tbody tr[data-name]").evaluate_all("rs => rs.map(r => r.dataset.name)")
+
+
+def open_by_keyboard(page: Page, search: str, name: str) -> None:
+    """Search the list for a dataset, and open it with the keyboard from its button."""
+    page.goto("/ui/")
+    page.get_by_label("Search by name").fill(search)
+    button = page.get_by_role("button", name=name)
+    expect(button).to_be_visible()
+    button.focus()
+    page.keyboard.press("Enter")
 
 
 def test_the_list_shows_every_dataset_with_its_facts(page: Page) -> None:
@@ -109,12 +120,7 @@ def test_paging_through_the_list(page: Page) -> None:
 
 
 def test_opening_a_dataset_by_keyboard_shows_symlinks_and_events(page: Page) -> None:
-    page.goto("/ui/")
-    page.get_by_label("Search by name").fill("warehouse/t1")
-    button = page.get_by_role("button", name="/user/hive/warehouse/t1")
-    expect(button).to_be_visible()
-    button.focus()
-    page.keyboard.press("Enter")
+    open_by_keyboard(page, "warehouse/t1", "/user/hive/warehouse/t1")
     expect(page).to_have_url(re.compile(r"#/datasets/\d+$"))
     expect(page.locator("#detail-heading")).to_have_text("/user/hive/warehouse/t1")
     expect(page.locator("#detail-heading")).to_be_focused()
@@ -297,12 +303,7 @@ def test_the_footer_shows_live_forwarding_and_its_lag(page: Page, module_db: Dat
 
 
 def test_a_dataset_shows_its_fields_their_sources_and_its_lineage(page: Page) -> None:
-    page.goto("/ui/")
-    page.get_by_label("Search by name").fill("nation_copy")
-    button = page.get_by_role("button", name="memory.default.nation_copy")
-    expect(button).to_be_visible()
-    button.focus()
-    page.keyboard.press("Enter")
+    open_by_keyboard(page, "nation_copy", "memory.default.nation_copy")
     expect(page.locator("#detail-heading")).to_have_text("memory.default.nation_copy")
     fields = page.locator("#fields-table tbody tr")
     expect(fields).to_have_count(4)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.server_fixtures import Server
 from tests.support.browser import ARTIFACTS
+from tests.support.servers import Server
 
 NS = "trino://trino:8080"
 LONG_NAME = "fan.up_19_whose_name_is_far_longer_than_any_box_can_hold"

@@ -15,8 +15,8 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from tests.conftest import FIXTURES, load_fixture
-from tests.server_fixtures import Server
 from tests.support.browser import ARTIFACTS
+from tests.support.servers import Server
 
 WIDTHS = (700, 900, 1280)
 MIN_NAME_PX = 180

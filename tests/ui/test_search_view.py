@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.conftest import FIXTURES, load_fixture
-from tests.server_fixtures import Server
 from tests.support.browser import ARTIFACTS
+from tests.support.servers import Server
 
 HOSTILE = "<img src=x onerror=alert(1)>\u202eevil"
 

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from tests.conftest import Database, ingest
-from tests.db.functions.test_create_partitions import create, event_at, noon, partitions, utc_today
+from tests.support.partitions import create, event_at, noon, partitions, utc_today
 
 
 def retain(owner: psycopg.Connection[Any], keep: str) -> dict[str, Any]:

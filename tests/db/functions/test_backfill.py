@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -14,81 +12,27 @@ import pytest
 from psycopg import sql
 
 from metastore import ledger, maintenance
-from tests.conftest import OWNER, Database, create_database, drop_database, fixture_files, ingest, load_fixture
-from tests.db.functions.test_derive_lineage import derived_snapshot
-
-
-def snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """Derived state by natural keys (ids of datasets aside)."""
-    return {
-        "datasets": conn.execute(
-            "SELECT namespace, name, scheme, authority, kind, first_seen, last_seen, input_events, output_events "
-            "FROM metastore.datasets_view ORDER BY 1, 2"
-        ).fetchall(),
-        "links": conn.execute(
-            "SELECT e.payload_sha256, d.namespace, d.name, l.direction, l.event_time, "
-            "regexp_replace(l.tableoid::regclass::text, '_[0-9]+$', '') "
-            "FROM metastore.event_datasets l "
-            "JOIN metastore.events e ON e.id = l.event_id AND e.event_time = l.event_time "
-            "JOIN metastore.datasets d ON d.id = l.dataset_id ORDER BY 1, 2, 3, 4"
-        ).fetchall(),
-        "symlinks": conn.execute(
-            "SELECT c.namespace, c.name, s.namespace, s.name, y.type FROM metastore.dataset_symlinks y "
-            "JOIN metastore.datasets c ON c.id = y.dataset_id JOIN metastore.datasets s ON s.id = y.symlink_id "
-            "ORDER BY 1, 2, 3, 4, 5"
-        ).fetchall(),
-    }
-
-
-def all_fixture_events() -> list[Any]:
-    events: list[Any] = []
-    for path in fixture_files():
-        data = load_fixture(path)
-        events += data if isinstance(data, list) else [data]
-    return events
-
-
-def event_time(i: int) -> str:
-    """Spread over the daily partitions (yesterday .. two weeks ahead) and, one in seven, the default one."""
-    if i % 7 == 0:
-        return f"2024-01-01T00:00:{i % 60:02d}Z"
-    start = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
-    return (start + timedelta(minutes=(i * 7919) % (15 * 24 * 60))).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def allow_two_weeks_ahead(owner_dsn: str) -> None:
-    """generated_events reach two weeks ahead: past the default eventTime window, as a DBA may allow."""
-    with psycopg.connect(owner_dsn, autocommit=True) as conn:
-        conn.execute("UPDATE metastore.settings SET event_time_future = '15 days'")
-
-
-def generated_events(n: int, prefix: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "eventTime": event_time(i),
-            "run": {"runId": f"{prefix}-{i}"},
-            "job": {"namespace": "bench", "name": f"q{i}"},
-            "inputs": [
-                {
-                    "namespace": "trino://h:8080",
-                    "name": f"s.t{i % 17}",
-                    "facets": {
-                        "symlinks": {"identifiers": [{"namespace": "hive://m", "name": f"s.t{i % 5}", "type": "TABLE"}]}
-                    },
-                }
-            ],
-            "outputs": [{"namespace": "trino://h:8080", "name": f"s.out{i % 11}"}],
-        }
-        for i in range(n)
-    ]
+from tests.conftest import OWNER, Database, ingest
+from tests.support.derived import (
+    dangling,
+    reference,
+    snapshot,
+    stop_midway,
+    whole,
+)
+from tests.support.generated import (
+    allow_two_weeks_ahead,
+    generated_events,
+    ingest_fixtures_and_generated,
+    runs_of,
+)
+from tests.support.ingesting import ingest_all, ingesting_meanwhile
 
 
 def test_backfill_rebuilds_exactly_what_live_ingest_gave(
     database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    allow_two_weeks_ahead(database.owner_dsn)
-    for event in all_fixture_events() + generated_events(40, "a"):
-        ingest(service, event)
+    ingest_fixtures_and_generated(database, service, 40, "a")
     live = snapshot(owner)
     ids_before = dict(((ns, n), i) for i, ns, n in owner.execute("SELECT id, namespace, name FROM metastore.datasets"))
     assert len(live["datasets"]) > 50 and live["symlinks"]
@@ -120,39 +64,14 @@ def test_backfill_of_an_empty_store_is_a_no_op(owner: psycopg.Connection[Any]) -
 def test_backfill_while_ingest_goes_on_misses_nothing(database: Database, pg_server: Any) -> None:
     first, second = generated_events(300, "before"), generated_events(300, "during")
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in first:
-            ingest(service, event)
-
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            with psycopg.connect(database.service_dsn, autocommit=True) as conn:
-                for event in second:
-                    assert ingest(conn, event)[0] == "stored"
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
+    ingest_all(database.service_dsn, first)
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
-        owner.execute("CALL metastore.backfill(25)")
-        thread.join(60)
-        assert not thread.is_alive() and not errors
+        with ingesting_meanwhile(database.service_dsn, second, timeout=60):
+            owner.execute("CALL metastore.backfill(25)")
         result = snapshot(owner)
 
     # The same events ingested live only, in another database, must give the same state.
-    reference = create_database(pg_server)
-    try:
-        allow_two_weeks_ahead(reference.owner_dsn)
-        with psycopg.connect(reference.service_dsn, autocommit=True) as conn:
-            for event in first + second:
-                ingest(conn, event)
-        with psycopg.connect(reference.owner_dsn, autocommit=True) as conn:
-            assert result == snapshot(conn)
-    finally:
-        drop_database(reference)
+    assert result == reference(pg_server, first + second, read=snapshot)
 
 
 def test_backfill_rebuilds_names_of_10_kb_identically(
@@ -216,100 +135,12 @@ def test_no_statement_is_jit_compiled(database: Database, service: psycopg.Conne
     assert len(notices) > 20 and not compiled
 
 
-def whole(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """Every derived table by natural keys: datasets, links, symlinks, the dataset layer, jobs and runs."""
-    return {
-        **snapshot(conn),
-        **derived_snapshot(conn),
-        "jobs": conn.execute(
-            "SELECT namespace, name, first_seen, last_seen, latest_sql, sql_dialect, processing_type, job_type"
-            " FROM metastore.jobs ORDER BY 1, 2"
-        ).fetchall(),
-        "runs": conn.execute(
-            "SELECT j.namespace, j.name, r.run_id, r.state, r.state_time, r.started_at, r.ended_at, r.error_message,"
-            " r.first_event_time, r.last_event_time, r.event_count"
-            " FROM metastore.runs r JOIN metastore.jobs j ON j.id = r.job_id ORDER BY 1, 2, 3"
-        ).fetchall(),
-    }
-
-
-def dangling(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
-    """Rows that point at no dataset or job (no foreign key guards them: the derivations do)."""
-    row = conn.execute(
-        # Not correlated: Citus joins its distributed links with the local datasets only so.
-        "SELECT (SELECT count(*) FROM metastore.event_datasets l"
-        "         WHERE l.dataset_id NOT IN (SELECT d.id FROM metastore.datasets d)),"
-        "       (SELECT count(*) FROM metastore.dataset_symlinks s WHERE NOT EXISTS"
-        "         (SELECT FROM metastore.datasets d WHERE d.id = s.dataset_id)"
-        "         OR NOT EXISTS (SELECT FROM metastore.datasets d WHERE d.id = s.symlink_id)),"
-        "       (SELECT count(*) FROM metastore.runs r"
-        "         WHERE NOT EXISTS (SELECT FROM metastore.jobs j WHERE j.id = r.job_id)),"
-        "       (SELECT count(*) FROM metastore.dataset_activity a"
-        "         WHERE NOT EXISTS (SELECT FROM metastore.datasets d WHERE d.id = a.dataset_id))"
-    ).fetchone()
-    assert row is not None
-    return tuple(row)
-
-
-def runs_of(n: int, prefix: str) -> list[dict[str, Any]]:
-    """START and COMPLETE of n queries, with sql facets, output schemas and column lineage: every derived
-    table gets rows. Every other COMPLETE lists no inputs (as Spark's: its START did), and every third
-    one's facet also names a source that no event lists."""
-    events = []
-    for i, event in enumerate(generated_events(n, prefix)):
-        sql_facet = {"sql": {"query": f"SELECT {len(events)}", "dialect": "trino"}}
-        schema = {"schema": {"fields": [{"name": "c", "type": "int"}] + ([{"name": "d"}] if len(events) % 3 else [])}}
-        start = {**event, "eventType": "START", "job": {**event["job"], "facets": sql_facet}}
-        done = {**event, "eventType": "COMPLETE", "job": {**event["job"], "facets": sql_facet}}
-        source = {"namespace": event["inputs"][0]["namespace"], "name": event["inputs"][0]["name"], "field": "c"}
-        columns: dict[str, Any] = {"fields": {"c": {"inputFields": [source]}}}
-        if i % 3 == 0:
-            columns["dataset"] = [{"namespace": "bigtable://p/i", "name": f"t{i % 4}", "field": "key"}]
-        done["outputs"] = [{**o, "facets": {**schema, "columnLineage": columns}} for o in event["outputs"]]
-        if i % 2:
-            done["inputs"] = []
-        events += [start, done]
-    return events
-
-
-def reference(
-    pg_server: Any, events: list[Any], prepare: Callable[[str], None] = allow_two_weeks_ahead
-) -> dict[str, Any]:
-    """The same events ingested live only, in a database of their own that `prepare` (given the
-    owner's DSN) sets up first."""
-    db = create_database(pg_server)
-    try:
-        prepare(db.owner_dsn)
-        with psycopg.connect(db.service_dsn, autocommit=True) as conn:
-            for event in events:
-                ingest(conn, event)
-        with psycopg.connect(db.owner_dsn, autocommit=True) as conn:
-            return whole(conn)
-    finally:
-        drop_database(db)
-
-
 def test_sessions_share_a_rebuild_while_ingest_goes_on(database: Database, pg_server: Any) -> None:
     first, second = runs_of(150, "before"), runs_of(100, "during")
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in first:
-            ingest(service, event)
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        try:
-            with psycopg.connect(database.service_dsn, autocommit=True) as conn:
-                for event in second:
-                    assert ingest(conn, event)[0] == "stored"
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=writer)
-    thread.start()
-    maintenance.backfill(database.owner_dsn, sessions=3, batch_size=4)
-    thread.join(120)
-    assert not thread.is_alive() and not errors
+    ingest_all(database.service_dsn, first)
+    with ingesting_meanwhile(database.service_dsn, second, timeout=120):
+        maintenance.backfill(database.owner_dsn, sessions=3, batch_size=4)
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         result = whole(owner)
         assert dangling(owner) == (0, 0, 0, 0)
@@ -327,9 +158,7 @@ def test_ingest_is_held_only_for_the_cut_not_for_the_rebuild(database: Database)
     """With a lock_timeout of 300 ms, every event posted while a rebuild runs is stored: the SHARE
     lock on metastore.events lasts a few statements at the cut and at the end, not the rebuild."""
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(200, "stored"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(200, "stored"))
     done = threading.Event()
     failures: list[BaseException] = []
 
@@ -358,38 +187,9 @@ def test_ingest_is_held_only_for_the_cut_not_for_the_rebuild(database: Database)
     assert during >= 20, "the rebuild ended before the events were posted"
 
 
-def stop_midway(database: Database, batch_size: int) -> None:
-    """A backfill session cancelled once it has derived some ranges, as a crash or a cancel leaves it."""
-    with psycopg.connect(database.owner_dsn, autocommit=True) as session:
-        pid = session.info.backend_pid
-        caught: list[BaseException] = []
-
-        def call() -> None:
-            try:
-                session.execute("CALL metastore.backfill(%s)", (batch_size,))
-            except BaseException as exc:
-                caught.append(exc)
-
-        thread = threading.Thread(target=call)
-        thread.start()
-        with psycopg.connect(database.owner_dsn, autocommit=True) as watch:
-            started = None
-            for _ in range(600):
-                left = watch.execute("SELECT count(*) FROM metastore.rebuild_ranges").fetchone()[0]  # type: ignore[index]
-                started = started or (left if left else None)
-                if started and left < started - 10:
-                    break
-                threading.Event().wait(0.02)
-            watch.execute("SELECT pg_cancel_backend(%s::integer)", (pid,))
-        thread.join(60)
-        assert caught and isinstance(caught[0], psycopg.errors.QueryCanceled), caught
-
-
 def test_a_rebuild_stopped_midway_shows_the_old_datasets_and_resumes(database: Database) -> None:
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(150, "r"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(150, "r"))
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         before, datasets_before = whole(owner), snapshot(owner)["datasets"]
         stop_midway(database, 2)
@@ -408,9 +208,7 @@ def test_a_rebuild_stopped_midway_shows_the_old_datasets_and_resumes(database: D
 
 def test_a_deploy_that_changed_the_rules_starts_the_rebuild_again(database: Database) -> None:
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(150, "r"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(150, "r"))
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         before = whole(owner)
         stop_midway(database, 2)

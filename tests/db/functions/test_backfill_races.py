@@ -18,36 +18,39 @@ import pytest
 
 from metastore import ledger, maintenance, migrations
 from tests.conftest import CITUS, Database, ingest
-from tests.db.functions.test_backfill import allow_two_weeks_ahead, dangling, reference, runs_of, stop_midway, whole
+from tests.support.derived import dangling, reference, stop_midway, whole
+from tests.support.eventually import eventually
+from tests.support.generated import allow_two_weeks_ahead, runs_of
+from tests.support.ingesting import ingest_all
 
 
 def wait_for(
     conn: psycopg.Connection[Any], query: str, until: Callable[[Any], bool], params: tuple[Any, ...] = ()
 ) -> Any:
-    end = time.monotonic() + 60
-    while time.monotonic() < end:
+    def answered() -> Any:
         row = conn.execute(query, params or None).fetchone()
-        if until(row):
-            return row
-        time.sleep(0.005)
-    raise AssertionError(f"timed out waiting on {query}")
+        return row if until(row) else None
+
+    return eventually(answered, timeout=60, interval=0.005, what=f"the answer wanted of {query}")
 
 
 def waits_on_a_worker(cluster: Any, dbname: str) -> None:
     """Until a session of the database waits for a lock on one of the Citus workers."""
     workers = [psycopg.connect(w.dsn_for("postgres", dbname), autocommit=True) for w in cluster.workers]
     try:
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            for conn in workers:
-                row = conn.execute(
-                    "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                ).fetchone()
-                if row and row[0] > 0:
-                    return
-            time.sleep(0.005)
-        raise AssertionError("no session waited for a lock on a worker")
+
+        def waiting(conn: psycopg.Connection[Any]) -> bool:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()
+            return bool(row and row[0] > 0)
+
+        eventually(
+            lambda: any(waiting(conn) for conn in workers),
+            timeout=60,
+            interval=0.005,
+            what="a session waiting for a lock on a worker",
+        )
     finally:
         for conn in workers:
             conn.close()
@@ -238,9 +241,7 @@ def test_a_session_of_an_older_generation_joins_the_newer_one(database: Database
     """Rules change while a session derives generation 2; a CALL starts generation 3 and is stopped
     at once. The session of generation 2 adopts generation 3 rather than fold with its own."""
     allow_two_weeks_ahead(database.owner_dsn)
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(150, "r"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(150, "r"))
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         before = whole(owner)
         older = Session(database, 1)
@@ -294,9 +295,7 @@ def test_a_call_that_waited_for_a_rebuild_to_end_does_not_start_another(database
     """A session comes to a rebuild as its last session ends it: it waits for the derive_state row
     that session holds and finds 'none'. It leaves, rather than derive everything again in a third
     generation (the last of `metastore db backfill --sessions N` to arrive did)."""
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in runs_of(20, "w"):
-            ingest(service, event)
+    ingest_all(database.service_dsn, runs_of(20, "w"))
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         # An edge no event makes: the end deletes it, and waits while another transaction locks it.
         owner.execute(
@@ -354,9 +353,7 @@ def test_a_range_read_while_create_partitions_moves_its_rows_misses_none(databas
         owner.execute("UPDATE metastore.settings SET event_time_future = '30 days'")
     later = (datetime.now(UTC) + timedelta(days=20)).replace(hour=12)
     events = [{**e, "eventTime": (later + timedelta(seconds=i)).isoformat()} for i, e in enumerate(runs_of(150, "m"))]
-    with psycopg.connect(database.service_dsn, autocommit=True) as service:
-        for event in events:
-            ingest(service, event)
+    ingest_all(database.service_dsn, events)
     with psycopg.connect(database.owner_dsn, autocommit=True) as owner:
         assert owner.execute("SELECT count(*) FROM metastore.events_default").fetchone() == (300,)
         stop_midway(database, 1)

@@ -7,27 +7,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import ingest
-
-NS = "trino://h:8080"
-
-
-def run(i: int, job: str, inputs: list[Any], outputs: list[Any]) -> dict[str, Any]:
-    def ds(d: Any) -> dict[str, Any]:
-        return d if isinstance(d, dict) else {"namespace": NS, "name": d}
-
-    return {
-        "eventType": "COMPLETE",
-        "eventTime": f"2026-02-01T00:00:{i:02d}Z",
-        "run": {"runId": f"r{i}"},
-        "job": {"namespace": "jobs", "name": job},
-        "inputs": [ds(d) for d in inputs],
-        "outputs": [ds(d) for d in outputs],
-    }
-
-
-def ids(owner: psycopg.Connection[Any]) -> dict[str, int]:
-    return {name: i for i, name in owner.execute("SELECT id, name FROM metastore.datasets")}
+from tests.support.lineage_graphs import NS, ids, load, run
 
 
 def lineage(conn: psycopg.Connection[Any], dataset_id: int, direction: str, depth: int, limit: int = 200) -> Any:
@@ -40,11 +20,6 @@ def lineage(conn: psycopg.Connection[Any], dataset_id: int, direction: str, dept
 
 def names(graph: Any) -> dict[str, tuple[str, int]]:
     return {n["name"]: (n["side"], n["depth"]) for n in graph["nodes"]}
-
-
-def load(service: psycopg.Connection[Any], events: list[dict[str, Any]]) -> None:
-    for event in events:
-        assert ingest(service, event)[0] == "stored"
 
 
 def test_a_chain_up_and_down_to_the_depth_asked(

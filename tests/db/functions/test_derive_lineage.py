@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
@@ -13,30 +12,23 @@ from hypothesis import strategies as st
 from tests.conftest import FIXTURES, create_database, drop_database, ingest, load_fixture
 from tests.lineage_rules import column_lineage, derive, lineage_edges
 from tests.lineage_rules import state as lineage_state
+from tests.support.derived import (
+    derived_snapshot,
+    stored_column_lineage,
+)
 from tests.support.lineage_events import (
     OUTPUT,
     SOURCE,
     TABLE,
     A,
     B,
+    ctas,
     fixture_events,
     malformed_entries,
     spark_run,
     two_outputs,
 )
 from tests.support.stats import xact_stat
-
-
-def stored_column_lineage(conn: psycopg.Connection[Any]) -> set[tuple[Any, ...]]:
-    return set(
-        conn.execute(
-            "SELECT o.namespace, o.name, nullif(c.output_field, ''), i.namespace, i.name, c.input_field,"
-            " c.transformation_type, c.transformation_subtype"
-            " FROM metastore.column_lineage c"
-            " JOIN metastore.datasets o ON o.id = c.output_dataset_id"
-            " JOIN metastore.datasets i ON i.id = c.input_dataset_id"
-        ).fetchall()
-    )
 
 
 def stored_edges(conn: psycopg.Connection[Any]) -> set[tuple[str, ...]]:
@@ -47,23 +39,6 @@ def stored_edges(conn: psycopg.Connection[Any]) -> set[tuple[str, ...]]:
             " JOIN metastore.datasets w ON w.id = e.downstream_id"
         ).fetchall()
     )
-
-
-def derived_snapshot(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """The derived tables by natural keys (dataset ids aside)."""
-    return {
-        "schemas": conn.execute(
-            "SELECT d.namespace, d.name, v.fields_sha256, v.fields, e.payload_sha256, v.first_seen, v.last_seen"
-            " FROM metastore.dataset_schema_versions v JOIN metastore.datasets d ON d.id = v.dataset_id"
-            " JOIN metastore.events e ON e.id = v.first_event_id ORDER BY 1, 2, 3"
-        ).fetchall(),
-        "edges": conn.execute(
-            "SELECT u.namespace, u.name, w.namespace, w.name, e.job_namespace, e.job_name, e.first_seen, e.last_seen"
-            " FROM metastore.lineage_edges e JOIN metastore.datasets u ON u.id = e.upstream_id"
-            " JOIN metastore.datasets w ON w.id = e.downstream_id ORDER BY 1, 2, 3, 4, 5, 6"
-        ).fetchall(),
-        "columns": sorted(stored_column_lineage(conn), key=repr),
-    }
 
 
 def count(conn: psycopg.Connection[Any], table: str) -> int:
@@ -112,17 +87,6 @@ def test_each_fixture_alone_stores_exactly_its_facet(
         event["eventTime"] = "2026-01-02T03:04:05Z" if "CLL" in str(path) else "2026-01-02T03:04:06Z"
         assert ingest(service, event)[0] == "stored"
         assert stored_column_lineage(owner) == column_lineage(event) != set()
-
-
-def ctas(i: int, job: str, fields: list[dict[str, Any]] | None = None, when: str | None = None) -> dict[str, Any]:
-    """The Trino CTAS COMPLETE, as a new query (run and time) each time."""
-    event = copy.deepcopy(load_fixture(FIXTURES / "trino" / "04-ctas-complete.json"))
-    event["eventTime"] = when or f"2026-01-01T00:{i // 60 % 60:02d}:{i % 60:02d}Z"
-    event["run"]["runId"] = f"01900000-0000-7000-8000-{i:012d}"
-    event["job"]["name"] = job
-    if fields is not None:
-        event["outputs"][0]["facets"]["schema"]["fields"] = fields
-    return event
 
 
 def test_rows_grow_with_distinct_facts_not_with_events(

@@ -11,7 +11,11 @@ from typing import Any
 import psycopg
 
 from tests.conftest import Database, create_database, drop_database, ingest
-from tests.db.functions.test_backfill import all_fixture_events, allow_two_weeks_ahead, generated_events
+from tests.support.generated import (
+    allow_two_weeks_ahead,
+    generated_events,
+    ingest_fixtures_and_generated,
+)
 
 
 def rows(owner: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
@@ -41,9 +45,7 @@ def oracle(owner: psycopg.Connection[Any]) -> set[tuple[Any, ...]]:
 def test_every_run_has_the_datasets_its_events_read_and_wrote(
     database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    allow_two_weeks_ahead(database.owner_dsn)
-    for event in all_fixture_events() + generated_events(60, "a"):
-        ingest(service, event)
+    ingest_fixtures_and_generated(database, service, 60, "a")
     got = rows(owner)
     assert len(got) > 100
     assert {r[:6] for r in got} == oracle(owner)
@@ -85,9 +87,7 @@ def test_any_order_and_any_split_gives_the_same_rows(pg_server: Any) -> None:
 def test_backfill_rebuilds_them_and_removes_what_no_event_says(
     database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    allow_two_weeks_ahead(database.owner_dsn)
-    for event in all_fixture_events() + generated_events(40, "b"):
-        ingest(service, event)
+    ingest_fixtures_and_generated(database, service, 40, "b")
     live = rows(owner)
     owner.execute("DELETE FROM metastore.run_datasets WHERE direction = 'output'")
     owner.execute("UPDATE metastore.run_datasets SET run_time = '1999-01-01'")

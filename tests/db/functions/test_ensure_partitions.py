@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from tests.conftest import READER_ROLE
-from tests.db.functions.test_create_partitions import create, partitions, utc_today
+from tests.support.partitions import create, partitions, utc_today
 
 
 def test_it_makes_the_fixed_window_and_nothing_else(

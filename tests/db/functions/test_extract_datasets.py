@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import create_database, drop_database, ingest
 from tests.lineage_rules import derive, first_fault, input_fields, mentions, merge
+from tests.support.derived import event_links
 
 # A small alphabet makes collisions between names (and so shared datasets) likely.
 names = st.one_of(st.sampled_from(["a", "b"]), st.text(alphabet="ab.:/'\"\n\u05d0 ", min_size=1, max_size=4))
@@ -116,14 +117,7 @@ def test_ingest_derives_exactly_what_the_rules_say(pg_server: Any, batch: list[d
                 assert status in ("stored", "duplicate"), message
                 ids.append(event_id)
             for event, event_id in zip(batch, ids, strict=True):
-                links = set(
-                    owner.execute(
-                        "SELECT d.namespace, d.name, l.direction FROM metastore.event_datasets l "
-                        "JOIN metastore.datasets d ON d.id = l.dataset_id WHERE l.event_id = %s",
-                        (event_id,),
-                    ).fetchall()
-                )
-                assert links == set(derive(event).links)
+                assert event_links(owner, event_id) == set(derive(event).links)
             kinds, symlinks = merge(batch)
             stored_kinds = {
                 (ns, n): k

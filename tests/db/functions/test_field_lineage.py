@@ -9,51 +9,7 @@ import psycopg
 import pytest
 
 from tests.conftest import ingest
-
-NS = "trino://h:8080"
-
-
-def ds(name: str, **facets: Any) -> dict[str, Any]:
-    namespace, _, short = name.rpartition("|")
-    return {"namespace": namespace or NS, "name": short, **({"facets": facets} if facets else {})}
-
-
-def derive(
-    i: int,
-    job: str,
-    inputs: list[dict[str, Any]],
-    output: dict[str, Any],
-    fields: dict[str, list[Any]],
-    dataset_level: list[Any] | None = None,
-) -> dict[str, Any]:
-    """An event of `job` reading inputs and writing output, whose columnLineage facet says
-    fields[out] = [(input dataset, input field, type, subtype), ...]."""
-
-    def item(source: dict[str, Any], field: str, *transformation: str) -> dict[str, Any]:
-        entry: dict[str, Any] = {"namespace": source["namespace"], "name": source["name"], "field": field}
-        if transformation:
-            entry["transformations"] = [{"type": transformation[0], "subtype": transformation[1]}]
-        return entry
-
-    facet: dict[str, Any] = {
-        "fields": {out: {"inputFields": [item(*x) for x in ins]} for out, ins in fields.items()},
-    }
-    if dataset_level is not None:
-        facet["dataset"] = [item(*x) for x in dataset_level]
-    output = dict(output)
-    output["facets"] = {**output.get("facets", {}), "columnLineage": facet}
-    return {
-        "eventType": "COMPLETE",
-        "eventTime": f"2026-02-01T00:00:{i:02d}Z",
-        "run": {"runId": f"r{i}"},
-        "job": {"namespace": "jobs", "name": job},
-        "inputs": inputs,
-        "outputs": [output],
-    }
-
-
-def ids(owner: psycopg.Connection[Any]) -> dict[str, int]:
-    return {name: i for i, name in owner.execute("SELECT id, name FROM metastore.datasets")}
+from tests.support.lineage_graphs import NS, derive, ds, ids
 
 
 def lineage(

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from tests.conftest import ingest
-from tests.db.functions.test_field_lineage import derive, ds
+from tests.support.lineage_graphs import derive, ds
 
 NS = "trino://h:8080"
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import FIXTURES, fixture_files, ingest, load_fixture
 from tests.lineage_rules import derive
+from tests.support.derived import event_links
 
 # Integration-test matchers from OpenLineage's repository: not events (see their README).
 MATCHERS = {
@@ -26,13 +27,7 @@ SINGLE_EVENTS = [p for p in fixture_files() if isinstance(load_fixture(p), dict)
 
 
 def derived_in_db(owner: psycopg.Connection[Any], event_id: int) -> tuple[set[Any], set[Any]]:
-    links = set(
-        owner.execute(
-            "SELECT d.namespace, d.name, l.direction FROM metastore.event_datasets l "
-            "JOIN metastore.datasets d ON d.id = l.dataset_id WHERE l.event_id = %s",
-            (event_id,),
-        ).fetchall()
-    )
+    links = event_links(owner, event_id)
     symlinks = set(
         owner.execute(
             "SELECT c.namespace, c.name, s.namespace, s.name, y.type FROM metastore.dataset_symlinks y "

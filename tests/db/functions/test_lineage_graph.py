@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from tests.conftest import ingest
-from tests.db.functions.test_dataset_lineage import NS, ids, load, run
+from tests.support.lineage_graphs import NS, ids, load, run
 
 
 def graph(

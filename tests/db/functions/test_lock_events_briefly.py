@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from tests.conftest import Database, ingest
+from tests.support.eventually import eventually
 
 
 def event(i: int) -> dict[str, Any]:
@@ -68,10 +69,7 @@ def test_a_vacuum_of_a_partition_does_not_hold_it_off(
                 ).fetchone()
                 return bool(found and found[0])
 
-            deadline = time.monotonic() + 10
-            while not vacuum_holds_the_partition():
-                assert time.monotonic() < deadline, "the VACUUM never locked the partition"
-                time.sleep(0.05)
+            eventually(vacuum_holds_the_partition, timeout=10, interval=0.05, what="the VACUUM locking the partition")
 
             with psycopg.connect(database.owner_dsn) as cut:
                 started = time.monotonic()

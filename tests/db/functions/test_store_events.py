@@ -18,7 +18,8 @@ import pytest
 
 from devtools.localpg import LocalPostgres
 from tests.conftest import Database, create_database, drop_database
-from tests.db.functions.test_derive_lineage import ctas, derived_snapshot, fixture_events
+from tests.support.derived import derived_snapshot
+from tests.support.lineage_events import ctas, fixture_events
 
 
 def event(run: str, names: list[str]) -> bytes:
