@@ -14,7 +14,7 @@ became of each event, counted.
 """
 
 from metastore.ingest.breaker import Breaker
-from metastore.ingest.faults import environmental, halves
+from metastore.ingest.faults import environmental, fault, halves
 from metastore.ingest.group import GroupCommit, pinned, store_now
 from metastore.ingest.large import LargeLane
 from metastore.ingest.modes import Mode, Queued, Sync, SyncSpooled, build
@@ -37,6 +37,7 @@ __all__ = [
     "SyncSpooled",
     "build",
     "environmental",
+    "fault",
     "halves",
     "pinned",
     "store_now",

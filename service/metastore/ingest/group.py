@@ -16,7 +16,7 @@ from psycopg.rows import class_row
 from metastore import metrics
 from metastore.db import Pool
 from metastore.errors import ApiError
-from metastore.ingest.faults import environmental, halves, timed_out
+from metastore.ingest.faults import fault, halves
 from metastore.ingest.outcome import Source, Stored
 from metastore.limits import ByteBudget, Reservation
 
@@ -193,7 +193,7 @@ class GroupCommit:
         except ApiError as exc:
             # A lock, a missed deadline, a lost connection or a missing grant is everyone's:
             # splitting would only repeat it.
-            if len(group) > 1 and not environmental(exc) and not timed_out(exc):
+            if len(group) > 1 and fault(exc) == "event":
                 metrics.GROUP_SPLITS.inc()
                 for part in halves(group):
                     size = sum(len(w.body) for w in part) if len(part) > 1 and self.budget else 0
