@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
 from psycopg.types.json import Jsonb
 from sanic import Request, Sanic
+from sanic.http import Http
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw
 
-from metastore import metrics
 from metastore.errors import ApiError
-from metastore.ingest import Breaker, GroupCommit, LargeLane, Source, Stored, pinned
+from metastore.ingest import Mode, outcome, pinned
 from metastore.limits import Reservation, inflate, receive_body
 from metastore.provenance import source_of
 from metastore.state import Service, error_body
@@ -24,8 +22,6 @@ from metastore.state import Service, error_body
 log = logging.getLogger("metastore")
 
 JSON = "application/json"
-# Copies of a body that metastore.spool.Spool.append makes while it writes the record.
-_SPOOL_COPIES = 2
 
 
 def json_text(text: str, status: int = 200) -> HTTPResponse:
@@ -68,6 +64,16 @@ def _path_text(raw: str, what: str) -> str:
     return text
 
 
+def error_response(request: Request, exc: ApiError) -> HTTPResponse:
+    """A refusal, in the error shape every refusal has."""
+    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
+    if exc.status == 503 and not exc.retry_after:
+        headers["Retry-After"] = "1"
+    if exc.close and isinstance(request.stream, Http):
+        request.stream.keep_alive = False  # the connection cannot be reused
+    return json(error_body(exc.status, exc.message, exc.code, request), status=exc.status, headers=headers)
+
+
 def _answered(error: ApiError) -> ApiError:
     """The refusal without its traceback and context: they hold the frames it came through, and
     with them the body, for as long as the error lives, which after a reference cycle is until
@@ -78,26 +84,19 @@ def _answered(error: ApiError) -> ApiError:
 
 class Intake:
     """POST /api/v1/lineage and /batch: bodies received within the budget and the deadline, then
-    stored (group commit, or the large events' lane) through the breaker, spooled, or queued."""
+    handed to the ingest mode (metastore.ingest.modes), which stores, spools or queues them."""
 
-    def __init__(self, svc: Service) -> None:
-        config, db, ingest = svc.config, svc.db, svc.ingest
-        self.svc, self.config, self.db, self.ingest = svc, config, db, ingest
-        self.breaker = Breaker()
-        self.handoff_s = min(config.spool_handoff_ms, config.ingest_timeout_ms) / 1000
-        self.group = GroupCommit(db.ingest, config.group_events, config.group_bytes, config.group_calls, svc.budget)
-        share = config.large_event_share_percent / 100
-        self.large_lane = LargeLane(db.large, config.large_event_calls, share, self.group.active)
-        self.sync = ingest is None or config.ingest_mode == "sync"
-        self.spooled = ingest is not None and ingest.spool is not None
+    def __init__(self, svc: Service, ingest: Mode) -> None:
+        self.svc, self.config, self.db, self.ingest = svc, svc.config, svc.db, ingest
 
     def register(self, app: Sanic[Any, Any]) -> None:
         # Functions, not the bound methods: Sanic marks a streaming handler with an attribute.
-        @app.post("/api/v1/lineage", stream=True)
+        # ctx_events: the routes whose refusals are events' outcomes (metastore.ingest.outcome).
+        @app.post("/api/v1/lineage", stream=True, ctx_events=True)
         async def post_lineage(request: Request) -> HTTPResponse:
             return await self.post_lineage(request)
 
-        @app.post("/api/v1/lineage/batch", stream=True)
+        @app.post("/api/v1/lineage/batch", stream=True, ctx_events=True)
         async def post_lineage_batch(request: Request) -> HTTPResponse:
             return await self.post_lineage_batch(request)
 
@@ -108,91 +107,10 @@ class Intake:
         """The body, inflated; refused before it is read (and before a 100 Continue) when it could
         not be taken anyway."""
         config = self.config
-        if self.sync:
-            if not self.spooled and self.breaker.refusing():
-                metrics.REFUSED.labels("database_failing").inc()
-                raise ApiError(503, "the database keeps failing; retry in a second", close=True)
-            length = request.headers.get("content-length", "")
-            plain = request.headers.get("content-encoding", "identity").strip().lower() == "identity"
-            if plain and length.isdigit() and int(length) > config.large_event_bytes:
-                # A large event's sender posting again at once waits here, its body unread.
-                await self.large_lane.admit(self.db.ingest.deadline_s)
+        await self.ingest.admit(request)
         body = await receive_body(request, reservation, config.max_body_bytes, config.request_deadline_s)
         encoding = request.headers.get("content-encoding", "")
         return await inflate(body, encoding, config.max_body_bytes, reservation)
-
-    async def store(self, body: bytes, source: Source, reservation: Reservation, large: bool, started: float) -> Stored:
-        """Store the event within its budget (a 503 when missed), through the breaker."""
-        breaker = self.breaker
-        # With a spool, a commit that is not there quickly is not waited for: the event waits on
-        # disk for the writers, and Trino gets its 202 now instead of a 503 and a retry. Not a
-        # large one: it has the whole budget, and the spool only when the store is in trouble.
-        deadline_s = self.handoff_s if self.spooled and not large else self.db.ingest.deadline_s
-        if not breaker.allow():
-            metrics.REFUSED.labels("database_failing").inc()
-            raise ApiError(503, "the database keeps failing; retry in a second")
-        try:
-            if large:
-                result = await self.large_lane.store(body, source, deadline_s, reservation)
-            else:
-                result = await self.group.store(body, source, deadline_s, reservation)
-        except ApiError as exc:
-            if exc.status < 500:
-                breaker.answered()
-                raise
-            breaker.failed(started, exc, large)
-            if exc.code == "57014":
-                metrics.DEADLINE_MISSED.labels("large" if large else "group").inc()
-            raise
-        except BaseException:
-            breaker.abandon()  # cancelled (the client hung up): no outcome
-            raise
-        breaker.answered()
-        return result
-
-    async def accept(self, request: Request, body: bytes, source: Source, reservation: Reservation) -> Stored | None:
-        """Store the event, or queue it (None: answered 202)."""
-        ingest = self.ingest
-        if not self.sync and ingest is not None:
-            async with self.spooling(body, reservation):
-                return await ingest.submit(body, str(request.id), source)
-        large = len(body) > self.config.large_event_bytes
-        started = time.monotonic()
-        try:
-            return await self.store(body, source, reservation, large, started)
-        except ApiError as failure:
-            if failure.status < 500:
-                raise
-            if large and self.breaker.answered_since(started):
-                # The database answered others meanwhile: the time was this event's own cost.
-                # It fails alone, and is not handed to the spool (whose writers would spend it
-                # again, for a sender that can post them faster than anything stores them).
-                # Not in rejected_events either: the client was told 503 and may send it again.
-                log.warning(
-                    "a large event (%d bytes) was not stored within the ingest budget: answered %d (%s)",
-                    len(body),
-                    failure.status,
-                    failure.code,
-                )
-                raise
-            if ingest is None or not self.spooled:
-                raise
-            async with self.spooling(body, reservation):
-                if not await ingest.enqueue(body, str(request.id), source):
-                    raise
-            log.warning("the database did not commit in time (%s): event spooled for the writers", failure.code)
-            return None
-
-    @contextlib.asynccontextmanager
-    async def spooling(self, body: bytes, reservation: Reservation) -> AsyncIterator[None]:
-        """The spool writes a record built from copies of the body (its header, then the record
-        itself): counted while it is written."""
-        copies = _SPOOL_COPIES * len(body) if self.spooled else 0
-        reservation.take(copies)
-        try:
-            yield
-        finally:
-            reservation.give(copies)
 
     async def post_lineage(self, request: Request) -> HTTPResponse:
         # Authorization, if sent, is ignored: the store has no authentication.
@@ -200,7 +118,7 @@ class Intake:
         body = b""
         try:
             body = await self.body_of(request, reservation)
-            result = await self.accept(request, body, source_of(request), reservation)
+            result = await self.ingest.accept(body, str(request.id), source_of(request), reservation)
         except ApiError as exc:
             raise _answered(exc) from None
         finally:
@@ -208,10 +126,14 @@ class Intake:
             reservation.release()
         if result is None:
             return json({"status": "accepted"}, status=202)
+        outcome.record(result)
         if result.status == "rejected":
             # The reason, never the body: events can be large and hold SQL text.
             log.info("event rejected: %s %s", result.error_code, result.error_message)
-            raise ApiError.from_sqlstate(result.error_code, result.error_message or "event rejected", counted=True)
+            # Answered here, not raised: a refusal raised is counted again (app.py).
+            return error_response(
+                request, ApiError.from_sqlstate(result.error_code, result.error_message or "event rejected")
+            )
         return json(
             {"status": result.status, "event_id": result.event_id}, status=201 if result.status == "stored" else 200
         )
@@ -227,7 +149,7 @@ class Intake:
             params = {"body": body, "source_kind": kind, "source_principal": principal, "on_failure": Jsonb(failure)}
             if len(body) > self.config.large_event_bytes:
                 # A large batch waits for its turn on the large events' connections, as a large event does.
-                batch = await self.large_lane.call("ingest_batch", params, self.db.large.deadline_s, reservation)
+                batch = await self.ingest.large_lane.call("ingest_batch", params, self.db.large.deadline_s, reservation)
             else:
                 batch = await self.db.ingest.one("ingest_batch", params, on_done=pinned([reservation]))
         except ApiError as exc:
@@ -241,9 +163,9 @@ class Intake:
 ReadJson = Callable[[str, dict[str, Any]], Awaitable[HTTPResponse]]
 
 
-def routes(app: Sanic[Any, Any], svc: Service) -> None:
+def routes(app: Sanic[Any, Any], svc: Service, ingest: Mode) -> None:
     db = svc.db
-    Intake(svc).register(app)
+    Intake(svc, ingest).register(app)
 
     async def read_json(query: str, params: dict[str, Any]) -> HTTPResponse:
         """A read function's one jsonb result, as PostgreSQL rendered it."""

@@ -10,14 +10,13 @@ from typing import Any
 
 from sanic import Request, Sanic
 from sanic.exceptions import SanicException
-from sanic.http import Http
 from sanic.response import HTTPResponse, json
 
-from metastore import api, feed, forward, httpguard, metrics, ops, ui
+from metastore import api, feed, forward, httpguard, ingest, ops, ui
 from metastore.config import Config
 from metastore.db import Database
 from metastore.errors import ApiError
-from metastore.ingest import Ingest
+from metastore.ingest import outcome
 from metastore.limits import ByteBudget, reserve_for_small, tune_allocator
 from metastore.state import Service, error_body
 from metastore.tlsctx import ReloadingContext
@@ -25,11 +24,6 @@ from metastore.tlsctx import ReloadingContext
 log = logging.getLogger("metastore")
 
 App = Sanic[Any, Any]
-
-
-def _close_after(request: Request) -> None:
-    if isinstance(request.stream, Http):
-        request.stream.keep_alive = False
 
 
 def create_app(config: Config, tls: ReloadingContext | None = None, name: str = "metastore") -> App:
@@ -44,18 +38,11 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
     app.config.GRACEFUL_SHUTDOWN_TIMEOUT = config.shutdown_grace_s / 2
     app.config.REQUEST_TIMEOUT = config.request_deadline_s
     app.config.RESPONSE_TIMEOUT = 30
-    queued = config.ingest_mode == "async" or config.spool_dir is not None
     db = Database(config, writers=config.writers)
-    service = Service(
-        config=config,
-        db=db,
-        ingest=Ingest(db, config) if queued else None,
-        budget=ByteBudget(
-            config.max_inflight_bytes, reserve_for_small(config.max_inflight_bytes, config.max_body_bytes)
-        ),
-        tls=tls,
-    )
-    api.routes(app, service)
+    budget = ByteBudget(config.max_inflight_bytes, reserve_for_small(config.max_inflight_bytes, config.max_body_bytes))
+    mode = ingest.build(config, db, budget)  # sync or async, spooled or not: decided here, once
+    service = Service(config=config, db=db, ingest=mode.queue, budget=budget, tls=tls)
+    api.routes(app, service, mode)
     feed.register(app, db.read, config)  # GET /api/v1/events
     forward.register(app, db.writer, config)  # GET /api/v1/forwarding, and live forwarding when configured
     ui.routes(app, config)
@@ -63,20 +50,14 @@ def create_app(config: Config, tls: ReloadingContext | None = None, name: str = 
 
     @app.exception(ApiError)
     async def api_error(request: Request, exc: ApiError) -> HTTPResponse:
-        if request.path.startswith("/api/v1/lineage") and exc.status < 500 and not exc.counted:
-            metrics.count_event("rejected", exc.code or str(exc.status), None)
-        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
-        if exc.status == 503 and not exc.retry_after:
-            headers["Retry-After"] = "1"
-        if exc.close:
-            _close_after(request)
-        return json(error_body(exc.status, exc.message, exc.code, request), status=exc.status, headers=headers)
+        outcome.refused(request, exc.status, exc.code)
+        return api.error_response(request, exc)
 
     @app.exception(SanicException)
     async def sanic_error(request: Request, exc: SanicException) -> HTTPResponse:
         status = getattr(exc, "status_code", 500)
-        if request.path.startswith("/api/v1/lineage") and status == 413:
-            metrics.count_event("rejected", "413", None)
+        if status == 413:  # a body over the size limit; Sanic's other refusals are not of an event
+            outcome.refused(request, status, None)
         return json(error_body(status, str(exc) or "request refused", None, request), status=status)
 
     @app.exception(Exception)

@@ -42,7 +42,6 @@ class ApiError(Exception):
         status: int,
         message: str,
         code: str | None = None,
-        counted: bool = False,
         retry_after: int | None = None,
         close: bool = False,
     ) -> None:
@@ -50,10 +49,9 @@ class ApiError(Exception):
         self.status = status
         self.message = message
         self.code = code
-        self.counted = counted  # already in the events metric
         self.retry_after = retry_after  # seconds, for a Retry-After header
         self.close = close  # the connection cannot be reused (e.g. a body left unread)
 
     @classmethod
-    def from_sqlstate(cls, sqlstate: str | None, message: str, counted: bool = False) -> ApiError:
-        return cls(http_status(sqlstate), message, sqlstate, counted)
+    def from_sqlstate(cls, sqlstate: str | None, message: str) -> ApiError:
+        return cls(http_status(sqlstate), message, sqlstate)

@@ -1,4 +1,4 @@
-"""The ingest circuit breaker and the writers' sorting of failures (service/metastore/ingest.py)."""
+"""The ingest circuit breaker and the writers' sorting of failures (service/metastore/ingest/)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import psycopg
 from bench import floods
 from bench.heavy_senders import heavy_body
 from metastore.errors import ApiError
-from metastore.ingest import Breaker, _environmental
+from metastore.ingest import Breaker
+from metastore.ingest import environmental as _environmental
 from tests.conftest import Database
 from tests.support.checks import metric, stored_run_ids
 from tests.support.events import run_event
