@@ -9,7 +9,7 @@ import uuid
 
 import httpx
 
-from tests.server_fixtures import Server
+from tests.support.servers import Server
 from tests.support.checks import event, metric
 
 
