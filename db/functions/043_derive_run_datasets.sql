@@ -39,13 +39,13 @@ BEGIN
           JOIN metastore.runs AS x ON x.job_id = j.id AND x.run_id = k.run_id
     ), ins AS (
         INSERT INTO metastore.run_datasets AS t (run_id, dataset_id, direction, run_time, generation)
-        SELECT DISTINCT r.id, (p_dataset_ids ->> jsonb_build_array(m.namespace, m.name)::text)::bigint, m.direction,
+        SELECT DISTINCT r.id, (p_dataset_ids ->> metastore.mention_key(m.namespace, m.name))::bigint, m.direction,
                r.first_event_time, r.generation
           FROM unnest(p_events) AS u
          CROSS JOIN LATERAL unnest(u.mentions) AS m
           JOIN r ON r.job_namespace = u.job_namespace AND r.job_name = u.job_name AND r.run_id = u.run_id
          WHERE m.symlink_of_namespace IS NULL AND m.direction IN ('input', 'output')
-           AND p_dataset_ids ? jsonb_build_array(m.namespace, m.name)::text
+           AND p_dataset_ids ? metastore.mention_key(m.namespace, m.name)
          ORDER BY 1, 2, 3
         ON CONFLICT (run_id, dataset_id, direction) DO UPDATE
            SET run_time = excluded.run_time, generation = excluded.generation
