@@ -311,9 +311,8 @@ BEGIN
                                          ARRAY(SELECT x FROM metastore.extract_datasets(u.payload) AS x)
                                          )::metastore.valid_event
                                 FROM ROWS FROM (pg_catalog.unnest(v_payloads), pg_catalog.unnest(v_events)) WITH ORDINALITY
-                                     AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                                           producer, schema_url, mentions, o)
-                               ORDER BY u.o);
+                                     AS u (payload)
+                               ORDER BY u.ordinality);
             -- Links are per event: the range's are made anew.
             DELETE FROM metastore.event_datasets AS l WHERE l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times);
             v_datasets := metastore.derive_datasets(v_ids, v_events, false);
@@ -988,8 +987,7 @@ BEGIN
                    count(DISTINCT u.id) FILTER (WHERE x.direction = 'output'),
                    v_generation
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
+                   AS u (id)
              CROSS JOIN LATERAL unnest(u.mentions) AS x
              WHERE NOT v_id_of ? metastore.mention_key(x.namespace, x.name)
              GROUP BY x.namespace, x.name
@@ -1027,8 +1025,7 @@ BEGIN
       FROM (SELECT u.id AS event_id, u.event_time, m.direction, m.symlink_of_namespace IS NULL AS direct,
                    (v_id_of ->> metastore.mention_key(m.namespace, m.name))::bigint AS id
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
+                   AS u (id)
              CROSS JOIN LATERAL unnest(u.mentions) AS m) AS x
      WHERE x.id <> ALL (v_added)
      GROUP BY x.id;
@@ -1059,8 +1056,7 @@ BEGIN
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
     SELECT u.id, (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint, x.direction, u.event_time
       FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-           AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                 schema_url, mentions)
+           AS u (id)
      CROSS JOIN LATERAL unnest(u.mentions) AS x
     ON CONFLICT DO NOTHING;
 
@@ -1150,8 +1146,7 @@ BEGIN
                CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context}') = 'object'
                     THEN u.event_time END AS context_time
           FROM unnest(p_payloads, p_events)
-               AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
+               AS u (payload)
          CROSS JOIN LATERAL (
                 SELECT metastore.facet_text(u.payload #> '{job,facets,sql,query}'),
                        CASE WHEN u.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT') THEN u.event_type
@@ -1311,8 +1306,7 @@ BEGIN
     -- The datasets these events mention (their mentions), by id in a jsonb object keyed by
     -- [namespace, name]: the statements below look each one up there (a lookup each), never by a
     -- join to arrays (the planner, which guesses ten rows for each side, joined every event to all
-    -- of the set's datasets: lineage edges in backfill's sets of 1000 events took 0.58 ms per event,
-    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Every dataset a
+    -- of the set's datasets: most of a backfill's time), nor in the table by name (metastore.dataset_key per row). Every dataset a
     -- statement below resolves is a mention of its own event (the input fields of columnLineage
     -- facets included, metastore.extract_datasets), so what an event derives never depends on which
     -- other events came first. metastore.derive_datasets returns them (store_events and backfill
@@ -1343,8 +1337,7 @@ BEGIN
                    ds #> '{facets,schema,fields}' AS fields,
                    sha256(convert_to((ds #> '{facets,schema,fields}')::text, 'UTF8')) AS h
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_payloads), unnest(p_events))
-                   AS u (event_id, payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (event_id, payload)
               -- A jsonpath test costs microseconds: events without a schema facet go no further.
              CROSS JOIN LATERAL (
                     SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'inputs') = 'array'
@@ -1391,15 +1384,14 @@ BEGIN
            (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation)
     -- Each event's input and output ids and the facets' (input, output) pairs are arrays made in one
     -- pass each (OFFSET 0 keeps the subquery whole: flattened, the outputs were looked up again for
-    -- every input, and an event of 5000 inputs took 2 s).
+    -- every input).
     SELECT p.up, p.down, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
       FROM (SELECT coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
                    sha256(convert_to(metastore.mention_key(u.job_namespace, u.job_name), 'UTF8')) AS h,
                    CASE WHEN cl.ups IS NULL THEN io.inputs ELSE li.listed END AS inputs, io.outputs, cl.ups, cl.downs
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
-                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (payload)
              CROSS JOIN LATERAL (
                     SELECT array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'input') AS inputs,
                            array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'output') AS outputs
@@ -1480,8 +1472,7 @@ BEGIN
                    coalesce(metastore.facet_text(tr -> 'subtype'), '')
                        AS transformation_subtype
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
-                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (payload)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                           THEN u.payload -> 'outputs' ELSE '[]' END) AS od
              CROSS JOIN LATERAL (
@@ -4862,18 +4853,17 @@ BEGIN
         SELECT u.payload, u.h, u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace, u.job_name,
                u.producer, u.schema_url, p_source_kind, p_source_principal
           FROM ROWS FROM (unnest(p_payloads), unnest(v_hashes), unnest(p_events))
-               AS u (payload, h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
+               AS u (payload, h)
         -- A second equal event of the set conflicts with the first, inserted by this statement.
         ON CONFLICT (payload_sha256, event_time) DO NOTHING
         RETURNING e.id, e.payload_sha256, e.event_time
     )
     SELECT array_agg(i.id ORDER BY k.o), array_agg(i.id IS NULL ORDER BY k.o)
       INTO v_ids, v_dups
-      FROM (SELECT u.o, u.h, u.event_time, u.o = min(u.o) OVER (PARTITION BY u.h, u.event_time) AS first
+      FROM (SELECT u.ordinality AS o, u.h, u.event_time,
+                   u.ordinality = min(u.ordinality) OVER (PARTITION BY u.h, u.event_time) AS first
               FROM ROWS FROM (unnest(v_hashes), unnest(p_events)) WITH ORDINALITY
-                   AS u (h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions, o)) AS k
+                   AS u (h)) AS k
       LEFT JOIN ins AS i ON k.first AND i.payload_sha256 = k.h AND i.event_time = k.event_time;
 
     IF array_position(v_ids, NULL) IS NOT NULL THEN
@@ -4900,11 +4890,11 @@ BEGIN
         v_new_pay := p_payloads;
         v_new_ev := p_events;
     ELSE
-        SELECT array_agg(u.id ORDER BY u.o), array_agg(u.payload ORDER BY u.o), array_agg(x.ev ORDER BY u.o)
+        SELECT array_agg(u.id ORDER BY u.ordinality), array_agg(u.payload ORDER BY u.ordinality),
+               array_agg(x.ev ORDER BY u.ordinality)
           INTO v_new_ids, v_new_pay, v_new_ev
           FROM ROWS FROM (unnest(v_ids), unnest(v_dups), unnest(p_payloads), unnest(p_events)) WITH ORDINALITY
-               AS u (id, dup, payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions, o)
+               AS u (id, dup, payload)
          CROSS JOIN LATERAL (SELECT ROW(u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace,
                                         u.job_name, u.producer, u.schema_url, u.mentions)::metastore.valid_event) AS x (ev)
          WHERE NOT u.dup;

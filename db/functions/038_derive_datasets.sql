@@ -46,8 +46,7 @@ BEGIN
                    count(DISTINCT u.id) FILTER (WHERE x.direction = 'output'),
                    v_generation
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
+                   AS u (id)
              CROSS JOIN LATERAL unnest(u.mentions) AS x
              WHERE NOT v_id_of ? metastore.mention_key(x.namespace, x.name)
              GROUP BY x.namespace, x.name
@@ -85,8 +84,7 @@ BEGIN
       FROM (SELECT u.id AS event_id, u.event_time, m.direction, m.symlink_of_namespace IS NULL AS direct,
                    (v_id_of ->> metastore.mention_key(m.namespace, m.name))::bigint AS id
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
+                   AS u (id)
              CROSS JOIN LATERAL unnest(u.mentions) AS m) AS x
      WHERE x.id <> ALL (v_added)
      GROUP BY x.id;
@@ -117,8 +115,7 @@ BEGIN
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
     SELECT u.id, (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint, x.direction, u.event_time
       FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-           AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                 schema_url, mentions)
+           AS u (id)
      CROSS JOIN LATERAL unnest(u.mentions) AS x
     ON CONFLICT DO NOTHING;
 

@@ -18,13 +18,12 @@ SET search_path = pg_catalog, pg_temp
 -- Its statements read parameters only through equality lookups on keys, which a generic plan does
 -- as well as a custom one, and a custom plan is planned anew on each call. The planner guesses 100
 -- rows per jsonb set function, so nested ones look like millions: a hash aggregate sized for that
--- costs more than sorting the few rows there are (measured: 0.58 against 0.47 ms per Trino CTAS
--- event, track_functions, one run on a shared machine).
+-- costs more than sorting the few rows there are.
 SET plan_cache_mode = force_generic_plan
 SET enable_hashagg = off
 -- Every read of a table here is a lookup by key. On a young store (a few hundred rows, analyzed)
 -- the generic plan took a sequential scan of lineage_edges for each new edge instead, which also
--- reads the rows the statement has just inserted: an event of 200 inputs and 200 outputs took 33 s.
+-- reads the rows the statement has just inserted: quadratic in an event's inputs and outputs.
 SET enable_seqscan = off
 AS $fn$
 DECLARE
@@ -37,8 +36,7 @@ BEGIN
     -- The datasets these events mention (their mentions), by id in a jsonb object keyed by
     -- [namespace, name]: the statements below look each one up there (a lookup each), never by a
     -- join to arrays (the planner, which guesses ten rows for each side, joined every event to all
-    -- of the set's datasets: lineage edges in backfill's sets of 1000 events took 0.58 ms per event,
-    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Every dataset a
+    -- of the set's datasets: most of a backfill's time), nor in the table by name (metastore.dataset_key per row). Every dataset a
     -- statement below resolves is a mention of its own event (the input fields of columnLineage
     -- facets included, metastore.extract_datasets), so what an event derives never depends on which
     -- other events came first. metastore.derive_datasets returns them (store_events and backfill
@@ -69,8 +67,7 @@ BEGIN
                    ds #> '{facets,schema,fields}' AS fields,
                    sha256(convert_to((ds #> '{facets,schema,fields}')::text, 'UTF8')) AS h
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_payloads), unnest(p_events))
-                   AS u (event_id, payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (event_id, payload)
               -- A jsonpath test costs microseconds: events without a schema facet go no further.
              CROSS JOIN LATERAL (
                     SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'inputs') = 'array'
@@ -117,15 +114,14 @@ BEGIN
            (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation)
     -- Each event's input and output ids and the facets' (input, output) pairs are arrays made in one
     -- pass each (OFFSET 0 keeps the subquery whole: flattened, the outputs were looked up again for
-    -- every input, and an event of 5000 inputs took 2 s).
+    -- every input).
     SELECT p.up, p.down, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
       FROM (SELECT coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
                    sha256(convert_to(metastore.mention_key(u.job_namespace, u.job_name), 'UTF8')) AS h,
                    CASE WHEN cl.ups IS NULL THEN io.inputs ELSE li.listed END AS inputs, io.outputs, cl.ups, cl.downs
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
-                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (payload)
              CROSS JOIN LATERAL (
                     SELECT array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'input') AS inputs,
                            array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'output') AS outputs
@@ -206,8 +202,7 @@ BEGIN
                    coalesce(metastore.facet_text(tr -> 'subtype'), '')
                        AS transformation_subtype
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
-                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (payload)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                           THEN u.payload -> 'outputs' ELSE '[]' END) AS od
              CROSS JOIN LATERAL (

@@ -55,8 +55,7 @@ BEGIN
                CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context}') = 'object'
                     THEN u.event_time END AS context_time
           FROM unnest(p_payloads, p_events)
-               AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
+               AS u (payload)
          CROSS JOIN LATERAL (
                 SELECT metastore.facet_text(u.payload #> '{job,facets,sql,query}'),
                        CASE WHEN u.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT') THEN u.event_type

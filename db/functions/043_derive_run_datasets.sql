@@ -9,7 +9,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 -- Lookups by key only, as derive_lineage's (see there): a generic plan does them as well. The
 -- planner guesses 100 rows for a jsonb set function and joined them to the whole table by hash (a
--- scan of every run's rows, 2 ms per call at 2000 runs): a probe per run instead.
+-- scan of every run's rows, growing with the store): a probe per run instead.
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_hashjoin = off

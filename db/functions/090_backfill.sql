@@ -26,7 +26,7 @@
 -- first in each of its transactions, before any other statement of that transaction is parsed (a
 -- COMMIT ends a local setting). Functions are qualified too (db/CONVENTIONS.md). It turns JIT
 -- compilation off the same way: its statements over sets of 1000 events cost more than
--- jit_above_cost, and compiling them took 0.6 s per statement per set on PostgreSQL 15 with LLVM
+-- jit_above_cost, and compiling them cost more than running them
 -- (tests/db/functions/test_backfill.py::test_no_statement_is_jit_compiled).
 CREATE OR REPLACE PROCEDURE metastore.backfill(p_batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
@@ -187,9 +187,8 @@ BEGIN
                                          ARRAY(SELECT x FROM metastore.extract_datasets(u.payload) AS x)
                                          )::metastore.valid_event
                                 FROM ROWS FROM (pg_catalog.unnest(v_payloads), pg_catalog.unnest(v_events)) WITH ORDINALITY
-                                     AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                                           producer, schema_url, mentions, o)
-                               ORDER BY u.o);
+                                     AS u (payload)
+                               ORDER BY u.ordinality);
             -- Links are per event: the range's are made anew.
             DELETE FROM metastore.event_datasets AS l WHERE l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times);
             v_datasets := metastore.derive_datasets(v_ids, v_events, false);
