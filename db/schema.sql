@@ -180,6 +180,7 @@ DECLARE
     v_layer     boolean;
     v_jobs      boolean;
     v_runs_io   boolean;
+    v_table     text;
     v_ids       bigint[];
     v_linked    bigint[];
     v_times     timestamptz[];
@@ -310,9 +311,8 @@ BEGIN
                                          ARRAY(SELECT x FROM metastore.extract_datasets(u.payload) AS x)
                                          )::metastore.valid_event
                                 FROM ROWS FROM (pg_catalog.unnest(v_payloads), pg_catalog.unnest(v_events)) WITH ORDINALITY
-                                     AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                                           producer, schema_url, mentions, o)
-                               ORDER BY u.o);
+                                     AS u (payload)
+                               ORDER BY u.ordinality);
             -- Links are per event: the range's are made anew.
             DELETE FROM metastore.event_datasets AS l WHERE l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times);
             v_datasets := metastore.derive_datasets(v_ids, v_events, false);
@@ -376,73 +376,52 @@ BEGIN
     -- Rows of the other tables that no event of the new generation reached, a table per
     -- transaction, locked in the key order ingest takes them in (jobs by namespace and name, runs by
     -- job and run id, collation C), and only while the generation is the one this session finishes.
-    IF v_runs_io THEN
+    -- A table only where its change is deployed.
+    FOREACH v_table IN ARRAY ARRAY['run_datasets', 'runs', 'jobs', 'column_lineage', 'lineage_edges',
+                                   'dataset_schema_versions', 'dataset_symlinks'] LOOP
+        CONTINUE WHEN (v_table = 'run_datasets' AND NOT v_runs_io) OR (v_table IN ('runs', 'jobs') AND NOT v_jobs)
+                   OR (v_table IN ('column_lineage', 'lineage_edges', 'dataset_schema_versions') AND NOT v_layer);
         SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
         IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.run_datasets AS t
-             WHERE (t.run_id, t.dataset_id, t.direction) IN (
-                    SELECT s.run_id, s.dataset_id, s.direction FROM metastore.run_datasets AS s
-                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            CASE v_table
+            WHEN 'run_datasets' THEN
+                DELETE FROM metastore.run_datasets AS t
+                 WHERE (t.run_id, t.dataset_id, t.direction) IN (
+                        SELECT s.run_id, s.dataset_id, s.direction FROM metastore.run_datasets AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            WHEN 'runs' THEN
+                DELETE FROM metastore.runs AS t
+                 WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
+                                 ORDER BY s.job_id, s.run_id COLLATE "C" FOR UPDATE);
+            WHEN 'jobs' THEN
+                DELETE FROM metastore.jobs AS t
+                 WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
+                                 ORDER BY s.namespace COLLATE "C", s.name COLLATE "C" FOR UPDATE);
+            WHEN 'column_lineage' THEN
+                DELETE FROM metastore.column_lineage AS t
+                 WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
+                        SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            WHEN 'lineage_edges' THEN
+                DELETE FROM metastore.lineage_edges AS t
+                 WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
+                        SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            WHEN 'dataset_schema_versions' THEN
+                DELETE FROM metastore.dataset_schema_versions AS t
+                 WHERE (t.dataset_id, t.fields_sha256) IN (
+                        SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
+            WHEN 'dataset_symlinks' THEN
+                DELETE FROM metastore.dataset_symlinks AS t
+                 WHERE (t.dataset_id, t.symlink_id, t.type) IN (
+                        SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            END CASE;
         END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END IF;
-    IF v_jobs THEN
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.runs AS t
-             WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
-                             ORDER BY s.job_id, s.run_id COLLATE "C" FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.jobs AS t
-             WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
-                             ORDER BY s.namespace COLLATE "C", s.name COLLATE "C" FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END IF;
-    IF v_layer THEN
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.column_lineage AS t
-             WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
-                    SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
-                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.lineage_edges AS t
-             WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
-                    SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
-                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.dataset_schema_versions AS t
-             WHERE (t.dataset_id, t.fields_sha256) IN (
-                    SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
-                     WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END IF;
-    SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-    IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-        DELETE FROM metastore.dataset_symlinks AS t
-         WHERE (t.dataset_id, t.symlink_id, t.type) IN (
-                SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
-                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
-    END IF;
-    COMMIT;
-    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    END LOOP;
 
     -- Last, the datasets of the old generation: folded if an event of the new one named them since,
     -- removed otherwise, under the cut's locks again (a few statements): no event can name one of
@@ -985,7 +964,7 @@ BEGIN
     -- mention's id in this jsonb object keyed by [namespace, name], not by a join to arrays: the
     -- generic plan, which guesses ten rows for each side, joined every mention to all of the set's
     -- datasets.
-    SELECT coalesce(jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, d.id) FILTER (WHERE d.id IS NOT NULL),
+    SELECT coalesce(jsonb_object_agg(metastore.mention_key(m.namespace, m.name), d.id) FILTER (WHERE d.id IS NOT NULL),
                     '{}'),
            coalesce(bool_or(d.kind = 'symlink' AND m.direct), false), coalesce(bool_or(d.id IS NULL), false)
       INTO v_id_of, v_named, v_missing
@@ -1008,26 +987,25 @@ BEGIN
                    count(DISTINCT u.id) FILTER (WHERE x.direction = 'output'),
                    v_generation
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
+                   AS u (id)
              CROSS JOIN LATERAL unnest(u.mentions) AS x
-             WHERE NOT v_id_of ? jsonb_build_array(x.namespace, x.name)::text
+             WHERE NOT v_id_of ? metastore.mention_key(x.namespace, x.name)
              GROUP BY x.namespace, x.name
              ORDER BY x.namespace, x.name
             ON CONFLICT (name_key) DO NOTHING
             RETURNING d.id, d.namespace, d.name)
         SELECT coalesce(array_agg(a.id), '{}'),
-               v_id_of || coalesce(jsonb_object_agg(jsonb_build_array(a.namespace, a.name)::text, a.id), '{}')
+               v_id_of || coalesce(jsonb_object_agg(metastore.mention_key(a.namespace, a.name), a.id), '{}')
           INTO v_added, v_id_of
           FROM added AS a;
         -- Those another writer stored meanwhile (the insert waited for it to commit): a statement of
         -- its own sees them.
-        SELECT v_id_of || coalesce(jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, d.id), '{}'),
+        SELECT v_id_of || coalesce(jsonb_object_agg(metastore.mention_key(m.namespace, m.name), d.id), '{}'),
                v_named OR coalesce(bool_or(d.kind = 'symlink' AND m.direct), false)
           INTO v_id_of, v_named
           FROM (SELECT x.namespace, x.name, bool_or(x.symlink_of_namespace IS NULL) AS direct
                   FROM unnest(p_events) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
-                 WHERE NOT v_id_of ? jsonb_build_array(x.namespace, x.name)::text
+                 WHERE NOT v_id_of ? metastore.mention_key(x.namespace, x.name)
                  GROUP BY x.namespace, x.name) AS m
           JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
     END IF;
@@ -1045,10 +1023,9 @@ BEGIN
            count(DISTINCT x.event_id) FILTER (WHERE x.direction = 'output'),
            v_generation, bool_or(x.direct)
       FROM (SELECT u.id AS event_id, u.event_time, m.direction, m.symlink_of_namespace IS NULL AS direct,
-                   (v_id_of ->> jsonb_build_array(m.namespace, m.name)::text)::bigint AS id
+                   (v_id_of ->> metastore.mention_key(m.namespace, m.name))::bigint AS id
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
+                   AS u (id)
              CROSS JOIN LATERAL unnest(u.mentions) AS m) AS x
      WHERE x.id <> ALL (v_added)
      GROUP BY x.id;
@@ -1059,7 +1036,7 @@ BEGIN
         UPDATE metastore.datasets AS d SET kind = 'dataset'
           FROM (SELECT s.id FROM metastore.datasets AS s
                  WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
-                   AND s.id IN (SELECT (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint
+                   AND s.id IN (SELECT (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint
                                   FROM unnest(p_events) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
                                  WHERE x.symlink_of_namespace IS NULL)
                  ORDER BY s.namespace, s.name
@@ -1077,16 +1054,15 @@ BEGIN
     -- Links, with their event's event_time: the partition key, shared with metastore.events. A
     -- dataset repeated in an event (same direction) conflicts with itself and is linked once.
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
-    SELECT u.id, (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint, x.direction, u.event_time
+    SELECT u.id, (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint, x.direction, u.event_time
       FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-           AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                 schema_url, mentions)
+           AS u (id)
      CROSS JOIN LATERAL unnest(u.mentions) AS x
     ON CONFLICT DO NOTHING;
 
     INSERT INTO metastore.dataset_symlinks AS t (dataset_id, symlink_id, type, generation)
-    SELECT DISTINCT (v_id_of ->> jsonb_build_array(x.symlink_of_namespace, x.symlink_of_name)::text)::bigint,
-           (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint, x.symlink_type, v_generation
+    SELECT DISTINCT (v_id_of ->> metastore.mention_key(x.symlink_of_namespace, x.symlink_of_name))::bigint,
+           (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint, x.symlink_type, v_generation
       FROM unnest(p_events) AS u
      CROSS JOIN LATERAL unnest(u.mentions) AS x
      WHERE x.symlink_of_namespace IS NOT NULL
@@ -1143,21 +1119,17 @@ BEGIN
     -- twice in one statement). Jobs go in (namespace, name) order and runs in (job, run id) order,
     -- so that concurrent calls wait on each other's rows in one order.
     WITH ev AS (
-        -- Per event. Facet values count only as non-empty JSON strings (an empty one is as good as
-        -- none, so that null and '' never tie in a comparison below). #> walks the payload without
-        -- copying the objects on the way.
+        -- Per event. Facet values count only as non-empty JSON strings (metastore.facet_text: an
+        -- empty one is as good as none, so that null and '' never tie in a comparison below). #>
+        -- walks the payload without copying the objects on the way.
         SELECT u.job_namespace COLLATE "C" AS namespace, u.job_name COLLATE "C" AS name,
                u.run_id COLLATE "C" AS run_id, u.event_time AS t,
                f.sql,
-               CASE WHEN f.sql IS NOT NULL AND jsonb_typeof(u.payload #> '{job,facets,sql,dialect}') = 'string'
-                    THEN nullif(u.payload #>> '{job,facets,sql,dialect}', '') END AS sql_dialect,
+               CASE WHEN f.sql IS NOT NULL THEN metastore.facet_text(u.payload #> '{job,facets,sql,dialect}') END AS sql_dialect,
                CASE WHEN f.sql IS NOT NULL THEN u.event_time END AS sql_time,
-               CASE WHEN jsonb_typeof(u.payload #> '{job,facets,jobType,processingType}') = 'string'
-                    THEN nullif(u.payload #>> '{job,facets,jobType,processingType}', '') END AS processing_type,
-               CASE WHEN jsonb_typeof(u.payload #> '{job,facets,jobType,integration}') = 'string'
-                    THEN nullif(u.payload #>> '{job,facets,jobType,integration}', '') END AS integration,
-               CASE WHEN jsonb_typeof(u.payload #> '{job,facets,jobType,jobType}') = 'string'
-                    THEN nullif(u.payload #>> '{job,facets,jobType,jobType}', '') END AS job_type,
+               metastore.facet_text(u.payload #> '{job,facets,jobType,processingType}') AS processing_type,
+               metastore.facet_text(u.payload #> '{job,facets,jobType,integration}') AS integration,
+               metastore.facet_text(u.payload #> '{job,facets,jobType,jobType}') AS job_type,
                CASE WHEN jsonb_typeof(u.payload #> '{job,facets,jobType}') = 'object' THEN u.event_time END AS type_time,
                -- The state's key: (class, eventTime, rank, error message). Class: terminal (COMPLETE,
                -- FAIL, ABORT) 2 over START and RUNNING 1 over OTHER or no eventType 0. Rank, at an
@@ -1166,24 +1138,17 @@ BEGIN
                CASE WHEN f.state IN ('COMPLETE', 'FAIL', 'ABORT') THEN 2 WHEN f.state = 'OTHER' THEN 0 ELSE 1 END AS state_class,
                CASE f.state WHEN 'FAIL' THEN 3 WHEN 'ABORT' THEN 2 WHEN 'COMPLETE' THEN 1 WHEN 'RUNNING' THEN 1
                             ELSE 0 END AS state_rank,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,errorMessage,message}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,errorMessage,message}', '') END AS error_message,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context,user}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,trino_query_context,user}', '') END AS trino_user,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context,source}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,trino_query_context,source}', '') END AS trino_source,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context,catalog}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,trino_query_context,catalog}', '') END AS trino_catalog,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context,schema}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,trino_query_context,schema}', '') END AS trino_schema,
+               metastore.facet_text(u.payload #> '{run,facets,errorMessage,message}') AS error_message,
+               metastore.facet_text(u.payload #> '{run,facets,trino_query_context,user}') AS trino_user,
+               metastore.facet_text(u.payload #> '{run,facets,trino_query_context,source}') AS trino_source,
+               metastore.facet_text(u.payload #> '{run,facets,trino_query_context,catalog}') AS trino_catalog,
+               metastore.facet_text(u.payload #> '{run,facets,trino_query_context,schema}') AS trino_schema,
                CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context}') = 'object'
                     THEN u.event_time END AS context_time
           FROM unnest(p_payloads, p_events)
-               AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
+               AS u (payload)
          CROSS JOIN LATERAL (
-                SELECT CASE WHEN jsonb_typeof(u.payload #> '{job,facets,sql,query}') = 'string'
-                            THEN nullif(u.payload #>> '{job,facets,sql,query}', '') END,
+                SELECT metastore.facet_text(u.payload #> '{job,facets,sql,query}'),
                        CASE WHEN u.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT') THEN u.event_type
                             ELSE 'OTHER' END) AS f (sql, state)
          WHERE u.job_name IS NOT NULL AND u.job_namespace IS NOT NULL  -- a DatasetEvent: no job
@@ -1213,10 +1178,8 @@ BEGIN
          ORDER BY g.namespace, g.name
         ON CONFLICT (name_key) DO UPDATE
            -- A row of an older generation: the set's values replace it.
-           SET first_seen = CASE WHEN j.generation <> excluded.generation THEN excluded.first_seen
-                                 ELSE least(j.first_seen, excluded.first_seen) END,
-               last_seen = CASE WHEN j.generation <> excluded.generation THEN excluded.last_seen
-                                ELSE greatest(j.last_seen, excluded.last_seen) END,
+           SET first_seen = metastore.generation_least(j.generation, excluded.generation, j.first_seen, excluded.first_seen),
+               last_seen = metastore.generation_greatest(j.generation, excluded.generation, j.last_seen, excluded.last_seen),
                -- A side without a facet has a null time: the comparison is null, the old values stay.
                (latest_sql, sql_dialect, sql_time) = ROW(
                    CASE WHEN j.generation <> excluded.generation THEN excluded.latest_sql
@@ -1229,8 +1192,7 @@ BEGIN
                              > (coalesce(j.sql_time, '-infinity'), coalesce(j.latest_sql, '') COLLATE "C",
                                 coalesce(j.sql_dialect, '') COLLATE "C")
                         THEN excluded.sql_dialect ELSE j.sql_dialect END,
-                   CASE WHEN j.generation <> excluded.generation THEN excluded.sql_time
-                        ELSE greatest(j.sql_time, excluded.sql_time) END),
+                   metastore.generation_greatest(j.generation, excluded.generation, j.sql_time, excluded.sql_time)),
                (processing_type, integration, job_type, type_time) = ROW(
                    CASE WHEN j.generation <> excluded.generation THEN excluded.processing_type
                         WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
@@ -1250,8 +1212,7 @@ BEGIN
                              > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.job_type ELSE j.job_type END,
-                   CASE WHEN j.generation <> excluded.generation THEN excluded.type_time
-                        ELSE greatest(j.type_time, excluded.type_time) END),
+                   metastore.generation_greatest(j.generation, excluded.generation, j.type_time, excluded.type_time)),
                generation = excluded.generation
         -- Every job of the set comes back (an update without WHERE): its runs find their job_id here.
         RETURNING j.id, j.namespace, j.name)
@@ -1305,8 +1266,7 @@ BEGIN
                 ORDER BY w.state_class DESC, w.state_time DESC, w.state_rank DESC,
                          coalesce(w.error_message, '') COLLATE "C" DESC, w.side  -- a tie keeps the stored side
                 LIMIT 1),
-           started_at = CASE WHEN r.generation <> excluded.generation THEN excluded.started_at
-                             ELSE least(r.started_at, excluded.started_at) END,
+           started_at = metastore.generation_least(r.generation, excluded.generation, r.started_at, excluded.started_at),
            (trino_user, trino_source, trino_catalog, trino_schema) = (
                SELECT w.trino_user, w.trino_source, w.trino_catalog, w.trino_schema
                  FROM (VALUES (0, r.context_time, r.trino_user, r.trino_source, r.trino_catalog, r.trino_schema),
@@ -1318,12 +1278,9 @@ BEGIN
                          coalesce(w.trino_source, '') COLLATE "C" DESC, coalesce(w.trino_catalog, '') COLLATE "C" DESC,
                          coalesce(w.trino_schema, '') COLLATE "C" DESC, w.side
                 LIMIT 1),
-           context_time = CASE WHEN r.generation <> excluded.generation THEN excluded.context_time
-                               ELSE greatest(r.context_time, excluded.context_time) END,
-           first_event_time = CASE WHEN r.generation <> excluded.generation THEN excluded.first_event_time
-                                   ELSE least(r.first_event_time, excluded.first_event_time) END,
-           last_event_time = CASE WHEN r.generation <> excluded.generation THEN excluded.last_event_time
-                                  ELSE greatest(r.last_event_time, excluded.last_event_time) END,
+           context_time = metastore.generation_greatest(r.generation, excluded.generation, r.context_time, excluded.context_time),
+           first_event_time = metastore.generation_least(r.generation, excluded.generation, r.first_event_time, excluded.first_event_time),
+           last_event_time = metastore.generation_greatest(r.generation, excluded.generation, r.last_event_time, excluded.last_event_time),
            event_count = CASE WHEN r.generation <> excluded.generation THEN excluded.event_count
                               ELSE r.event_count + excluded.event_count END,
            generation = excluded.generation;
@@ -1349,15 +1306,14 @@ BEGIN
     -- The datasets these events mention (their mentions), by id in a jsonb object keyed by
     -- [namespace, name]: the statements below look each one up there (a lookup each), never by a
     -- join to arrays (the planner, which guesses ten rows for each side, joined every event to all
-    -- of the set's datasets: lineage edges in backfill's sets of 1000 events took 0.58 ms per event,
-    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Every dataset a
+    -- of the set's datasets: most of a backfill's time), nor in the table by name (metastore.dataset_key per row). Every dataset a
     -- statement below resolves is a mention of its own event (the input fields of columnLineage
     -- facets included, metastore.extract_datasets), so what an event derives never depends on which
     -- other events came first. metastore.derive_datasets returns them (store_events and backfill
     -- pass that on); without them they are looked up by name_key, a probe per distinct mention.
     v_id_of := p_dataset_ids;
     IF v_id_of IS NULL THEN
-        SELECT jsonb_object_agg(jsonb_build_array(d.namespace, d.name)::text, d.id) INTO v_id_of
+        SELECT jsonb_object_agg(metastore.mention_key(d.namespace, d.name), d.id) INTO v_id_of
           FROM (SELECT DISTINCT x.namespace, x.name
                   FROM unnest(p_events) AS e
                  CROSS JOIN LATERAL unnest(e.mentions) AS x) AS m
@@ -1376,13 +1332,12 @@ BEGIN
     SELECT s.id, s.h, (array_agg(s.fields ORDER BY s.event_time, s.event_id))[1],
            (array_agg(s.event_id ORDER BY s.event_time, s.event_id))[1],
            min(s.event_time), max(s.event_time), v_generation
-      FROM (SELECT s0.*, (v_id_of ->> jsonb_build_array(s0.namespace, s0.name)::text)::bigint AS id
+      FROM (SELECT s0.*, (v_id_of ->> metastore.mention_key(s0.namespace, s0.name))::bigint AS id
       FROM (SELECT DISTINCT u.event_id, u.event_time, ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
                    ds #> '{facets,schema,fields}' AS fields,
                    sha256(convert_to((ds #> '{facets,schema,fields}')::text, 'UTF8')) AS h
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_payloads), unnest(p_events))
-                   AS u (event_id, payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (event_id, payload)
               -- A jsonpath test costs microseconds: events without a schema facet go no further.
              CROSS JOIN LATERAL (
                     SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'inputs') = 'array'
@@ -1411,10 +1366,8 @@ BEGIN
        SET first_event_id = CASE WHEN v.generation <> excluded.generation
                                    OR (excluded.first_seen, excluded.first_event_id) < (v.first_seen, v.first_event_id)
                                  THEN excluded.first_event_id ELSE v.first_event_id END,
-           first_seen = CASE WHEN v.generation <> excluded.generation THEN excluded.first_seen
-                             ELSE least(v.first_seen, excluded.first_seen) END,
-           last_seen = CASE WHEN v.generation <> excluded.generation THEN excluded.last_seen
-                            ELSE greatest(v.last_seen, excluded.last_seen) END,
+           first_seen = metastore.generation_least(v.generation, excluded.generation, v.first_seen, excluded.first_seen),
+           last_seen = metastore.generation_greatest(v.generation, excluded.generation, v.last_seen, excluded.last_seen),
            generation = excluded.generation
      WHERE v.generation <> excluded.generation
         OR (excluded.first_seen, excluded.first_event_id) < (v.first_seen, v.first_event_id)
@@ -1431,20 +1384,19 @@ BEGIN
            (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation)
     -- Each event's input and output ids and the facets' (input, output) pairs are arrays made in one
     -- pass each (OFFSET 0 keeps the subquery whole: flattened, the outputs were looked up again for
-    -- every input, and an event of 5000 inputs took 2 s).
+    -- every input).
     SELECT p.up, p.down, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
       FROM (SELECT coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
-                   sha256(convert_to(jsonb_build_array(u.job_namespace, u.job_name)::text, 'UTF8')) AS h,
+                   sha256(convert_to(metastore.mention_key(u.job_namespace, u.job_name), 'UTF8')) AS h,
                    CASE WHEN cl.ups IS NULL THEN io.inputs ELSE li.listed END AS inputs, io.outputs, cl.ups, cl.downs
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
-                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (payload)
              CROSS JOIN LATERAL (
                     SELECT array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'input') AS inputs,
                            array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'output') AS outputs
                       FROM (SELECT x.direction,
-                                   (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint AS id
+                                   (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint AS id
                               FROM unnest(u.mentions) AS x
                              WHERE x.symlink_of_namespace IS NULL) AS m
                      WHERE m.id IS NOT NULL) AS io
@@ -1455,15 +1407,15 @@ BEGIN
              -- event without the facet (a test of microseconds) reads neither.
              CROSS JOIN LATERAL (SELECT u.payload @? '$.outputs[*].facets.columnLineage') AS k (lineage)
              CROSS JOIN LATERAL (
-                    SELECT array_agg(DISTINCT (v_id_of ->> jsonb_build_array(i ->> 'namespace', i ->> 'name')::text)::bigint)
+                    SELECT array_agg(DISTINCT (v_id_of ->> metastore.mention_key(i ->> 'namespace', i ->> 'name'))::bigint)
                       FROM jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'inputs') = 'array'
                                                      THEN u.payload -> 'inputs' ELSE '[]' END) AS i
                      WHERE k.lineage) AS li (listed)
              CROSS JOIN LATERAL (
                     SELECT array_agg(c.up), array_agg(c.down)
                       FROM (SELECT DISTINCT
-                                   (v_id_of ->> jsonb_build_array(inf ->> 'namespace', inf ->> 'name')::text)::bigint AS up,
-                                   (v_id_of ->> jsonb_build_array(od ->> 'namespace', od ->> 'name')::text)::bigint AS down
+                                   (v_id_of ->> metastore.mention_key(inf ->> 'namespace', inf ->> 'name'))::bigint AS up,
+                                   (v_id_of ->> metastore.mention_key(od ->> 'namespace', od ->> 'name'))::bigint AS down
                               FROM jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                              THEN u.payload -> 'outputs' ELSE '[]' END) AS od
                              CROSS JOIN LATERAL (
@@ -1493,10 +1445,8 @@ BEGIN
                           AND seen.first_seen <= min(j.hour) AND seen.last_seen >= max(j.hour))
      ORDER BY 1, 2, 3
     ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
-       SET first_seen = CASE WHEN e.generation <> excluded.generation THEN excluded.first_seen
-                             ELSE least(e.first_seen, excluded.first_seen) END,
-           last_seen = CASE WHEN e.generation <> excluded.generation THEN excluded.last_seen
-                            ELSE greatest(e.last_seen, excluded.last_seen) END,
+       SET first_seen = metastore.generation_least(e.generation, excluded.generation, e.first_seen, excluded.first_seen),
+           last_seen = metastore.generation_greatest(e.generation, excluded.generation, e.last_seen, excluded.last_seen),
            generation = excluded.generation
      WHERE e.generation <> excluded.generation OR excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
 
@@ -1511,19 +1461,18 @@ BEGIN
       -- Fields and transformations are of any length: the key is the hash of all four (edge_sha256).
       FROM (SELECT x0.*, sha256(convert_to(jsonb_build_array(x0.output_field, x0.input_field, x0.transformation_type,
                                                              x0.transformation_subtype)::text, 'UTF8')) AS h,
-                   (v_id_of ->> jsonb_build_array(x0.namespace, x0.name)::text)::bigint AS output_id,
-                   (v_id_of ->> jsonb_build_array(x0.input_namespace, x0.input_name)::text)::bigint AS input_id
+                   (v_id_of ->> metastore.mention_key(x0.namespace, x0.name))::bigint AS output_id,
+                   (v_id_of ->> metastore.mention_key(x0.input_namespace, x0.input_name))::bigint AS input_id
       FROM (SELECT DISTINCT date_trunc('hour', u.event_time, 'UTC') AS hour,
                    od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
                    inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
                    inf ->> 'field' AS input_field,
-                   CASE WHEN jsonb_typeof(tr -> 'type') = 'string' THEN tr ->> 'type' ELSE '' END
+                   coalesce(metastore.facet_text(tr -> 'type'), '')
                        AS transformation_type,
-                   CASE WHEN jsonb_typeof(tr -> 'subtype') = 'string' THEN tr ->> 'subtype' ELSE '' END
+                   coalesce(metastore.facet_text(tr -> 'subtype'), '')
                        AS transformation_subtype
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
-                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (payload)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                           THEN u.payload -> 'outputs' ELSE '[]' END) AS od
              CROSS JOIN LATERAL (
@@ -1552,10 +1501,8 @@ BEGIN
                           AND seen.first_seen <= min(x.hour) AND seen.last_seen >= max(x.hour))
      ORDER BY 1, 3, 9
     ON CONFLICT (output_dataset_id, input_dataset_id, edge_sha256) DO UPDATE
-       SET first_seen = CASE WHEN c.generation <> excluded.generation THEN excluded.first_seen
-                             ELSE least(c.first_seen, excluded.first_seen) END,
-           last_seen = CASE WHEN c.generation <> excluded.generation THEN excluded.last_seen
-                            ELSE greatest(c.last_seen, excluded.last_seen) END,
+       SET first_seen = metastore.generation_least(c.generation, excluded.generation, c.first_seen, excluded.first_seen),
+           last_seen = metastore.generation_greatest(c.generation, excluded.generation, c.last_seen, excluded.last_seen),
            generation = excluded.generation
      WHERE c.generation <> excluded.generation OR excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
 END
@@ -1595,13 +1542,13 @@ BEGIN
           JOIN metastore.runs AS x ON x.job_id = j.id AND x.run_id = k.run_id
     ), ins AS (
         INSERT INTO metastore.run_datasets AS t (run_id, dataset_id, direction, run_time, generation)
-        SELECT DISTINCT r.id, (p_dataset_ids ->> jsonb_build_array(m.namespace, m.name)::text)::bigint, m.direction,
+        SELECT DISTINCT r.id, (p_dataset_ids ->> metastore.mention_key(m.namespace, m.name))::bigint, m.direction,
                r.first_event_time, r.generation
           FROM unnest(p_events) AS u
          CROSS JOIN LATERAL unnest(u.mentions) AS m
           JOIN r ON r.job_namespace = u.job_namespace AND r.job_name = u.job_name AND r.run_id = u.run_id
          WHERE m.symlink_of_namespace IS NULL AND m.direction IN ('input', 'output')
-           AND p_dataset_ids ? jsonb_build_array(m.namespace, m.name)::text
+           AND p_dataset_ids ? metastore.mention_key(m.namespace, m.name)
          ORDER BY 1, 2, 3
         ON CONFLICT (run_id, dataset_id, direction) DO UPDATE
            SET run_time = excluded.run_time, generation = excluded.generation
@@ -1852,6 +1799,17 @@ CREATE FUNCTION metastore.extract_datasets(p_payload jsonb) RETURNS SETOF metast
 $_$;
 
 COMMENT ON FUNCTION metastore.extract_datasets(p_payload jsonb) IS 'The datasets an OpenLineage event mentions, one row per mention, in the event''s order: its inputs (direction input), its outputs (output), a DatasetEvent''s dataset (none), each followed by every symlinks-facet identifier of it (same direction, with symlink_of_* naming the dataset that carries it), then each dataset that an input field of an output''s columnLineage facet names and the inputs do not list (input, once each, in no particular order). Nothing else. Namespaces and names may be of any length. A SQL function that PostgreSQL inlines. Error codes: 22023 malformed inputs/outputs/dataset (raised by metastore.malformed_datasets).';
+
+CREATE FUNCTION metastore.facet_text(p_value jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    -- An empty string is as good as none, so that null and '' never tie where values are compared.
+    SELECT CASE WHEN pg_catalog.jsonb_typeof(p_value) OPERATOR(pg_catalog.=) 'string'::pg_catalog.text
+                 AND p_value OPERATOR(pg_catalog.<>) '""'::pg_catalog.jsonb
+                THEN p_value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[] END
+$$;
+
+COMMENT ON FUNCTION metastore.facet_text(p_value jsonb) IS 'The text of a facet value that is a non-empty JSON string; null for anything else (absent, JSON null, another type, ""). The lenient read of the derivations: a facet they cannot use is ignored, never an error.';
 
 CREATE FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text DEFAULT 'both'::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -2450,6 +2408,24 @@ END
 $$;
 
 COMMENT ON FUNCTION metastore.forward_status() IS 'Live forwarding, per target (named by metastore.forward_key: no credentials): events sent and refused, the last refusal (event, status, start of the body), cursor, failures in a row and since when, the last error, and lag_seconds: how long the oldest event not yet acknowledged has waited since it was received (0 when the target is up to date).';
+
+CREATE FUNCTION metastore.generation_greatest(p_stored_generation integer, p_generation integer, p_stored timestamp with time zone, p_new timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN p_stored_generation OPERATOR(pg_catalog.<>) p_generation THEN p_new
+                ELSE GREATEST(p_stored, p_new) END
+$$;
+
+COMMENT ON FUNCTION metastore.generation_greatest(p_stored_generation integer, p_generation integer, p_stored timestamp with time zone, p_new timestamp with time zone) IS 'p_new when p_stored_generation differs from p_generation (a row of an older generation is replaced), else the latest of p_stored and p_new (nulls ignored). The merge of a last_seen in the derivations'' upserts.';
+
+CREATE FUNCTION metastore.generation_least(p_stored_generation integer, p_generation integer, p_stored timestamp with time zone, p_new timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    SELECT CASE WHEN p_stored_generation OPERATOR(pg_catalog.<>) p_generation THEN p_new
+                ELSE LEAST(p_stored, p_new) END
+$$;
+
+COMMENT ON FUNCTION metastore.generation_least(p_stored_generation integer, p_generation integer, p_stored timestamp with time zone, p_new timestamp with time zone) IS 'p_new when p_stored_generation differs from p_generation (a row of an older generation is replaced), else the earliest of p_stored and p_new (nulls ignored). The merge of a first_seen in the derivations'' upserts.';
 
 CREATE FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer DEFAULT 50) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -4172,6 +4148,14 @@ $$;
 
 COMMENT ON FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) IS 'Raises what is wrong with the inputs, outputs or DatasetEvent dataset of p_payload (the first fault, in order; p_item, the item extract_datasets could not read, is unused); never returns. Called by metastore.extract_datasets only for an event its checks refuse. Error codes: 22023 a member that is not an array of objects with non-empty string namespace and name; XX000 no such fault (the two functions disagree).';
 
+CREATE FUNCTION metastore.mention_key(p_namespace text, p_name text) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+    SELECT pg_catalog.jsonb_build_array(p_namespace, p_name)::pg_catalog.text
+$$;
+
+COMMENT ON FUNCTION metastore.mention_key(p_namespace text, p_name text) IS 'The JSON text of [namespace, name]: the key of a dataset in the id map metastore.derive_datasets returns and derive_lineage and derive_run_datasets read, and of a job in the hash lineage_edges.job_sha256.';
+
 CREATE FUNCTION metastore.name_tail(p_name text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$
@@ -4869,18 +4853,17 @@ BEGIN
         SELECT u.payload, u.h, u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace, u.job_name,
                u.producer, u.schema_url, p_source_kind, p_source_principal
           FROM ROWS FROM (unnest(p_payloads), unnest(v_hashes), unnest(p_events))
-               AS u (payload, h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
+               AS u (payload, h)
         -- A second equal event of the set conflicts with the first, inserted by this statement.
         ON CONFLICT (payload_sha256, event_time) DO NOTHING
         RETURNING e.id, e.payload_sha256, e.event_time
     )
     SELECT array_agg(i.id ORDER BY k.o), array_agg(i.id IS NULL ORDER BY k.o)
       INTO v_ids, v_dups
-      FROM (SELECT u.o, u.h, u.event_time, u.o = min(u.o) OVER (PARTITION BY u.h, u.event_time) AS first
+      FROM (SELECT u.ordinality AS o, u.h, u.event_time,
+                   u.ordinality = min(u.ordinality) OVER (PARTITION BY u.h, u.event_time) AS first
               FROM ROWS FROM (unnest(v_hashes), unnest(p_events)) WITH ORDINALITY
-                   AS u (h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions, o)) AS k
+                   AS u (h)) AS k
       LEFT JOIN ins AS i ON k.first AND i.payload_sha256 = k.h AND i.event_time = k.event_time;
 
     IF array_position(v_ids, NULL) IS NOT NULL THEN
@@ -4907,11 +4890,11 @@ BEGIN
         v_new_pay := p_payloads;
         v_new_ev := p_events;
     ELSE
-        SELECT array_agg(u.id ORDER BY u.o), array_agg(u.payload ORDER BY u.o), array_agg(x.ev ORDER BY u.o)
+        SELECT array_agg(u.id ORDER BY u.ordinality), array_agg(u.payload ORDER BY u.ordinality),
+               array_agg(x.ev ORDER BY u.ordinality)
           INTO v_new_ids, v_new_pay, v_new_ev
           FROM ROWS FROM (unnest(v_ids), unnest(v_dups), unnest(p_payloads), unnest(p_events)) WITH ORDINALITY
-               AS u (id, dup, payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions, o)
+               AS u (id, dup, payload)
          CROSS JOIN LATERAL (SELECT ROW(u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace,
                                         u.job_name, u.producer, u.schema_url, u.mentions)::metastore.valid_event) AS x (ev)
          WHERE NOT u.dup;
@@ -6136,6 +6119,8 @@ REVOKE ALL ON FUNCTION metastore.expiring_days(p_keep interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.facet_text(p_value jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) TO metastore_reader;
@@ -6165,6 +6150,10 @@ REVOKE ALL ON FUNCTION metastore.forward_remove(p_target text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION metastore.forward_status() FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_app;
 GRANT ALL ON FUNCTION metastore.forward_status() TO metastore_reader;
+
+REVOKE ALL ON FUNCTION metastore.generation_greatest(p_stored_generation integer, p_generation integer, p_stored timestamp with time zone, p_new timestamp with time zone) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.generation_least(p_stored_generation integer, p_generation integer, p_stored timestamp with time zone, p_new timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.get_dataset(p_id bigint, p_events_limit integer) TO metastore_app;
@@ -6228,6 +6217,8 @@ GRANT ALL ON FUNCTION metastore.list_runs(p_limit integer, p_cursor text, p_stat
 REVOKE ALL ON FUNCTION metastore.lock_events_briefly() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.mention_key(p_namespace text, p_name text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.name_tail(p_name text) FROM PUBLIC;
 

@@ -1,6 +1,6 @@
 -- Reads one string member of an event, with the checks every caller needs.
 -- Its search_path is pinned like every function's (a plpgsql function is never inlined, and the
--- switch costs well under a microsecond per call, measured on PostgreSQL 18).
+-- switch costs little next to the call).
 CREATE OR REPLACE FUNCTION metastore.json_text(
     p_value     jsonb,
     p_path      text,

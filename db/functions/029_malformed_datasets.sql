@@ -7,8 +7,7 @@
 -- that no call has only constant arguments. The planner evaluates a stable call whose arguments are
 -- all constants while it plans (estimating a selectivity), even in a branch of a CASE that never
 -- runs for that event, and so raised for a valid event sent as a literal. VOLATILE would avoid that
--- too, but would keep the planner from flattening extract_datasets into its caller (11.5 against
--- 7.6 microseconds per event).
+-- too, but would keep the planner from flattening extract_datasets into its caller.
 CREATE OR REPLACE FUNCTION metastore.malformed_datasets(p_payload jsonb, p_item jsonb) RETURNS jsonb
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp

@@ -1,6 +1,6 @@
 -- The extraction rules, in one place: live ingest and backfill both call this.
 -- A SQL function without a SET clause, so that PostgreSQL inlines it into the statement that
--- calls it (a PL/pgSQL loop cost 34 microseconds per event of make bench's backfill, this 2). Inlined or
+-- calls it (a PL/pgSQL loop cost many times as much per event of a backfill). Inlined or
 -- not, its text is parsed under the caller's search_path: every function, operator and type is
 -- qualified (db/CONVENTIONS.md). Malformed members are told apart by the checks in the CASEs,
 -- whose other branch asks metastore.malformed_datasets to raise what is wrong; a list that is not

@@ -12,9 +12,9 @@
 --   linear passes (a recursive walk over json re-reads every subtree at each level: quadratic in
 --   the nesting depth). Not seen on 15: a duplicate whose dropped values are all null, e.g.
 --   {"a": null, "a": 1}, since both sides drop null members.
--- Cost, added to ingest_event (python -m bench.unique_keys; numbers in docs/operations.md, "What
--- the service refuses"): a 22 kB Trino event +0.5 ms on 18, +1 to 2 ms on 15; a 220 kB event
--- +2 ms on 18, +8 to 17 ms on 15. p_parsed spares 15 a second parse of the text into jsonb.
+-- Its cost, added to ingest_event, is measured by python -m bench.unique_keys (figures in
+-- docs/operations.md, "What the service refuses"). p_parsed spares 15 a second parse of the text
+-- into jsonb.
 CREATE OR REPLACE FUNCTION metastore.json_has_unique_keys(p_json text, p_parsed jsonb) RETURNS boolean
 LANGUAGE plpgsql STABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp

@@ -23,7 +23,7 @@ BEGIN
     -- mention's id in this jsonb object keyed by [namespace, name], not by a join to arrays: the
     -- generic plan, which guesses ten rows for each side, joined every mention to all of the set's
     -- datasets.
-    SELECT coalesce(jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, d.id) FILTER (WHERE d.id IS NOT NULL),
+    SELECT coalesce(jsonb_object_agg(metastore.mention_key(m.namespace, m.name), d.id) FILTER (WHERE d.id IS NOT NULL),
                     '{}'),
            coalesce(bool_or(d.kind = 'symlink' AND m.direct), false), coalesce(bool_or(d.id IS NULL), false)
       INTO v_id_of, v_named, v_missing
@@ -46,26 +46,25 @@ BEGIN
                    count(DISTINCT u.id) FILTER (WHERE x.direction = 'output'),
                    v_generation
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
+                   AS u (id)
              CROSS JOIN LATERAL unnest(u.mentions) AS x
-             WHERE NOT v_id_of ? jsonb_build_array(x.namespace, x.name)::text
+             WHERE NOT v_id_of ? metastore.mention_key(x.namespace, x.name)
              GROUP BY x.namespace, x.name
              ORDER BY x.namespace, x.name
             ON CONFLICT (name_key) DO NOTHING
             RETURNING d.id, d.namespace, d.name)
         SELECT coalesce(array_agg(a.id), '{}'),
-               v_id_of || coalesce(jsonb_object_agg(jsonb_build_array(a.namespace, a.name)::text, a.id), '{}')
+               v_id_of || coalesce(jsonb_object_agg(metastore.mention_key(a.namespace, a.name), a.id), '{}')
           INTO v_added, v_id_of
           FROM added AS a;
         -- Those another writer stored meanwhile (the insert waited for it to commit): a statement of
         -- its own sees them.
-        SELECT v_id_of || coalesce(jsonb_object_agg(jsonb_build_array(m.namespace, m.name)::text, d.id), '{}'),
+        SELECT v_id_of || coalesce(jsonb_object_agg(metastore.mention_key(m.namespace, m.name), d.id), '{}'),
                v_named OR coalesce(bool_or(d.kind = 'symlink' AND m.direct), false)
           INTO v_id_of, v_named
           FROM (SELECT x.namespace, x.name, bool_or(x.symlink_of_namespace IS NULL) AS direct
                   FROM unnest(p_events) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
-                 WHERE NOT v_id_of ? jsonb_build_array(x.namespace, x.name)::text
+                 WHERE NOT v_id_of ? metastore.mention_key(x.namespace, x.name)
                  GROUP BY x.namespace, x.name) AS m
           JOIN metastore.datasets AS d ON d.name_key = sha256(metastore.dataset_key(m.namespace, m.name));
     END IF;
@@ -83,10 +82,9 @@ BEGIN
            count(DISTINCT x.event_id) FILTER (WHERE x.direction = 'output'),
            v_generation, bool_or(x.direct)
       FROM (SELECT u.id AS event_id, u.event_time, m.direction, m.symlink_of_namespace IS NULL AS direct,
-                   (v_id_of ->> jsonb_build_array(m.namespace, m.name)::text)::bigint AS id
+                   (v_id_of ->> metastore.mention_key(m.namespace, m.name))::bigint AS id
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-                   AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions)
+                   AS u (id)
              CROSS JOIN LATERAL unnest(u.mentions) AS m) AS x
      WHERE x.id <> ALL (v_added)
      GROUP BY x.id;
@@ -97,7 +95,7 @@ BEGIN
         UPDATE metastore.datasets AS d SET kind = 'dataset'
           FROM (SELECT s.id FROM metastore.datasets AS s
                  WHERE s.kind = 'symlink' AND s.id <> ALL (v_added)
-                   AND s.id IN (SELECT (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint
+                   AND s.id IN (SELECT (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint
                                   FROM unnest(p_events) AS u CROSS JOIN LATERAL unnest(u.mentions) AS x
                                  WHERE x.symlink_of_namespace IS NULL)
                  ORDER BY s.namespace, s.name
@@ -115,16 +113,15 @@ BEGIN
     -- Links, with their event's event_time: the partition key, shared with metastore.events. A
     -- dataset repeated in an event (same direction) conflicts with itself and is linked once.
     INSERT INTO metastore.event_datasets (event_id, dataset_id, direction, event_time)
-    SELECT u.id, (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint, x.direction, u.event_time
+    SELECT u.id, (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint, x.direction, u.event_time
       FROM ROWS FROM (unnest(p_event_ids), unnest(p_events))
-           AS u (id, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                 schema_url, mentions)
+           AS u (id)
      CROSS JOIN LATERAL unnest(u.mentions) AS x
     ON CONFLICT DO NOTHING;
 
     INSERT INTO metastore.dataset_symlinks AS t (dataset_id, symlink_id, type, generation)
-    SELECT DISTINCT (v_id_of ->> jsonb_build_array(x.symlink_of_namespace, x.symlink_of_name)::text)::bigint,
-           (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint, x.symlink_type, v_generation
+    SELECT DISTINCT (v_id_of ->> metastore.mention_key(x.symlink_of_namespace, x.symlink_of_name))::bigint,
+           (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint, x.symlink_type, v_generation
       FROM unnest(p_events) AS u
      CROSS JOIN LATERAL unnest(u.mentions) AS x
      WHERE x.symlink_of_namespace IS NOT NULL

@@ -18,13 +18,12 @@ SET search_path = pg_catalog, pg_temp
 -- Its statements read parameters only through equality lookups on keys, which a generic plan does
 -- as well as a custom one, and a custom plan is planned anew on each call. The planner guesses 100
 -- rows per jsonb set function, so nested ones look like millions: a hash aggregate sized for that
--- costs more than sorting the few rows there are (measured: 0.58 against 0.47 ms per Trino CTAS
--- event, track_functions, one run on a shared machine).
+-- costs more than sorting the few rows there are.
 SET plan_cache_mode = force_generic_plan
 SET enable_hashagg = off
 -- Every read of a table here is a lookup by key. On a young store (a few hundred rows, analyzed)
 -- the generic plan took a sequential scan of lineage_edges for each new edge instead, which also
--- reads the rows the statement has just inserted: an event of 200 inputs and 200 outputs took 33 s.
+-- reads the rows the statement has just inserted: quadratic in an event's inputs and outputs.
 SET enable_seqscan = off
 AS $fn$
 DECLARE
@@ -37,15 +36,14 @@ BEGIN
     -- The datasets these events mention (their mentions), by id in a jsonb object keyed by
     -- [namespace, name]: the statements below look each one up there (a lookup each), never by a
     -- join to arrays (the planner, which guesses ten rows for each side, joined every event to all
-    -- of the set's datasets: lineage edges in backfill's sets of 1000 events took 0.58 ms per event,
-    -- 83 % of its time), nor in the table by name (metastore.dataset_key per row). Every dataset a
+    -- of the set's datasets: most of a backfill's time), nor in the table by name (metastore.dataset_key per row). Every dataset a
     -- statement below resolves is a mention of its own event (the input fields of columnLineage
     -- facets included, metastore.extract_datasets), so what an event derives never depends on which
     -- other events came first. metastore.derive_datasets returns them (store_events and backfill
     -- pass that on); without them they are looked up by name_key, a probe per distinct mention.
     v_id_of := p_dataset_ids;
     IF v_id_of IS NULL THEN
-        SELECT jsonb_object_agg(jsonb_build_array(d.namespace, d.name)::text, d.id) INTO v_id_of
+        SELECT jsonb_object_agg(metastore.mention_key(d.namespace, d.name), d.id) INTO v_id_of
           FROM (SELECT DISTINCT x.namespace, x.name
                   FROM unnest(p_events) AS e
                  CROSS JOIN LATERAL unnest(e.mentions) AS x) AS m
@@ -64,13 +62,12 @@ BEGIN
     SELECT s.id, s.h, (array_agg(s.fields ORDER BY s.event_time, s.event_id))[1],
            (array_agg(s.event_id ORDER BY s.event_time, s.event_id))[1],
            min(s.event_time), max(s.event_time), v_generation
-      FROM (SELECT s0.*, (v_id_of ->> jsonb_build_array(s0.namespace, s0.name)::text)::bigint AS id
+      FROM (SELECT s0.*, (v_id_of ->> metastore.mention_key(s0.namespace, s0.name))::bigint AS id
       FROM (SELECT DISTINCT u.event_id, u.event_time, ds ->> 'namespace' AS namespace, ds ->> 'name' AS name,
                    ds #> '{facets,schema,fields}' AS fields,
                    sha256(convert_to((ds #> '{facets,schema,fields}')::text, 'UTF8')) AS h
               FROM ROWS FROM (unnest(p_event_ids), unnest(p_payloads), unnest(p_events))
-                   AS u (event_id, payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (event_id, payload)
               -- A jsonpath test costs microseconds: events without a schema facet go no further.
              CROSS JOIN LATERAL (
                     SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'inputs') = 'array'
@@ -99,10 +96,8 @@ BEGIN
        SET first_event_id = CASE WHEN v.generation <> excluded.generation
                                    OR (excluded.first_seen, excluded.first_event_id) < (v.first_seen, v.first_event_id)
                                  THEN excluded.first_event_id ELSE v.first_event_id END,
-           first_seen = CASE WHEN v.generation <> excluded.generation THEN excluded.first_seen
-                             ELSE least(v.first_seen, excluded.first_seen) END,
-           last_seen = CASE WHEN v.generation <> excluded.generation THEN excluded.last_seen
-                            ELSE greatest(v.last_seen, excluded.last_seen) END,
+           first_seen = metastore.generation_least(v.generation, excluded.generation, v.first_seen, excluded.first_seen),
+           last_seen = metastore.generation_greatest(v.generation, excluded.generation, v.last_seen, excluded.last_seen),
            generation = excluded.generation
      WHERE v.generation <> excluded.generation
         OR (excluded.first_seen, excluded.first_event_id) < (v.first_seen, v.first_event_id)
@@ -119,20 +114,19 @@ BEGIN
            (upstream_id, downstream_id, job_sha256, job_namespace, job_name, first_seen, last_seen, generation)
     -- Each event's input and output ids and the facets' (input, output) pairs are arrays made in one
     -- pass each (OFFSET 0 keeps the subquery whole: flattened, the outputs were looked up again for
-    -- every input, and an event of 5000 inputs took 2 s).
+    -- every input).
     SELECT p.up, p.down, j.h, min(j.job_namespace), min(j.job_name), min(j.hour), max(j.hour), v_generation
       FROM (SELECT coalesce(u.job_namespace, '') AS job_namespace, u.job_name,
                    date_trunc('hour', u.event_time, 'UTC') AS hour,
-                   sha256(convert_to(jsonb_build_array(u.job_namespace, u.job_name)::text, 'UTF8')) AS h,
+                   sha256(convert_to(metastore.mention_key(u.job_namespace, u.job_name), 'UTF8')) AS h,
                    CASE WHEN cl.ups IS NULL THEN io.inputs ELSE li.listed END AS inputs, io.outputs, cl.ups, cl.downs
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
-                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (payload)
              CROSS JOIN LATERAL (
                     SELECT array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'input') AS inputs,
                            array_agg(DISTINCT m.id) FILTER (WHERE m.direction = 'output') AS outputs
                       FROM (SELECT x.direction,
-                                   (v_id_of ->> jsonb_build_array(x.namespace, x.name)::text)::bigint AS id
+                                   (v_id_of ->> metastore.mention_key(x.namespace, x.name))::bigint AS id
                               FROM unnest(u.mentions) AS x
                              WHERE x.symlink_of_namespace IS NULL) AS m
                      WHERE m.id IS NOT NULL) AS io
@@ -143,15 +137,15 @@ BEGIN
              -- event without the facet (a test of microseconds) reads neither.
              CROSS JOIN LATERAL (SELECT u.payload @? '$.outputs[*].facets.columnLineage') AS k (lineage)
              CROSS JOIN LATERAL (
-                    SELECT array_agg(DISTINCT (v_id_of ->> jsonb_build_array(i ->> 'namespace', i ->> 'name')::text)::bigint)
+                    SELECT array_agg(DISTINCT (v_id_of ->> metastore.mention_key(i ->> 'namespace', i ->> 'name'))::bigint)
                       FROM jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'inputs') = 'array'
                                                      THEN u.payload -> 'inputs' ELSE '[]' END) AS i
                      WHERE k.lineage) AS li (listed)
              CROSS JOIN LATERAL (
                     SELECT array_agg(c.up), array_agg(c.down)
                       FROM (SELECT DISTINCT
-                                   (v_id_of ->> jsonb_build_array(inf ->> 'namespace', inf ->> 'name')::text)::bigint AS up,
-                                   (v_id_of ->> jsonb_build_array(od ->> 'namespace', od ->> 'name')::text)::bigint AS down
+                                   (v_id_of ->> metastore.mention_key(inf ->> 'namespace', inf ->> 'name'))::bigint AS up,
+                                   (v_id_of ->> metastore.mention_key(od ->> 'namespace', od ->> 'name'))::bigint AS down
                               FROM jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                              THEN u.payload -> 'outputs' ELSE '[]' END) AS od
                              CROSS JOIN LATERAL (
@@ -181,10 +175,8 @@ BEGIN
                           AND seen.first_seen <= min(j.hour) AND seen.last_seen >= max(j.hour))
      ORDER BY 1, 2, 3
     ON CONFLICT (upstream_id, downstream_id, job_sha256) DO UPDATE
-       SET first_seen = CASE WHEN e.generation <> excluded.generation THEN excluded.first_seen
-                             ELSE least(e.first_seen, excluded.first_seen) END,
-           last_seen = CASE WHEN e.generation <> excluded.generation THEN excluded.last_seen
-                            ELSE greatest(e.last_seen, excluded.last_seen) END,
+       SET first_seen = metastore.generation_least(e.generation, excluded.generation, e.first_seen, excluded.first_seen),
+           last_seen = metastore.generation_greatest(e.generation, excluded.generation, e.last_seen, excluded.last_seen),
            generation = excluded.generation
      WHERE e.generation <> excluded.generation OR excluded.first_seen < e.first_seen OR excluded.last_seen > e.last_seen;
 
@@ -199,19 +191,18 @@ BEGIN
       -- Fields and transformations are of any length: the key is the hash of all four (edge_sha256).
       FROM (SELECT x0.*, sha256(convert_to(jsonb_build_array(x0.output_field, x0.input_field, x0.transformation_type,
                                                              x0.transformation_subtype)::text, 'UTF8')) AS h,
-                   (v_id_of ->> jsonb_build_array(x0.namespace, x0.name)::text)::bigint AS output_id,
-                   (v_id_of ->> jsonb_build_array(x0.input_namespace, x0.input_name)::text)::bigint AS input_id
+                   (v_id_of ->> metastore.mention_key(x0.namespace, x0.name))::bigint AS output_id,
+                   (v_id_of ->> metastore.mention_key(x0.input_namespace, x0.input_name))::bigint AS input_id
       FROM (SELECT DISTINCT date_trunc('hour', u.event_time, 'UTC') AS hour,
                    od ->> 'namespace' AS namespace, od ->> 'name' AS name, f.field AS output_field,
                    inf ->> 'namespace' AS input_namespace, inf ->> 'name' AS input_name,
                    inf ->> 'field' AS input_field,
-                   CASE WHEN jsonb_typeof(tr -> 'type') = 'string' THEN tr ->> 'type' ELSE '' END
+                   coalesce(metastore.facet_text(tr -> 'type'), '')
                        AS transformation_type,
-                   CASE WHEN jsonb_typeof(tr -> 'subtype') = 'string' THEN tr ->> 'subtype' ELSE '' END
+                   coalesce(metastore.facet_text(tr -> 'subtype'), '')
                        AS transformation_subtype
               FROM ROWS FROM (unnest(p_payloads), unnest(p_events))
-                   AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                         producer, schema_url, mentions)
+                   AS u (payload)
              CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(u.payload -> 'outputs') = 'array'
                                                           THEN u.payload -> 'outputs' ELSE '[]' END) AS od
              CROSS JOIN LATERAL (
@@ -240,10 +231,8 @@ BEGIN
                           AND seen.first_seen <= min(x.hour) AND seen.last_seen >= max(x.hour))
      ORDER BY 1, 3, 9
     ON CONFLICT (output_dataset_id, input_dataset_id, edge_sha256) DO UPDATE
-       SET first_seen = CASE WHEN c.generation <> excluded.generation THEN excluded.first_seen
-                             ELSE least(c.first_seen, excluded.first_seen) END,
-           last_seen = CASE WHEN c.generation <> excluded.generation THEN excluded.last_seen
-                            ELSE greatest(c.last_seen, excluded.last_seen) END,
+       SET first_seen = metastore.generation_least(c.generation, excluded.generation, c.first_seen, excluded.first_seen),
+           last_seen = metastore.generation_greatest(c.generation, excluded.generation, c.last_seen, excluded.last_seen),
            generation = excluded.generation
      WHERE c.generation <> excluded.generation OR excluded.first_seen < c.first_seen OR excluded.last_seen > c.last_seen;
 END

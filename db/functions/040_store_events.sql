@@ -36,18 +36,17 @@ BEGIN
         SELECT u.payload, u.h, u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace, u.job_name,
                u.producer, u.schema_url, p_source_kind, p_source_principal
           FROM ROWS FROM (unnest(p_payloads), unnest(v_hashes), unnest(p_events))
-               AS u (payload, h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
+               AS u (payload, h)
         -- A second equal event of the set conflicts with the first, inserted by this statement.
         ON CONFLICT (payload_sha256, event_time) DO NOTHING
         RETURNING e.id, e.payload_sha256, e.event_time
     )
     SELECT array_agg(i.id ORDER BY k.o), array_agg(i.id IS NULL ORDER BY k.o)
       INTO v_ids, v_dups
-      FROM (SELECT u.o, u.h, u.event_time, u.o = min(u.o) OVER (PARTITION BY u.h, u.event_time) AS first
+      FROM (SELECT u.ordinality AS o, u.h, u.event_time,
+                   u.ordinality = min(u.ordinality) OVER (PARTITION BY u.h, u.event_time) AS first
               FROM ROWS FROM (unnest(v_hashes), unnest(p_events)) WITH ORDINALITY
-                   AS u (h, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                         schema_url, mentions, o)) AS k
+                   AS u (h)) AS k
       LEFT JOIN ins AS i ON k.first AND i.payload_sha256 = k.h AND i.event_time = k.event_time;
 
     IF array_position(v_ids, NULL) IS NOT NULL THEN
@@ -74,11 +73,11 @@ BEGIN
         v_new_pay := p_payloads;
         v_new_ev := p_events;
     ELSE
-        SELECT array_agg(u.id ORDER BY u.o), array_agg(u.payload ORDER BY u.o), array_agg(x.ev ORDER BY u.o)
+        SELECT array_agg(u.id ORDER BY u.ordinality), array_agg(u.payload ORDER BY u.ordinality),
+               array_agg(x.ev ORDER BY u.ordinality)
           INTO v_new_ids, v_new_pay, v_new_ev
           FROM ROWS FROM (unnest(v_ids), unnest(v_dups), unnest(p_payloads), unnest(p_events)) WITH ORDINALITY
-               AS u (id, dup, payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions, o)
+               AS u (id, dup, payload)
          CROSS JOIN LATERAL (SELECT ROW(u.event_kind, u.event_type, u.event_time, u.run_id, u.job_namespace,
                                         u.job_name, u.producer, u.schema_url, u.mentions)::metastore.valid_event) AS x (ev)
          WHERE NOT u.dup;

@@ -28,21 +28,17 @@ BEGIN
     -- twice in one statement). Jobs go in (namespace, name) order and runs in (job, run id) order,
     -- so that concurrent calls wait on each other's rows in one order.
     WITH ev AS (
-        -- Per event. Facet values count only as non-empty JSON strings (an empty one is as good as
-        -- none, so that null and '' never tie in a comparison below). #> walks the payload without
-        -- copying the objects on the way.
+        -- Per event. Facet values count only as non-empty JSON strings (metastore.facet_text: an
+        -- empty one is as good as none, so that null and '' never tie in a comparison below). #>
+        -- walks the payload without copying the objects on the way.
         SELECT u.job_namespace COLLATE "C" AS namespace, u.job_name COLLATE "C" AS name,
                u.run_id COLLATE "C" AS run_id, u.event_time AS t,
                f.sql,
-               CASE WHEN f.sql IS NOT NULL AND jsonb_typeof(u.payload #> '{job,facets,sql,dialect}') = 'string'
-                    THEN nullif(u.payload #>> '{job,facets,sql,dialect}', '') END AS sql_dialect,
+               CASE WHEN f.sql IS NOT NULL THEN metastore.facet_text(u.payload #> '{job,facets,sql,dialect}') END AS sql_dialect,
                CASE WHEN f.sql IS NOT NULL THEN u.event_time END AS sql_time,
-               CASE WHEN jsonb_typeof(u.payload #> '{job,facets,jobType,processingType}') = 'string'
-                    THEN nullif(u.payload #>> '{job,facets,jobType,processingType}', '') END AS processing_type,
-               CASE WHEN jsonb_typeof(u.payload #> '{job,facets,jobType,integration}') = 'string'
-                    THEN nullif(u.payload #>> '{job,facets,jobType,integration}', '') END AS integration,
-               CASE WHEN jsonb_typeof(u.payload #> '{job,facets,jobType,jobType}') = 'string'
-                    THEN nullif(u.payload #>> '{job,facets,jobType,jobType}', '') END AS job_type,
+               metastore.facet_text(u.payload #> '{job,facets,jobType,processingType}') AS processing_type,
+               metastore.facet_text(u.payload #> '{job,facets,jobType,integration}') AS integration,
+               metastore.facet_text(u.payload #> '{job,facets,jobType,jobType}') AS job_type,
                CASE WHEN jsonb_typeof(u.payload #> '{job,facets,jobType}') = 'object' THEN u.event_time END AS type_time,
                -- The state's key: (class, eventTime, rank, error message). Class: terminal (COMPLETE,
                -- FAIL, ABORT) 2 over START and RUNNING 1 over OTHER or no eventType 0. Rank, at an
@@ -51,24 +47,17 @@ BEGIN
                CASE WHEN f.state IN ('COMPLETE', 'FAIL', 'ABORT') THEN 2 WHEN f.state = 'OTHER' THEN 0 ELSE 1 END AS state_class,
                CASE f.state WHEN 'FAIL' THEN 3 WHEN 'ABORT' THEN 2 WHEN 'COMPLETE' THEN 1 WHEN 'RUNNING' THEN 1
                             ELSE 0 END AS state_rank,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,errorMessage,message}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,errorMessage,message}', '') END AS error_message,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context,user}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,trino_query_context,user}', '') END AS trino_user,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context,source}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,trino_query_context,source}', '') END AS trino_source,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context,catalog}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,trino_query_context,catalog}', '') END AS trino_catalog,
-               CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context,schema}') = 'string'
-                    THEN nullif(u.payload #>> '{run,facets,trino_query_context,schema}', '') END AS trino_schema,
+               metastore.facet_text(u.payload #> '{run,facets,errorMessage,message}') AS error_message,
+               metastore.facet_text(u.payload #> '{run,facets,trino_query_context,user}') AS trino_user,
+               metastore.facet_text(u.payload #> '{run,facets,trino_query_context,source}') AS trino_source,
+               metastore.facet_text(u.payload #> '{run,facets,trino_query_context,catalog}') AS trino_catalog,
+               metastore.facet_text(u.payload #> '{run,facets,trino_query_context,schema}') AS trino_schema,
                CASE WHEN jsonb_typeof(u.payload #> '{run,facets,trino_query_context}') = 'object'
                     THEN u.event_time END AS context_time
           FROM unnest(p_payloads, p_events)
-               AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name, producer,
-                     schema_url, mentions)
+               AS u (payload)
          CROSS JOIN LATERAL (
-                SELECT CASE WHEN jsonb_typeof(u.payload #> '{job,facets,sql,query}') = 'string'
-                            THEN nullif(u.payload #>> '{job,facets,sql,query}', '') END,
+                SELECT metastore.facet_text(u.payload #> '{job,facets,sql,query}'),
                        CASE WHEN u.event_type IN ('START', 'RUNNING', 'COMPLETE', 'FAIL', 'ABORT') THEN u.event_type
                             ELSE 'OTHER' END) AS f (sql, state)
          WHERE u.job_name IS NOT NULL AND u.job_namespace IS NOT NULL  -- a DatasetEvent: no job
@@ -98,10 +87,8 @@ BEGIN
          ORDER BY g.namespace, g.name
         ON CONFLICT (name_key) DO UPDATE
            -- A row of an older generation: the set's values replace it.
-           SET first_seen = CASE WHEN j.generation <> excluded.generation THEN excluded.first_seen
-                                 ELSE least(j.first_seen, excluded.first_seen) END,
-               last_seen = CASE WHEN j.generation <> excluded.generation THEN excluded.last_seen
-                                ELSE greatest(j.last_seen, excluded.last_seen) END,
+           SET first_seen = metastore.generation_least(j.generation, excluded.generation, j.first_seen, excluded.first_seen),
+               last_seen = metastore.generation_greatest(j.generation, excluded.generation, j.last_seen, excluded.last_seen),
                -- A side without a facet has a null time: the comparison is null, the old values stay.
                (latest_sql, sql_dialect, sql_time) = ROW(
                    CASE WHEN j.generation <> excluded.generation THEN excluded.latest_sql
@@ -114,8 +101,7 @@ BEGIN
                              > (coalesce(j.sql_time, '-infinity'), coalesce(j.latest_sql, '') COLLATE "C",
                                 coalesce(j.sql_dialect, '') COLLATE "C")
                         THEN excluded.sql_dialect ELSE j.sql_dialect END,
-                   CASE WHEN j.generation <> excluded.generation THEN excluded.sql_time
-                        ELSE greatest(j.sql_time, excluded.sql_time) END),
+                   metastore.generation_greatest(j.generation, excluded.generation, j.sql_time, excluded.sql_time)),
                (processing_type, integration, job_type, type_time) = ROW(
                    CASE WHEN j.generation <> excluded.generation THEN excluded.processing_type
                         WHEN (excluded.type_time, coalesce(excluded.processing_type, '') COLLATE "C",
@@ -135,8 +121,7 @@ BEGIN
                              > (coalesce(j.type_time, '-infinity'), coalesce(j.processing_type, '') COLLATE "C",
                                 coalesce(j.integration, '') COLLATE "C", coalesce(j.job_type, '') COLLATE "C")
                         THEN excluded.job_type ELSE j.job_type END,
-                   CASE WHEN j.generation <> excluded.generation THEN excluded.type_time
-                        ELSE greatest(j.type_time, excluded.type_time) END),
+                   metastore.generation_greatest(j.generation, excluded.generation, j.type_time, excluded.type_time)),
                generation = excluded.generation
         -- Every job of the set comes back (an update without WHERE): its runs find their job_id here.
         RETURNING j.id, j.namespace, j.name)
@@ -190,8 +175,7 @@ BEGIN
                 ORDER BY w.state_class DESC, w.state_time DESC, w.state_rank DESC,
                          coalesce(w.error_message, '') COLLATE "C" DESC, w.side  -- a tie keeps the stored side
                 LIMIT 1),
-           started_at = CASE WHEN r.generation <> excluded.generation THEN excluded.started_at
-                             ELSE least(r.started_at, excluded.started_at) END,
+           started_at = metastore.generation_least(r.generation, excluded.generation, r.started_at, excluded.started_at),
            (trino_user, trino_source, trino_catalog, trino_schema) = (
                SELECT w.trino_user, w.trino_source, w.trino_catalog, w.trino_schema
                  FROM (VALUES (0, r.context_time, r.trino_user, r.trino_source, r.trino_catalog, r.trino_schema),
@@ -203,12 +187,9 @@ BEGIN
                          coalesce(w.trino_source, '') COLLATE "C" DESC, coalesce(w.trino_catalog, '') COLLATE "C" DESC,
                          coalesce(w.trino_schema, '') COLLATE "C" DESC, w.side
                 LIMIT 1),
-           context_time = CASE WHEN r.generation <> excluded.generation THEN excluded.context_time
-                               ELSE greatest(r.context_time, excluded.context_time) END,
-           first_event_time = CASE WHEN r.generation <> excluded.generation THEN excluded.first_event_time
-                                   ELSE least(r.first_event_time, excluded.first_event_time) END,
-           last_event_time = CASE WHEN r.generation <> excluded.generation THEN excluded.last_event_time
-                                  ELSE greatest(r.last_event_time, excluded.last_event_time) END,
+           context_time = metastore.generation_greatest(r.generation, excluded.generation, r.context_time, excluded.context_time),
+           first_event_time = metastore.generation_least(r.generation, excluded.generation, r.first_event_time, excluded.first_event_time),
+           last_event_time = metastore.generation_greatest(r.generation, excluded.generation, r.last_event_time, excluded.last_event_time),
            event_count = CASE WHEN r.generation <> excluded.generation THEN excluded.event_count
                               ELSE r.event_count + excluded.event_count END,
            generation = excluded.generation;

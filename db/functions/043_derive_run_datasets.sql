@@ -9,7 +9,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 -- Lookups by key only, as derive_lineage's (see there): a generic plan does them as well. The
 -- planner guesses 100 rows for a jsonb set function and joined them to the whole table by hash (a
--- scan of every run's rows, 2 ms per call at 2000 runs): a probe per run instead.
+-- scan of every run's rows, growing with the store): a probe per run instead.
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_hashjoin = off
@@ -39,13 +39,13 @@ BEGIN
           JOIN metastore.runs AS x ON x.job_id = j.id AND x.run_id = k.run_id
     ), ins AS (
         INSERT INTO metastore.run_datasets AS t (run_id, dataset_id, direction, run_time, generation)
-        SELECT DISTINCT r.id, (p_dataset_ids ->> jsonb_build_array(m.namespace, m.name)::text)::bigint, m.direction,
+        SELECT DISTINCT r.id, (p_dataset_ids ->> metastore.mention_key(m.namespace, m.name))::bigint, m.direction,
                r.first_event_time, r.generation
           FROM unnest(p_events) AS u
          CROSS JOIN LATERAL unnest(u.mentions) AS m
           JOIN r ON r.job_namespace = u.job_namespace AND r.job_name = u.job_name AND r.run_id = u.run_id
          WHERE m.symlink_of_namespace IS NULL AND m.direction IN ('input', 'output')
-           AND p_dataset_ids ? jsonb_build_array(m.namespace, m.name)::text
+           AND p_dataset_ids ? metastore.mention_key(m.namespace, m.name)
          ORDER BY 1, 2, 3
         ON CONFLICT (run_id, dataset_id, direction) DO UPDATE
            SET run_time = excluded.run_time, generation = excluded.generation

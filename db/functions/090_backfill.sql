@@ -26,7 +26,7 @@
 -- first in each of its transactions, before any other statement of that transaction is parsed (a
 -- COMMIT ends a local setting). Functions are qualified too (db/CONVENTIONS.md). It turns JIT
 -- compilation off the same way: its statements over sets of 1000 events cost more than
--- jit_above_cost, and compiling them took 0.6 s per statement per set on PostgreSQL 15 with LLVM
+-- jit_above_cost, and compiling them cost more than running them
 -- (tests/db/functions/test_backfill.py::test_no_statement_is_jit_compiled).
 CREATE OR REPLACE PROCEDURE metastore.backfill(p_batch_size integer DEFAULT 10000)
 LANGUAGE plpgsql
@@ -56,6 +56,7 @@ DECLARE
     v_layer     boolean;
     v_jobs      boolean;
     v_runs_io   boolean;
+    v_table     text;
     v_ids       bigint[];
     v_linked    bigint[];
     v_times     timestamptz[];
@@ -186,9 +187,8 @@ BEGIN
                                          ARRAY(SELECT x FROM metastore.extract_datasets(u.payload) AS x)
                                          )::metastore.valid_event
                                 FROM ROWS FROM (pg_catalog.unnest(v_payloads), pg_catalog.unnest(v_events)) WITH ORDINALITY
-                                     AS u (payload, event_kind, event_type, event_time, run_id, job_namespace, job_name,
-                                           producer, schema_url, mentions, o)
-                               ORDER BY u.o);
+                                     AS u (payload)
+                               ORDER BY u.ordinality);
             -- Links are per event: the range's are made anew.
             DELETE FROM metastore.event_datasets AS l WHERE l.event_id = ANY (v_ids) AND l.event_time = ANY (v_times);
             v_datasets := metastore.derive_datasets(v_ids, v_events, false);
@@ -252,73 +252,52 @@ BEGIN
     -- Rows of the other tables that no event of the new generation reached, a table per
     -- transaction, locked in the key order ingest takes them in (jobs by namespace and name, runs by
     -- job and run id, collation C), and only while the generation is the one this session finishes.
-    IF v_runs_io THEN
+    -- A table only where its change is deployed.
+    FOREACH v_table IN ARRAY ARRAY['run_datasets', 'runs', 'jobs', 'column_lineage', 'lineage_edges',
+                                   'dataset_schema_versions', 'dataset_symlinks'] LOOP
+        CONTINUE WHEN (v_table = 'run_datasets' AND NOT v_runs_io) OR (v_table IN ('runs', 'jobs') AND NOT v_jobs)
+                   OR (v_table IN ('column_lineage', 'lineage_edges', 'dataset_schema_versions') AND NOT v_layer);
         SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
         IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.run_datasets AS t
-             WHERE (t.run_id, t.dataset_id, t.direction) IN (
-                    SELECT s.run_id, s.dataset_id, s.direction FROM metastore.run_datasets AS s
-                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            CASE v_table
+            WHEN 'run_datasets' THEN
+                DELETE FROM metastore.run_datasets AS t
+                 WHERE (t.run_id, t.dataset_id, t.direction) IN (
+                        SELECT s.run_id, s.dataset_id, s.direction FROM metastore.run_datasets AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            WHEN 'runs' THEN
+                DELETE FROM metastore.runs AS t
+                 WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
+                                 ORDER BY s.job_id, s.run_id COLLATE "C" FOR UPDATE);
+            WHEN 'jobs' THEN
+                DELETE FROM metastore.jobs AS t
+                 WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
+                                 ORDER BY s.namespace COLLATE "C", s.name COLLATE "C" FOR UPDATE);
+            WHEN 'column_lineage' THEN
+                DELETE FROM metastore.column_lineage AS t
+                 WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
+                        SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            WHEN 'lineage_edges' THEN
+                DELETE FROM metastore.lineage_edges AS t
+                 WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
+                        SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            WHEN 'dataset_schema_versions' THEN
+                DELETE FROM metastore.dataset_schema_versions AS t
+                 WHERE (t.dataset_id, t.fields_sha256) IN (
+                        SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
+            WHEN 'dataset_symlinks' THEN
+                DELETE FROM metastore.dataset_symlinks AS t
+                 WHERE (t.dataset_id, t.symlink_id, t.type) IN (
+                        SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
+                         WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
+            END CASE;
         END IF;
         COMMIT;
         PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END IF;
-    IF v_jobs THEN
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.runs AS t
-             WHERE t.id IN (SELECT s.id FROM metastore.runs AS s WHERE s.generation < v_gen
-                             ORDER BY s.job_id, s.run_id COLLATE "C" FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.jobs AS t
-             WHERE t.id IN (SELECT s.id FROM metastore.jobs AS s WHERE s.generation < v_gen
-                             ORDER BY s.namespace COLLATE "C", s.name COLLATE "C" FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END IF;
-    IF v_layer THEN
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.column_lineage AS t
-             WHERE (t.output_dataset_id, t.input_dataset_id, t.edge_sha256) IN (
-                    SELECT s.output_dataset_id, s.input_dataset_id, s.edge_sha256 FROM metastore.column_lineage AS s
-                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.lineage_edges AS t
-             WHERE (t.upstream_id, t.downstream_id, t.job_sha256) IN (
-                    SELECT s.upstream_id, s.downstream_id, s.job_sha256 FROM metastore.lineage_edges AS s
-                     WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-        SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-        IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-            DELETE FROM metastore.dataset_schema_versions AS t
-             WHERE (t.dataset_id, t.fields_sha256) IN (
-                    SELECT s.dataset_id, s.fields_sha256 FROM metastore.dataset_schema_versions AS s
-                     WHERE s.generation < v_gen ORDER BY 1, 2 FOR UPDATE);
-        END IF;
-        COMMIT;
-        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
-    END IF;
-    SELECT * INTO v_state FROM metastore.derive_state FOR SHARE;
-    IF v_state.generation = v_gen AND v_state.rebuild = 'finishing' THEN
-        DELETE FROM metastore.dataset_symlinks AS t
-         WHERE (t.dataset_id, t.symlink_id, t.type) IN (
-                SELECT s.dataset_id, s.symlink_id, s.type FROM metastore.dataset_symlinks AS s
-                 WHERE s.generation < v_gen ORDER BY 1, 2, 3 FOR UPDATE);
-    END IF;
-    COMMIT;
-    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true), pg_catalog.set_config('jit', 'off', true);
+    END LOOP;
 
     -- Last, the datasets of the old generation: folded if an event of the new one named them since,
     -- removed otherwise, under the cut's locks again (a few statements): no event can name one of

@@ -119,11 +119,14 @@ DO $search_path$
 DECLARE
     -- backfill: a procedure that commits cannot carry SET (it pins the path itself with
     -- set_config(..., true) at the start of each of its transactions). event_kind,
-    -- extract_datasets, dataset_key, search_key and name_tail: SQL functions that SET would keep from
-    -- being inlined.
+    -- extract_datasets, dataset_key, search_key, name_tail, facet_text, mention_key,
+    -- generation_least and generation_greatest: SQL functions that SET would keep from being inlined.
     c_qualified constant text[] := ARRAY['metastore.backfill(integer)', 'metastore.event_kind(jsonb)',
                                          'metastore.extract_datasets(jsonb)', 'metastore.dataset_key(text,text)',
-                                         'metastore.search_key(text)', 'metastore.name_tail(text)'];
+                                         'metastore.search_key(text)', 'metastore.name_tail(text)',
+                                         'metastore.facet_text(jsonb)', 'metastore.mention_key(text,text)',
+                                         'metastore.generation_least(integer,integer,timestamp with time zone,timestamp with time zone)',
+                                         'metastore.generation_greatest(integer,integer,timestamp with time zone,timestamp with time zone)'];
     v_loose     text;
 BEGIN
     SELECT pg_catalog.string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid::regprocedure::text)
@@ -171,9 +174,12 @@ DECLARE
         'metastore.derive_run_datasets(p_events metastore.valid_event[], p_dataset_ids jsonb) -> void',
         'metastore.ensure_partitions() -> integer',
         'metastore.fold_rebuilt_datasets(p_ids bigint[], p_generation integer) -> bigint',
+        'metastore.generation_greatest(p_stored_generation integer, p_generation integer, p_stored timestamp with time zone, p_new timestamp with time zone) -> timestamp with time zone',
+        'metastore.generation_least(p_stored_generation integer, p_generation integer, p_stored timestamp with time zone, p_new timestamp with time zone) -> timestamp with time zone',
         'metastore.event_kind(p_payload jsonb) -> text',
         'metastore.expiring_days(p_keep interval) -> TABLE(day date, time_from timestamp with time zone, time_to timestamp with time zone)',
         'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',
+        'metastore.facet_text(p_value jsonb) -> text',
         'metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) -> boolean',
         'metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) -> TABLE(claimed boolean, cursor text)',
         'metastore.field_lineage(p_id bigint, p_field text, p_direction text DEFAULT ''both''::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) -> jsonb',
@@ -198,6 +204,7 @@ DECLARE
         'metastore.lineage_graph(p_id bigint, p_direction text, p_depth integer, p_node_limit integer, p_include text) -> jsonb',
         'metastore.list_datasets(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_scheme text DEFAULT NULL::text, p_kind text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
         'metastore.lock_events_briefly() -> bigint',
+        'metastore.mention_key(p_namespace text, p_name text) -> text',
         'metastore.list_jobs(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_namespace text DEFAULT NULL::text, p_q text DEFAULT NULL::text) -> jsonb',
         'metastore.list_jobs(p_limit integer, p_cursor text, p_namespace text, p_q text, p_sort text, p_state text, p_user text) -> jsonb',
         'metastore.list_namespaces(p_limit integer DEFAULT 1000) -> jsonb',

@@ -95,6 +95,14 @@ CALLS: dict[str, str] = {
     "metastore.json_text(jsonb,text,integer,boolean)": "SELECT metastore.json_text(%(one)s::jsonb, 'x', 10, false)",
     "metastore.event_kind(jsonb)": "SELECT metastore.event_kind(%(event)s::jsonb)",
     "metastore.extract_datasets(jsonb)": "SELECT * FROM metastore.extract_datasets(%(event)s::jsonb)",
+    "metastore.facet_text(jsonb)": "SELECT metastore.facet_text(%(one)s::jsonb)",
+    "metastore.mention_key(text,text)": "SELECT metastore.mention_key(%(one)s, %(one)s)",
+    "metastore.generation_least(integer,integer,timestamp with time zone,timestamp with time zone)": (
+        "SELECT metastore.generation_least(1, 1, now(), now())"
+    ),
+    "metastore.generation_greatest(integer,integer,timestamp with time zone,timestamp with time zone)": (
+        "SELECT metastore.generation_greatest(1, 1, now(), now())"
+    ),
     # Raises what is wrong (22023), here through extract_datasets, its one caller.
     "metastore.malformed_datasets(jsonb,jsonb)": "SELECT * FROM metastore.extract_datasets(%(malformed)s::jsonb)",
     "metastore.dataset_key(text,text)": "SELECT metastore.dataset_key(%(one)s, %(one)s)",
