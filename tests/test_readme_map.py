@@ -32,7 +32,7 @@ def shape(route: str) -> str:
 
 def registered() -> set[str]:
     found = set()
-    for source in SERVICE.glob("*.py"):
+    for source in SERVICE.rglob("*.py"):
         for method, path in re.findall(r'@app\.(get|post)\("([^"]+)"', source.read_text()):
             found.add(f"{method.upper()} {shape(path)}")
     return found

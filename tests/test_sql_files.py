@@ -16,7 +16,7 @@ KINDS = ("deploy", "revert", "verify")
 def test_every_named_query_parses_and_is_used() -> None:
     queries = sql._queries("queries")
     service = Path(sql.__file__).parent
-    code = "\n".join(p.read_text() for p in service.glob("*.py"))
+    code = "\n".join(p.read_text() for p in service.rglob("*.py"))
     unused = {name for name in queries if f'"{name}"' not in code}
     assert not unused, f"queries.sql statements no Python code calls: {unused}"
     assert all(q.lstrip().upper().startswith(("SELECT", "--")) for q in queries.values())

@@ -9,8 +9,8 @@ import uuid
 
 import httpx
 
-from tests.support.servers import Server
 from tests.support.checks import event, metric
+from tests.support.servers import Server
 
 
 def rejected(server: Server, reason: str | None = None) -> float:
