@@ -169,7 +169,11 @@ def dataset_names(server: Server) -> set[str]:
 def test_a_replica_behind_the_bound_leaves_the_reads_to_the_primary(
     pg_server: LocalPostgres, module_db: Database, standby: LocalPostgres, with_replica: Server
 ) -> None:
-    wait_for(with_replica, "replica")
+    # Well within the bound before the pause, so that the first read below is surely the replica's.
+    deadline = time.monotonic() + 30
+    while wait_for(with_replica, "replica")["lag_seconds"] > MAX_LAG_S / 2:
+        assert time.monotonic() < deadline, "the replica never came close to the primary"
+        time.sleep(0.2)
     lagging_before = metric(with_replica, "metastore_read_replica_fallbacks_total", '{reason="lagging"}')
     set_replay(standby, paused=True)
     try:
