@@ -168,8 +168,9 @@ def routes(app: Sanic[Any, Any], svc: Service, ingest: Mode) -> None:
     Intake(svc, ingest).register(app)
 
     async def read_json(query: str, params: dict[str, Any]) -> HTTPResponse:
-        """A read function's one jsonb result, as PostgreSQL rendered it."""
-        (document,) = await db.read.one(query, params)
+        """A read function's one jsonb result, as PostgreSQL rendered it (from the read replica
+        while it is within its bound)."""
+        (document,) = await db.read_one(query, params)
         return json_text(document)
 
     # Every read route is one named query's one call: route -> query -> function.

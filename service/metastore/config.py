@@ -206,6 +206,22 @@ SETTINGS: tuple[Setting, ...] = (
         whole(1, 1000),
     ),
     Setting(
+        "METASTORE_READ_REPLICA_URL",
+        None,
+        "libpq connection string or URL of a streaming replica (hot standby) of the database for the datasets, "
+        "jobs and runs reads and the view, as the same role (METASTORE_DATABASE_USER_FILE and "
+        "METASTORE_DATABASE_PASSWORD_FILE apply to it too); its own read pool of METASTORE_READ_POOL_MAX. "
+        "The event feed and forwarding stay on the primary. Unset: every read on the primary.",
+        text,
+    ),
+    Setting(
+        "METASTORE_READ_REPLICA_MAX_LAG_S",
+        "5",
+        "Most a read from the replica may be behind the primary: beyond (or with the replica unreachable), "
+        "reads go to the primary until it has caught up.",
+        whole(2, 86_400),
+    ),
+    Setting(
         "METASTORE_TLS_RELOAD_S",
         "30",
         "How often to look for a renewed certificate or key file (0: never).",
@@ -452,6 +468,8 @@ class Config:
     pool_min: int
     pool_max: int
     read_pool_max: int
+    read_replica_url: str
+    read_replica_max_lag_s: int
     log_level: str
     log_levels: Mapping[str, str]
     log_file: Path | None
@@ -538,6 +556,8 @@ def _checked(config: Config) -> Config:
             f"{config.max_body_bytes}: the largest accepted body could never be received"
         )
     check_conninfo(config.database_url, "METASTORE_DATABASE_URL")
+    if config.read_replica_url:
+        check_conninfo(config.read_replica_url, "METASTORE_READ_REPLICA_URL")
     if config.metrics_port is not None and config.metrics_port == config.port:
         raise ConfigError(
             f"METASTORE_METRICS_PORT={config.metrics_port} is METASTORE_PORT: give the metrics another port"

@@ -4,13 +4,17 @@ parameters, and a deadline that holds even when PostgreSQL does not answer at al
 Each kind of work has its own pool and budget, so that one kind can never starve another:
 `ingest` (POSTs, on Trino's clock), `large` (POSTs of large events, on the same clock, a few at a
 time so that they cannot take the others' connections or CPU), `read` (the datasets API and view), `writer` (the async
-writers, not on anyone's clock) and `health` (the readiness canary, one connection)."""
+writers, not on anyone's clock) and `health` (the readiness canary, one connection). With a read
+replica (METASTORE_READ_REPLICA_URL), `replica` serves the datasets API and view while it is within
+METASTORE_READ_REPLICA_MAX_LAG_S of the primary, and `replica_probe` measures how far behind it is."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -51,7 +55,14 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
 
 class Pool:
     def __init__(
-        self, config: Config, name: str, min_size: int, max_size: int, statement_timeout_ms: int, deadline_s: float
+        self,
+        config: Config,
+        name: str,
+        min_size: int,
+        max_size: int,
+        statement_timeout_ms: int,
+        deadline_s: float,
+        url: str | None = None,
     ) -> None:
         self.name = name
         # The whole call (waiting for a connection included) answers within this.
@@ -72,7 +83,7 @@ class Pool:
             "tcp_user_timeout": max(statement_timeout_ms, 2000),
         }
         self.pool: AsyncConnectionPool = AsyncConnectionPool(
-            config.database_url,
+            url or config.database_url,
             min_size=min_size,
             max_size=max_size,
             timeout=deadline_s,
@@ -234,6 +245,9 @@ class Database:
             config, "writer", 0, max(writers, 1), config.db_timeout_ms, config.db_timeout_ms / 1000 + 0.5
         )
         self.pools = [self.ingest, self.large, self.read, self.health, self.writer]
+        self.replica = Replica(config, self.health) if config.read_replica_url else None
+        if self.replica is not None:
+            self.pools += [self.replica.pool, self.replica.probe]
 
     async def open(self) -> None:
         for pool in self.pools:
@@ -246,6 +260,144 @@ class Database:
     def record_pool_stats(self) -> None:
         for pool in self.pools:
             pool.record_stats()
+        if self.replica is not None:
+            self.replica.record()
+
+    async def read_one(self, query: str, params: dict[str, Any]) -> Any:
+        """A read of the datasets API or the view: on the replica while it is usable, else (and
+        when it fails within the read budget) on the primary's read pool."""
+        replica = self.replica
+        if replica is None:
+            return await self.read.one(query, params)
+        if not replica.usable():
+            replica.fell_back(replica.fallback_reason())
+            return await self.read.one(query, params)
+        started = time.monotonic()
+        try:
+            return await replica.pool.one(query, params)
+        except ApiError as exc:
+            if exc.status < 500:
+                raise  # the request's own mistake: the primary would say the same
+            replica.failed(exc)
+            left = self.read.deadline_s - (time.monotonic() - started)
+            if left < MIN_RETRY_S:
+                raise
+            replica.fell_back("error")
+            return await self.read.one(query, params, deadline_s=left)
+
+
+# How often the replica's lag is measured; its bound grows by the time since, so it is kept small.
+CHECK_S = 1.0
+# Less than this left of the read budget after the replica failed: no second attempt on the primary.
+MIN_RETRY_S = 0.05
+# SQLSTATEs of a replica failing as a server (no connection, no answer in time), not of one query.
+_REPLICA_DOWN = (None, "57014", "57P01", "57P02", "57P03")
+
+
+class Replica:
+    """A streaming replica (hot standby) for the reads, and how far behind the primary it is.
+
+    Lag is measured by WAL position, not by the replay timestamp (which grows on an idle primary
+    whose replica is current): each second the primary's WAL insert position P is read at time T
+    (every transaction committed before T ends before P), then the replica's replay position R.
+    The newest T whose P the replica has replayed is when it was last known to hold everything the
+    primary had committed; its lag is at most now - T, which keeps growing until a later check
+    moves T on, so a replica that stops replaying or answering is given up in time even when the
+    check itself hangs. Idle primary: P stays put, R reaches it, the lag stays about one check."""
+
+    def __init__(self, config: Config, primary: Pool) -> None:
+        url, read_ms, probe_ms = config.read_replica_url, config.read_timeout_ms, config.ready_timeout_ms
+        self.pool = Pool(config, "replica", 0, config.read_pool_max, read_ms, read_ms / 1000, url=url)
+        # Its own connection: a replica busy with reads still has its lag measured.
+        self.probe = Pool(config, "replica_probe", 1, 1, probe_ms, probe_ms / 1000, url=url)
+        self.primary = primary
+        self.max_lag_s = float(config.read_replica_max_lag_s)
+        self.samples: deque[tuple[float, int]] = deque()  # (T, P) of the primary, oldest first
+        self.caught_up_at: float | None = None  # T (monotonic) of the newest P replayed
+        self.state = "unchecked"
+        self.reason = "not checked yet"
+
+    def lag_s(self) -> float:
+        """An upper bound of how far behind the primary the replica is now (inf: unknown)."""
+        return math.inf if self.caught_up_at is None else time.monotonic() - self.caught_up_at
+
+    def usable(self) -> bool:
+        return self.state == "current" and self.lag_s() <= self.max_lag_s
+
+    def fallback_reason(self) -> str:
+        if self.state in ("current", "lagging"):
+            return "lagging"
+        return "not_standby" if self.state == "not a standby" else "unavailable"
+
+    def fell_back(self, reason: str) -> None:
+        metrics.REPLICA_FALLBACKS.labels(reason).inc()
+
+    def failed(self, exc: ApiError) -> None:
+        if exc.code in _REPLICA_DOWN:
+            # Until the next check says otherwise: the reads in flight failed, the next ones do not.
+            self._set("unavailable", f"a read failed: {exc.message}")
+
+    def report(self) -> dict[str, Any]:
+        """The replica's part of /readyz."""
+        lag = self.lag_s()
+        return {
+            "state": "lagging" if self.state == "current" and not self.usable() else self.state,
+            "reason": self.reason,
+            "lag_seconds": None if math.isinf(lag) else round(lag, 3),
+            "max_lag_seconds": self.max_lag_s,
+            "reads_from": "replica" if self.usable() else "primary",
+        }
+
+    def record(self) -> None:
+        metrics.REPLICA_LAG.set(self.lag_s())
+        metrics.REPLICA_USABLE.set(1 if self.usable() else 0)
+
+    async def watch(self) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                await self.check()
+            except Exception as exc:  # the loop outlives anything one check meets
+                self._set("unavailable", f"the check failed: {type(exc).__name__}")
+            self.record()
+            await asyncio.sleep(max(CHECK_S - (time.monotonic() - started), 0.05))
+
+    async def check(self) -> None:
+        now = time.monotonic()
+        try:
+            (position,) = await self.primary.one("wal_insert_position", {})
+            self.samples.append((now, int(position)))
+        except ApiError as exc:
+            # The older samples still bound the lag; without new ones it grows past the bound.
+            log.debug("the primary's WAL position could not be read: %s", exc.message)
+        while len(self.samples) > 1 and self.samples[0][0] < now - self.max_lag_s - 2 * CHECK_S:
+            self.samples.popleft()
+        try:
+            row = await self.probe.one("replica_replay_position", {})
+        except ApiError as exc:
+            self._set("unavailable", f"the replica does not answer: {exc.message}")
+            return
+        if not row.standby or row.position is None:
+            self.caught_up_at = None
+            self._set("not a standby", "the replica is not in recovery: it is not a standby of the primary")
+            return
+        replayed = int(row.position)
+        for at, wanted in reversed(self.samples):
+            if wanted <= replayed:
+                self.caught_up_at = max(self.caught_up_at or at, at)
+                break
+        lag = self.lag_s()
+        if lag <= self.max_lag_s:
+            self._set("current", f"behind the primary by at most {lag:.1f} s")
+        else:
+            self._set("lagging", f"behind the primary by more than {self.max_lag_s:g} s")
+
+    def _set(self, state: str, reason: str) -> None:
+        if state != self.state:
+            level = logging.INFO if state == "current" else logging.WARNING
+            where = "from the replica" if state == "current" else "from the primary"
+            log.log(level, "read replica %s (%s): reads are served %s", state, reason, where)
+        self.state, self.reason = state, reason
 
 
 def credentials(config: Config) -> dict[str, str]:

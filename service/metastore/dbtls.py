@@ -40,6 +40,12 @@ def check(config: Config, env: Mapping[str, str] | None = None) -> str:
     """At start: refuse (METASTORE_DATABASE_TLS=verify-full) or warn when not verify-full."""
     mode = sslmode(config.database_url, env)
     metrics.DATABASE_TLS.labels(mode).set(1 if mode == "verify-full" else 0)
+    replica = sslmode(config.read_replica_url, env) if config.read_replica_url else "verify-full"
+    if replica != "verify-full" and config.database_tls == "verify-full":
+        raise ConfigError(
+            f"METASTORE_DATABASE_TLS=verify-full, but the read replica's connection uses sslmode={replica}: "
+            "add sslmode=verify-full and sslrootcert=<CA bundle> to METASTORE_READ_REPLICA_URL"
+        )
     if mode != "verify-full":
         if config.database_tls == "verify-full":
             raise ConfigError(

@@ -108,6 +108,25 @@ SPOOL_QUARANTINE_BYTES = Gauge(
 POOL = Gauge(
     "metastore_db_pool_connections", "Open database connections by pool and state (idle, busy).", ["pool", "state"]
 )
+REPLICA_LAG = Gauge(
+    "metastore_read_replica_lag_seconds",
+    "With METASTORE_READ_REPLICA_URL: how far behind the primary the read replica is at most, measured by WAL "
+    "position each second (+Inf: not known, e.g. the replica does not answer).",
+)
+REPLICA_USABLE = Gauge(
+    "metastore_read_replica_usable",
+    "With METASTORE_READ_REPLICA_URL: 1 while reads are served from the replica (within "
+    "METASTORE_READ_REPLICA_MAX_LAG_S of the primary), 0 while they go to the primary.",
+)
+REPLICA_FALLBACKS = Counter(
+    "metastore_read_replica_fallbacks_total",
+    "With METASTORE_READ_REPLICA_URL: reads served by the primary instead of the replica, by reason: lagging "
+    "(beyond METASTORE_READ_REPLICA_MAX_LAG_S), unavailable (does not answer), not_standby (not in recovery), "
+    "error (the read failed on the replica and was answered by the primary).",
+    ["reason"],
+)
+for _reason in ("lagging", "unavailable", "not_standby", "error"):
+    REPLICA_FALLBACKS.labels(_reason)
 POOL_WAITING = Gauge("metastore_db_pool_waiting_requests", "Requests waiting for a connection, by pool.", ["pool"])
 CONNECTIONS = Gauge("metastore_http_connections", "Client connections open.")
 REFUSED = Counter(

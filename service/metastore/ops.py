@@ -77,6 +77,8 @@ class Operations:
         if svc.tls and config.tls_reload_s:
             svc.background.add(asyncio.create_task(svc.tls.watch(config.tls_reload_s)))
         svc.background.add(asyncio.create_task(self.maintain_partitions()))
+        if self.db.replica is not None:
+            svc.background.add(asyncio.create_task(self.db.replica.watch()))
         if getattr(app.ctx, "metrics_socket", None) is not None:
             self.metrics_server = await serve_metrics(app, app.ctx.metrics_socket, self.metrics_connections)
         log.info(
@@ -179,12 +181,17 @@ class Operations:
         spool_failure = await ingest.spool.unwritable() if ingest and ingest.spool else None
         if spool_failure:
             return False, {"status": "spool unwritable", "reason": spool_failure, "schema_version": version}
-        return True, {
+        ready: dict[str, Any] = {
             "status": "ready",
             "schema_version": version,
             "ingest_mode": config.ingest_mode,
             "database_tls": self.database_tls,
         }
+        if self.db.replica is not None:
+            # Reported, never a reason to be unready: the primary answers the reads meanwhile,
+            # and an unready pod would stop taking events too.
+            ready["read_replica"] = self.db.replica.report()
+        return True, ready
 
     async def canary(self) -> int:
         """metastore.schema_version() on the canary's own connection. While that pool holds no

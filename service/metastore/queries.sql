@@ -64,6 +64,20 @@ SELECT metastore.ensure_partitions();
 -- name: schema_version
 SELECT metastore.schema_version();
 
+-- name: wal_insert_position
+-- On the primary: where its WAL ends now (every transaction committed before this call ends before
+-- it), as a replica's replay position would say it: the insert position right after a page header
+-- (24 bytes; 40 at a segment's start) is the end of the record that filled the page before.
+SELECT CASE WHEN mod(p, seg) = 40 THEN p - 40 WHEN mod(p, blk) = 24 THEN p - 24 ELSE p END AS position
+  FROM (SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_insert_lsn(), '0/0') AS p,
+               pg_catalog.current_setting('wal_block_size')::numeric AS blk,
+               (SELECT setting::numeric FROM pg_catalog.pg_settings WHERE name = 'wal_segment_size') AS seg) AS w;
+
+-- name: replica_replay_position
+-- On the read replica: whether it is a standby, and how far it has replayed the primary's WAL.
+SELECT pg_catalog.pg_is_in_recovery() AS standby,
+       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_last_wal_replay_lsn(), '0/0')::numeric AS position;
+
 -- name: reject_event
 SELECT metastore.reject_event(%(body)b::bytea, %(sqlstate)s::text, %(reason)s::text,
                               %(source_kind)s::text, %(source_principal)s::text);
