@@ -16,10 +16,11 @@ import pytest
 
 from devtools.localpg import LocalPostgres
 from tests.conftest import SERVICE, Database, ingest
-from tests.server_fixtures import Server, TLSFiles, start_server
+from tests.support.certs import TLSFiles
 from tests.support.events import run_event
 from tests.support.lineage_events import fixture_events
 from tests.support.reads import read_calls
+from tests.support.servers import Server, start_server
 from tests.support.standby import one, set_replay, start_standby, wait_for_replay
 
 MAX_LAG_S = 5  # the default of METASTORE_READ_REPLICA_MAX_LAG_S, set explicitly
