@@ -4,6 +4,7 @@ that makes it fire. (helm/check.sh checks the rendered runbook URLs too, with he
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -73,3 +74,27 @@ def test_every_metric_an_alert_reads_is_one_the_service_exposes() -> None:
     read = set(re.findall(r"\b((?:metastore|process)_\w+)\{", template))
     assert {"metastore_spool_writable", "metastore_spool_quarantined_total", "process_start_time_seconds"} <= read
     assert read <= exposed_metric_names(), read - exposed_metric_names()
+
+
+def test_the_replica_alert_tells_pods_with_a_replica_by_a_pool_only_they_have() -> None:
+    # metastore_read_replica_usable is 0 in a pod without a replica too: the alert needs the
+    # replica's lag-check pool, which only a pod with one opens and reports.
+    from prometheus_client import REGISTRY
+
+    from metastore import config, db
+
+    template = (CHART / "templates" / "prometheusrule.yaml").read_text()
+    rule = template.split("- alert: MetastoreReadReplicaNotUsed", 1)[1].split("- alert:", 1)[0]
+    pools = set(re.findall(r'\bpool="(\w+)"', rule))
+    assert pools == {"replica_probe"}, rule
+    base = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x", "METASTORE_TLS": "off"}
+
+    async def pool_names(env: dict[str, str]) -> set[str]:
+        database = db.Database(config.load(env), writers=1)
+        database.record_pool_stats()
+        return {pool.name for pool in database.pools}
+
+    assert not pools & asyncio.run(pool_names(base))
+    assert pools <= asyncio.run(pool_names({**base, "METASTORE_READ_REPLICA_URL": "host=127.0.0.2 dbname=x"}))
+    sample = REGISTRY.get_sample_value("metastore_db_pool_connections", {"pool": "replica_probe", "state": "idle"})
+    assert sample is not None
