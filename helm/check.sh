@@ -185,6 +185,7 @@ refuse "prometheusRule.runbookBaseUrl is required" --set prometheusRule.enabled=
 refuse "database.credentialsAsFiles needs database.host" --set database.credentialsAsFiles=true
 refuse "/metrics/httpPort" --set metrics.httpPort=8443
 refuse "allowedConnectRoles" --set 'migrations.allowedConnectRoles={public}'
+refuse "database.readReplica.host needs database.host" --set database.readReplica.host=pg-ro
 refuse "/tls/secretOperator/restartBuffer" --set tls.mode=secretOperator --set prometheusRule.enabled=true \
   --set prometheusRule.runbookBaseUrl=https://x --set tls.secretOperator.restartBuffer=6hours
 

@@ -167,3 +167,88 @@ def test_replicas_are_spread_over_nodes_by_default() -> None:
     selector = by_key["kubernetes.io/hostname"].get("labelSelector", {}).get("matchLabels", {})
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert selector and selector.items() <= pod_labels.items(), (selector, pod_labels)
+
+
+def server_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    container: dict[str, Any] = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
+REPLICA_ENV = ("METASTORE_READ_REPLICA_URL", "METASTORE_READ_REPLICA_MAX_LAG_S")
+# The primary by its parts, as docs/operations.md describes it.
+PARTS = ("database.host=pg-rw", "database.credentialsSecret=svc", "migrations.credentialsSecret=owner")
+
+
+@pytest.mark.parametrize("values", VALUES, ids=[v.stem for v in VALUES])
+def test_a_read_replica_setting_is_rendered_only_with_a_replica(values: Path) -> None:
+    docs = render(values)
+    names = {e["name"] for e in server_container(docs).get("env", [])} | set(one(docs, "ConfigMap")["data"])
+    replica = yaml.safe_load(values.read_text()).get("database", {}).get("readReplica", {})
+    assert ("METASTORE_READ_REPLICA_URL" in names) == bool(replica), names
+    assert ("METASTORE_READ_REPLICA_MAX_LAG_S" in names) == ("maxLagSeconds" in replica), names
+
+
+def test_a_read_replica_by_its_parts_shares_the_primarys_database_parameters_and_credentials() -> None:
+    docs = render(
+        CHART / "ci" / "default-values.yaml",
+        *PARTS,
+        "database.parameters.target_session_attrs=read-write",
+        "database.parameters.sslnegotiation=direct",
+        "database.readReplica.host=pg-ro",
+        "database.readReplica.port=5433",
+        "database.readReplica.parameters.connect_timeout=3",
+        "database.readReplica.maxLagSeconds=30",
+    )
+    env = {e["name"]: e for e in server_container(docs)["env"]}
+    # The primary's read-write would refuse every standby: the replica's own standby wins.
+    assert env["METASTORE_READ_REPLICA_URL"]["value"] == (
+        "connect_timeout='3' dbname='metastore' host='pg-ro' port='5433' sslnegotiation='direct' "
+        "target_session_attrs='standby'"
+    )
+    assert "target_session_attrs='read-write'" in env["METASTORE_DATABASE_URL"]["value"]
+    assert env["METASTORE_READ_REPLICA_MAX_LAG_S"]["value"] == "30"
+    # No credentials in the string: PGUSER and PGPASSWORD of the primary's Secret serve both.
+    assert env["PGUSER"]["valueFrom"]["secretKeyRef"] == {"name": "svc", "key": "username"}
+    # Only the server reads: the migrations Job gets no replica.
+    job = next(d for d in docs if d["kind"] == "Job")
+    job_env = {e["name"] for c in job["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])}
+    assert not job_env & set(REPLICA_ENV), job_env
+
+
+def test_a_read_replica_with_credentials_as_files_reads_the_primarys_files() -> None:
+    sets = (*PARTS, "database.credentialsAsFiles=true", "database.readReplica.host=pg-ro")
+    container = server_container(render(CHART / "ci" / "default-values.yaml", *sets))
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    url = env["METASTORE_READ_REPLICA_URL"]
+    assert url == "dbname='metastore' host='pg-ro' port='5432' target_session_attrs='standby'"
+    # The service applies these files to the replica's connections too (config.py).
+    assert env["METASTORE_DATABASE_USER_FILE"] == "/stackable/secrets/database/username"
+    assert "METASTORE_READ_REPLICA_MAX_LAG_S" not in env, "unset: the service's default"
+
+
+def test_a_read_replica_from_an_existing_secret() -> None:
+    docs = render(CHART / "ci" / "default-values.yaml", "database.readReplica.existingSecret=metastore-db-replica")
+    env = {e["name"]: e for e in server_container(docs)["env"]}
+    assert env["METASTORE_READ_REPLICA_URL"]["valueFrom"] == {
+        "secretKeyRef": {"name": "metastore-db-replica", "key": "url"}
+    }
+
+
+@pytest.mark.parametrize(
+    ("sets", "says"),
+    [
+        # A primary given by a whole string has no credentials Secret for the replica to share.
+        (("database.readReplica.host=pg-ro",), "database.readReplica.host needs database.host"),
+        ((*PARTS, "database.readReplica.host=pg-ro", "database.readReplica.existingSecret=r"), "not both"),
+        (("database.readReplica.maxLagSeconds=10",), "maxLagSeconds needs a replica"),
+        (("database.readReplica.existingSecret=r", "database.readReplica.maxLagSeconds=1"), "maxLagSeconds"),
+        (
+            (*PARTS, "database.readReplica.host=pg-ro", "database.readReplica.parameters.user=x"),
+            "database.readReplica.parameters.user",
+        ),
+        ((*PARTS, "database.readReplica.hots=pg-ro"), "additional properties 'hots' not allowed"),
+    ],
+)
+def test_read_replica_values_the_chart_refuses(sets: tuple[str, ...], says: str) -> None:
+    result = template(CHART / "ci" / "default-values.yaml", *sets)
+    assert result.returncode != 0 and says in result.stderr, result.stderr

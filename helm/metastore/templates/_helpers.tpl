@@ -143,13 +143,19 @@ limits:
 PGUSER and PGPASSWORD, so no character of theirs needs escaping. */}}
 {{- define "metastore.conninfo" -}}
 {{- $db := .Values.database }}
-{{- $parts := dict "host" $db.host "port" (toString $db.port) "dbname" $db.database }}
-{{- range $key, $value := $db.parameters }}
+{{- include "metastore.conninfoOf" (list $db.host $db.port $db.database $db.parameters "database.parameters") }}
+{{- end }}
+
+{{/* (list host port dbname parameters what): the key/value connection string of those parts. */}}
+{{- define "metastore.conninfoOf" -}}
+{{- $what := index . 4 }}
+{{- $parts := dict "host" (index . 0) "port" (toString (index . 1)) "dbname" (index . 2) }}
+{{- range $key, $value := index . 3 }}
 {{- if has $key (list "user" "password" "host" "port" "dbname" "passfile") }}
-{{- fail (printf "database.parameters.%s: set it with database.host, port, database or the credentials Secret" $key) }}
+{{- fail (printf "%s.%s: set it with database.host, port, database or the credentials Secret" $what $key) }}
 {{- end }}
 {{- if eq $key "application_name" }}
-{{- fail "database.parameters.application_name: the service and the Jobs name themselves (metastore-server-*, metastore-migrate, metastore-retention)" }}
+{{- fail (printf "%s.application_name: the service and the Jobs name themselves (metastore-server-*, metastore-migrate, metastore-retention)" $what) }}
 {{- end }}
 {{- $_ := set $parts $key (toString $value) }}
 {{- end }}
@@ -159,6 +165,40 @@ PGUSER and PGPASSWORD, so no character of theirs needs escaping. */}}
 {{- $out = append $out (printf "%s='%s'" $key $value) }}
 {{- end }}
 {{- join " " $out }}
+{{- end }}
+
+{{/* The read replica's env of the server container (empty without one): METASTORE_READ_REPLICA_URL
+from the parts (host and port; the database, parameters and credentials are the primary's) or
+from an existing Secret, and METASTORE_READ_REPLICA_MAX_LAG_S. */}}
+{{- define "metastore.readReplicaEnv" -}}
+{{- $db := .Values.database }}
+{{- $r := $db.readReplica }}
+{{- if and $r.host $r.existingSecret }}
+{{- fail "database.readReplica: set host (the parts) or existingSecret (a whole connection string), not both" }}
+{{- end }}
+{{- if $r.host }}
+{{- if not $db.host }}
+{{- fail "database.readReplica.host needs database.host: the replica is reached as the primary's role, with the credentials of database.credentialsSecret (a primary given by database.existingSecret has none to share: use database.readReplica.existingSecret)" }}
+{{- end }}
+{{- /* The primary's parameters apply, but not its target_session_attrs (read-write would refuse every standby). */}}
+{{- $parameters := omit ($db.parameters | default dict) "target_session_attrs" }}
+{{- $parameters = merge (deepCopy ($r.parameters | default dict)) $parameters }}
+- name: METASTORE_READ_REPLICA_URL
+  value: {{ include "metastore.conninfoOf" (list $r.host ($r.port | default $db.port) $db.database $parameters "database.readReplica.parameters") | quote }}
+{{- else if $r.existingSecret }}
+- name: METASTORE_READ_REPLICA_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $r.existingSecret }}
+      key: {{ $r.key }}
+{{- end }}
+{{- if not (kindIs "invalid" $r.maxLagSeconds) }}
+{{- if not (or $r.host $r.existingSecret) }}
+{{- fail "database.readReplica.maxLagSeconds needs a replica: database.readReplica.host or database.readReplica.existingSecret" }}
+{{- end }}
+- name: METASTORE_READ_REPLICA_MAX_LAG_S
+  value: {{ $r.maxLagSeconds | int64 | quote }}
+{{- end }}
 {{- end }}
 
 {{/* The connection env of a container: env name of the URL, and the Secrets to read. */}}
