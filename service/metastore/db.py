@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from metastore import ledger, metrics, pgconn, sql
 from metastore.config import Config
-from metastore.errors import SCHEMA_MISMATCH, ApiError, http_status
+from metastore.errors import EXPLAINED, SCHEMA_MISMATCH, ApiError, http_status
 
 log = logging.getLogger("metastore.db")
 
@@ -171,12 +171,15 @@ class Pool:
                     raise ApiError(503, reason, exc.sqlstate) from None
                 if exc.sqlstate == "42501":
                     log.error("the service's database role may not run %s: grant it the app role (%s)", query, exc)
-                elif status >= 500:
+                elif status >= 500 and exc.sqlstate not in EXPLAINED:
                     log.warning("database call %s failed: %s %s", query, exc.sqlstate, str(exc).strip())
                     raise ApiError(
                         status, "the database could not complete the request; retry later", exc.sqlstate
                     ) from None
-                raise ApiError(status, exc.diag.message_primary or str(exc), exc.sqlstate) from None
+                message = exc.diag.message_primary or str(exc)
+                if exc.sqlstate in EXPLAINED and exc.diag.message_hint:
+                    message = f"{message}. {exc.diag.message_hint}"
+                raise ApiError(status, message, exc.sqlstate) from None
             result = "ok"
             return rows
         except asyncio.CancelledError:

@@ -15,7 +15,14 @@ _EXACT = {
     # service role's missing grant: a server-side misconfiguration, not a rejected event.
     "42501": 503,
     "54000": 413,  # program_limit_exceeded: a batch over metastore.settings.max_batch_events
+    # feature_not_supported: what this installation cannot do (the event feed where the events are
+    # distributed over Citus workers). Not the client's doing, and retrying will not help.
+    "0A000": 501,
 }
+
+# Server-side answers whose message is the answer: the function says what cannot be done and
+# where to read why. Other 5xx answers say only "retry later" (their text stays in the log).
+EXPLAINED = frozenset({"0A000"})
 _CLASS = {
     "22": 400,  # data_exception: the client's input
     "54": 400,  # program_limit_exceeded: input too large or too deep

@@ -11,6 +11,7 @@ import pytest
 from devtools.citus import CitusCluster
 from devtools.localpg import LocalPostgres
 from tests.conftest import Database, create_database, drop_database, provisioned
+from tests.support.service_fixtures import serve, tls_files  # noqa: F401 (fixtures of the HTTP tests)
 
 
 @pytest.fixture(scope="session")
