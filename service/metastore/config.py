@@ -602,10 +602,20 @@ def check_conninfo(dsn: str, setting: str) -> dict[str, str]:
     return params
 
 
+def _readable(env: str, default: str) -> str:
+    """A byte count that is a whole number of MiB or KiB, as such: `16 MiB` reads, 16777216 must be
+    counted."""
+    if env.endswith("_BYTES") and default.isdigit():
+        for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if int(default) >= size and int(default) % size == 0:
+                return f"{int(default) // size} {unit}"
+    return default
+
+
 def settings_table() -> str:
     """The settings as a Markdown table, for docs/service.md."""
     rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
     for s in SETTINGS:
-        default = f"`{s.default}`" if s.default is not None else "(none)"
+        default = f"`{_readable(s.env, s.default)}`" if s.default is not None else "(none)"
         rows.append(f"| `{s.env}` | {default} | {s.meaning} |")
     return "\n".join(rows)
