@@ -20,9 +20,6 @@ _EXACT = {
     "0A000": 501,
 }
 
-# Server-side answers whose message is the answer: the function says what cannot be done and
-# where to read why. Other 5xx answers say only "retry later" (their text stays in the log).
-EXPLAINED = frozenset({"0A000"})
 _CLASS = {
     "22": 400,  # data_exception: the client's input
     "54": 400,  # program_limit_exceeded: input too large or too deep
@@ -33,6 +30,11 @@ _CLASS = {
     "55": 503,  # object_not_in_prerequisite_state (lock not available)
     "57": 503,  # operator_intervention: statement deadline, shutdown
 }
+
+
+# Server-side answers whose message is the answer: the function says what cannot be done and
+# where to read why. Other 5xx answers say only "retry later" (their text stays in the log).
+EXPLAINED = frozenset({"0A000"})
 
 
 def http_status(sqlstate: str | None) -> int:

@@ -20,7 +20,6 @@ from metastore import dbtls, ledger, logs, metrics, pgconn
 from metastore.config import Config
 from metastore.db import credentials
 from metastore.errors import SCHEMA_MISMATCH, ApiError
-from metastore.ledger import latest_version
 from metastore.limits import ConnectionLimits, GuardedProtocol
 from metastore.state import Service, error_body
 
@@ -37,7 +36,7 @@ class Operations:
 
     def __init__(self, svc: Service) -> None:
         self.svc, self.config, self.db, self.ingest = svc, svc.config, svc.db, svc.ingest
-        self.expected_version = latest_version()
+        self.expected_version = ledger.latest_version()
         self.database_tls = dbtls.status(dbtls.sslmode(svc.config.database_url))  # verify-full or unverified
         # The plain-HTTP metrics port, when METASTORE_METRICS_PORT is set: its server and connections.
         self.metrics_server: asyncio.Server | None = None

@@ -173,12 +173,13 @@ class Queued(Mode):
     for room, store the event at once (sync), or refuse it (503)."""
 
     def __init__(self, config: Config, db: Database, queue: Ingest) -> None:
-        self.config, self.pool, self.queue, self._queue = config, db.ingest, queue, queue
+        self.config, self.pool = config, db.ingest
+        self.queue: Ingest = queue
         share = config.large_event_share_percent / 100
         self.large_lane = LargeLane(db.large, config.large_event_calls, share)
 
     async def accept(self, body: bytes, request_id: str, source: Source, reservation: Reservation) -> Stored | None:
-        queue, config = self._queue, self.config
+        queue, config = self.queue, self.config
         async with self.spooling(body, reservation):
             wait_s = config.queue_wait_ms / 1000 if config.queue_full == "wait" else 0
             refused = await queue.offer(body, request_id, source, wait_s)
