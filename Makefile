@@ -68,7 +68,7 @@ e2e: system-deps $(VENV)/.installed-test ## end to end with a real Trino 476 fro
 	@status=0; \
 	bash tests/e2e/fetch_trino.sh >/dev/null || status=$$?; \
 	[ $$status -ne 0 ] || $(PY) -m pytest -m e2e tests/e2e $(PYTEST_ARGS) || status=$$?; \
-	[ $$status -ne 0 ] || $(PY) -m tests.e2e.measure_listener || status=$$?; \
+	[ $$status -ne 0 ] || $(PY) -m bench.listener_overhead || status=$$?; \
 	$(PY) -m tests.e2e.trino_server reap; \
 	exit $$status
 

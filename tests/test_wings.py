@@ -9,7 +9,19 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "service" / "metastore"
 
-SHARED = {"__init__", "arguments", "config", "errors", "logs", "sql", "ledger", "pgconn", "archive", "outbound"}
+SHARED = {
+    "__init__",
+    "arguments",
+    "config",
+    "settings",
+    "errors",
+    "logs",
+    "sql",
+    "ledger",
+    "pgconn",
+    "archive",
+    "outbound",
+}
 WINGS = {
     "server": {
         "app",

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from metastore.settings import CLIENT, one
 
 # The filters of GET /api/v1/events, which export and replay pass on.
 FILTERS = (
@@ -155,7 +156,7 @@ def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--from",
         dest="source",
-        default=os.environ.get("METASTORE_URL"),
+        default=one(CLIENT, "METASTORE_URL") or None,
         help="base URL of the store to read, e.g. https://metastore:8443 (default: $METASTORE_URL)",
     )
     parser.add_argument("--ca", type=Path, help="CA certificate(s) that sign the store's certificate (PEM)")

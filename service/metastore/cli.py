@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metastore import arguments, ledger
@@ -24,8 +22,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("metastore")
 
 
-def _admin_dsn(args: argparse.Namespace) -> str:
-    dsn = args.database_url or os.environ.get("METASTORE_ADMIN_DATABASE_URL", "")
+def _admin_dsn(args: argparse.Namespace, admin: settings.Admin) -> str:
+    dsn = args.database_url or admin.database_url
     if not dsn:
         raise settings.ConfigError(
             "set METASTORE_ADMIN_DATABASE_URL (or --database-url) to a role that owns the metastore schema"
@@ -101,50 +99,19 @@ _APPLICATION = {
 }
 
 
-def _limits(args: argparse.Namespace) -> migrations.Limits:
+def _limits(args: argparse.Namespace, admin: settings.Admin) -> migrations.Limits:
     from metastore import migrations
 
     # Reads and checks are quick; a deploy may rewrite big tables. Both settings bound a
     # server that stops answering, on the client too.
     default_statement = 600 if args.db_command in ("deploy", "revert", "retention") else 10
-    env = os.environ
-    try:
-        connect = int(env.get("METASTORE_ADMIN_CONNECT_TIMEOUT_S", "").strip() or 5)
-        statement = float(env.get("METASTORE_ADMIN_STATEMENT_TIMEOUT_S", "").strip() or default_statement)
-    except ValueError:
-        raise settings.ConfigError(
-            "METASTORE_ADMIN_CONNECT_TIMEOUT_S and METASTORE_ADMIN_STATEMENT_TIMEOUT_S are whole seconds"
-        ) from None
-    if not (2 <= connect <= 600 and 1 <= statement <= 86_400):
-        raise settings.ConfigError(
-            "METASTORE_ADMIN_CONNECT_TIMEOUT_S must be 2..600 and METASTORE_ADMIN_STATEMENT_TIMEOUT_S 1..86400"
-        )
-    files = []
-    for name in ("METASTORE_ADMIN_DATABASE_USER_FILE", "METASTORE_ADMIN_DATABASE_PASSWORD_FILE"):
-        value = env.get(name, "").strip()
-        if value and not (os.path.isfile(value) and os.access(value, os.R_OK)):
-            raise settings.ConfigError(f"{name}={value} is not a readable file")
-        files.append(Path(value) if value else None)
     return migrations.Limits(
-        connect_timeout_s=connect,
-        statement_timeout_s=statement,
+        connect_timeout_s=admin.connect_timeout_s,
+        statement_timeout_s=admin.statement_timeout_s or default_statement,
         application_name=_APPLICATION.get(args.db_command, "metastore-migrate"),
-        user_file=files[0],
-        password_file=files[1],
+        user_file=admin.user_file,
+        password_file=admin.password_file,
     )
-
-
-def _allowed_connect() -> tuple[str, ...]:
-    """METASTORE_ALLOWED_CONNECT_ROLES: roles that may hold CONNECT on the database besides the
-    installation's (backup, CDC, audit agents), comma-separated role names as they are spelt."""
-    roles = tuple(r.strip() for r in os.environ.get("METASTORE_ALLOWED_CONNECT_ROLES", "").split(",") if r.strip())
-    for role in roles:
-        if role.lower() == "public" or len(role.encode()) > 63:
-            raise settings.ConfigError(
-                f"METASTORE_ALLOWED_CONNECT_ROLES: {role!r} is not a role name (at most 63 bytes; PUBLIC is "
-                "never allowed: every role would connect)"
-            )
-    return roles
 
 
 def _confirm_revert(dsn: str, args: argparse.Namespace, limits: migrations.Limits) -> list[int] | None:
@@ -178,12 +145,13 @@ def db(args: argparse.Namespace) -> int:
     from metastore import logs, maintenance, migrations
 
     text = logs.text_wanted(args.log_format)
-    logs.setup(os.environ.get("METASTORE_LOG_LEVEL", "INFO").upper(), text=text)
-    dsn = _admin_dsn(args)
-    limits = _limits(args)
-    allowed = _allowed_connect() if args.db_command in ("deploy", "verify") else ()
+    admin = settings.load_admin()
+    logs.setup(admin.log_level, text=text)
+    dsn = _admin_dsn(args, admin)
+    limits = _limits(args, admin)
+    allowed = admin.allowed_connect if args.db_command in ("deploy", "verify") else ()
     if args.db_command == "deploy":
-        return _deploy(dsn, args, limits, allowed)
+        return _deploy(dsn, args, limits, allowed, admin)
     if args.db_command == "revert":
         return _revert(dsn, args, limits)
     if args.db_command == "verify":
@@ -223,11 +191,13 @@ def _described(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _deploy(dsn: str, args: argparse.Namespace, limits: migrations.Limits, allowed: tuple[str, ...]) -> int:
+def _deploy(
+    dsn: str, args: argparse.Namespace, limits: migrations.Limits, allowed: tuple[str, ...], admin: settings.Admin
+) -> int:
     from metastore import migrations
 
-    app_role = args.app_role or os.environ.get("METASTORE_APP_ROLE") or None
-    reader_role = args.reader_role or os.environ.get("METASTORE_READER_ROLE") or None
+    app_role = args.app_role or admin.app_role or None
+    reader_role = args.reader_role or admin.reader_role or None
     try:
         for name, setting in (
             (app_role, "--app-role/METASTORE_APP_ROLE"),

@@ -51,6 +51,7 @@ from metastore.outbound import (
     redact,
     watch_logs,
 )
+from metastore.settings import CLIENT, one
 
 log = logging.getLogger("metastore.transfer")
 
@@ -795,7 +796,7 @@ def _scrub(text: str, args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     from metastore import logs
 
-    logs.setup(os.environ.get("METASTORE_LOG_LEVEL", "WARNING").upper())
+    logs.setup(one(CLIENT, "METASTORE_LOG_LEVEL"))
     # Log records go to stderr: stdout carries the summary, or the events themselves (export -o -).
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from metastore import config
+from metastore import config, settings
 from tests.support.certs import TLSFiles
 
 BASE = {"METASTORE_DATABASE_URL": "host=127.0.0.1 dbname=x"}
@@ -86,7 +88,28 @@ def test_every_setting_is_in_the_service_reference() -> None:
     assert config.settings_table() in reference
 
 
-def test_each_setting_fills_one_field_and_each_field_has_its_setting() -> None:
-    names = [s.name for s in config.SETTINGS]
+def test_the_admin_settings_are_in_the_operators_guide() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    assert config.settings_table(settings.ADMIN) in guide
+
+
+@pytest.mark.parametrize(
+    ("catalogue", "fields"),
+    [(settings.SETTINGS, config.Config), (settings.ADMIN, config.Admin)],
+    ids=["server", "admin"],
+)
+def test_each_setting_fills_one_field_and_each_field_has_its_setting(catalogue: Any, fields: Any) -> None:
+    names = [s.name for s in catalogue]
     assert len(names) == len(set(names))
-    assert set(names) == {f.name for f in dataclasses.fields(config.Config)}
+    assert set(names) == {f.name for f in dataclasses.fields(fields)}
+
+
+def test_no_module_reads_a_metastore_variable_but_through_the_declarations() -> None:
+    # The environment is read by `settings` alone (libpq's PG* and OpenTelemetry's OTEL_* are theirs).
+    package = Path(__file__).resolve().parents[2] / "service" / "metastore"
+    readers = sorted(
+        str(f.relative_to(package))
+        for f in package.rglob("*.py")
+        if f.name != "settings.py" and re.search(r"environ(\.get)?\(?\[?[\"']METASTORE_", f.read_text())
+    )
+    assert readers == []

@@ -4,13 +4,13 @@ service in sync mode, in async mode (METASTORE_INGEST_MODE=async), and with the 
 (every POST refused), side by side on one Trino whose listener always points at the same port; and,
 as a baseline, on a second Trino without any event listener.
 
-    python -m tests.e2e.measure_listener [--rounds N] [--no-baseline] [--frozen] [--keep DIR] [--output PATH]
+    python -m bench.listener_overhead [--rounds N] [--no-baseline] [--frozen] [--keep DIR] [--output PATH]
 
 --frozen adds a fourth setting, the service SIGSTOPped: connections are accepted and never answered, so
 every event waits for the listener's 5 s timeout (slow; not part of `make e2e`).
 
 Rounds interleave the settings (the order rotates every round) after a warm-up; each setting gets one
-sample per round. Writes tests/e2e/results/listener-overhead.json and prints a table.
+sample per round. Writes bench/results/listener-overhead.json and prints a table.
 """
 
 from __future__ import annotations
