@@ -9,7 +9,7 @@ from sanic.response import HTTPResponse, empty
 from metastore import config as settings
 from metastore import logs, tracing
 from metastore.app import create_app
-from metastore.cli import run
+from metastore.server import run
 from metastore.tlsctx import ReloadingContext
 
 

@@ -85,7 +85,7 @@ def main() -> int:
 
 
 def _serve(pg: LocalPostgres, port: int, base: Path) -> int:
-    from metastore import cli  # imported once the database runs: it loads the whole service
+    from metastore import server  # imported once the database runs: it loads the whole service
 
     os.environ.update(
         {
@@ -111,7 +111,7 @@ Stop with Ctrl-C. Data stays in {base} (`make clean-dev` removes it).
         file=sys.stderr,
         flush=True,
     )
-    return cli.serve()
+    return server.serve()
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ SHARED = {
 }
 WINGS = {
     "server": {
+        "server",
         "app",
         "api",
         "ingest",
@@ -42,7 +43,7 @@ WINGS = {
         "provenance",
         "metrics",
     },
-    "admin": {"migrations", "maintenance", "hiding"},
+    "admin": {"admin", "migrations", "maintenance", "hiding"},
     "client": {"transfer"},
 }
 DISPATCH = {"cli", "__main__"}
