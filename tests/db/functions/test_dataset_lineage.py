@@ -8,14 +8,13 @@ import psycopg
 import pytest
 
 from tests.support.lineage_graphs import NS, ids, load, run
+from tests.support.rows import value
 
 
 def lineage(conn: psycopg.Connection[Any], dataset_id: int, direction: str, depth: int, limit: int = 200) -> Any:
-    row = conn.execute(
-        "SELECT metastore.dataset_lineage(%s, %s, %s::int, %s::int)", (dataset_id, direction, depth, limit)
-    ).fetchone()
-    assert row is not None
-    return row[0]
+    return value(
+        conn, "SELECT metastore.dataset_lineage(%s, %s, %s::int, %s::int)", (dataset_id, direction, depth, limit)
+    )
 
 
 def names(graph: Any) -> dict[str, tuple[str, int]]:

@@ -8,18 +8,15 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, ingest, load_fixture
+from tests.support.rows import document, value
 
 
 def get(conn: psycopg.Connection[Any], job_id: int, runs_limit: int = 50) -> dict[str, Any]:
-    row = conn.execute("SELECT metastore.get_job(%s, %s::int)", (job_id, runs_limit)).fetchone()
-    assert row is not None
-    return dict(row[0])
+    return document(conn, "SELECT metastore.get_job(%s, %s::int)", (job_id, runs_limit))
 
 
 def job_id(owner: psycopg.Connection[Any], name: str) -> int:
-    row = owner.execute("SELECT id FROM metastore.jobs WHERE name = %s", (name,)).fetchone()
-    assert row is not None
-    return int(row[0])
+    return int(value(owner, "SELECT id FROM metastore.jobs WHERE name = %s", (name,)))
 
 
 def test_job_with_sql_and_runs_newest_first(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:

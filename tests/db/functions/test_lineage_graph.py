@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import ingest
 from tests.support.lineage_graphs import NS, ids, load, run
+from tests.support.rows import value
 
 
 def graph(
@@ -20,11 +21,11 @@ def graph(
     limit: int = 200,
     include: str | None = "jobs",
 ) -> Any:
-    row = conn.execute(
-        "SELECT metastore.lineage_graph(%s, %s, %s::int, %s::int, %s)", (dataset_id, direction, depth, limit, include)
-    ).fetchone()
-    assert row is not None
-    return row[0]
+    return value(
+        conn,
+        "SELECT metastore.lineage_graph(%s, %s, %s::int, %s::int, %s)",
+        (dataset_id, direction, depth, limit, include),
+    )
 
 
 def job_ids(owner: psycopg.Connection[Any]) -> dict[str, int]:

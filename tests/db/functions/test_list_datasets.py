@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from tests.conftest import READER_ROLE, ingest
+from tests.support.rows import document
 
 
 def page(
@@ -21,11 +22,9 @@ def page(
     kind: str | None = None,
     q: str | None = None,
 ) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT metastore.list_datasets(%s::int, %s, %s, %s, %s, %s)", (limit, cursor, namespace, scheme, kind, q)
-    ).fetchone()
-    assert row is not None
-    return dict(row[0])
+    return document(
+        conn, "SELECT metastore.list_datasets(%s::int, %s, %s, %s, %s, %s)", (limit, cursor, namespace, scheme, kind, q)
+    )
 
 
 def seed(conn: psycopg.Connection[Any], n: int) -> list[tuple[str, str]]:
