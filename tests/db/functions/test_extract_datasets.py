@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.conftest import create_database, drop_database, ingest
 from tests.lineage_rules import derive, first_fault, input_fields, mentions, merge
 from tests.support.derived import event_links
+from tests.support.events import symlinked
 
 # A small alphabet makes collisions between names (and so shared datasets) likely.
 names = st.one_of(st.sampled_from(["a", "b"]), st.text(alphabet="ab.:/'\"\n\u05d0 ", min_size=1, max_size=4))
@@ -139,11 +140,7 @@ def test_ingest_derives_exactly_what_the_rules_say(pg_server: Any, batch: list[d
 def test_a_symlink_becomes_a_dataset_when_it_is_read_for_real(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    table = {
-        "namespace": "hdfs://nn",
-        "name": "/warehouse/t",
-        "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": "db.t", "type": "TABLE"}]}},
-    }
+    table = symlinked("hdfs://nn", "/warehouse/t", "hive://m", "db.t")
     ingest(
         service,
         {

@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, ingest, load_fixture
+from tests.support.events import symlinked
 from tests.support.rows import document, value
 
 
@@ -60,11 +61,7 @@ def test_bad_runs_limit_is_22023(service: psycopg.Connection[Any], runs_limit: i
 def test_inputs_and_outputs_of_its_runs_with_their_symlinks(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    table = {
-        "namespace": "trino://h:8080",
-        "name": "hive.s.orders",
-        "facets": {"symlinks": {"identifiers": [{"namespace": "s3://b", "name": "w/orders", "type": "TABLE"}]}},
-    }
+    table = symlinked("trino://h:8080", "hive.s.orders", "s3://b", "w/orders")
     # A job run twice: yesterday it read orders and customers, today orders only; both wrote daily.
     for i, inputs in enumerate(([table, {"namespace": "trino://h:8080", "name": "hive.s.customers"}], [table])):
         ingest(

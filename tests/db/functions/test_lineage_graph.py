@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from tests.conftest import ingest
+from tests.support.events import symlinked
 from tests.support.lineage_graphs import NS, ids, load, run
 from tests.support.rows import value
 
@@ -120,11 +121,7 @@ def test_jobs_count_against_the_node_limit_and_the_graph_stays_connected(
 
 
 def test_jobs_mode_crosses_symlinks(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
-    path = {
-        "namespace": "s3://bucket",
-        "name": "warehouse/orders",
-        "facets": {"symlinks": {"identifiers": [{"namespace": NS, "name": "hive.sales.orders", "type": "TABLE"}]}},
-    }
+    path = symlinked("s3://bucket", "warehouse/orders", NS, "hive.sales.orders")
     load(service, [run(1, "spark", ["raw"], [path]), run(2, "trino", ["hive.sales.orders"], ["daily"])])
     t, j = ids(owner), job_ids(owner)
     nodes, edges = shape(graph(service, t["raw"], "downstream", 3), t, j)

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from tests.conftest import Database, create_database, drop_database, ingest
-from tests.support.events import run_event
+from tests.support.events import run_event, symlinked
 from tests.support.rows import document, value
 
 FILTERS = ("state", "user", "source", "job_namespace", "dataset_id", "from", "to")
@@ -165,11 +165,7 @@ def test_a_namespace_of_many_jobs_walks_the_timeline(service: psycopg.Connection
 def test_a_dataset_filter_crosses_its_symlinks(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    table = {
-        "namespace": "trino://t:8080",
-        "name": "hive.s.orders",
-        "facets": {"symlinks": {"identifiers": [{"namespace": "s3://b", "name": "w/orders", "type": "TABLE"}]}},
-    }
+    table = symlinked("trino://t:8080", "hive.s.orders", "s3://b", "w/orders")
     ingest(service, query(1, inputs=[table]))
     ingest(service, query(2, inputs=[{"namespace": "s3://b", "name": "w/orders"}]))
     ingest(service, query(3, inputs=["s.unrelated"]))
