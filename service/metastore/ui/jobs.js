@@ -3,8 +3,9 @@
 // No third-party code; data reaches the page through textContent only.
 
 import {
-  $, api, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, missing, nameOrMissing,
-  plural, setStatus, setTitle, stateBadge, textOrMissing, timeCell, timeText, visibleName, visibleText,
+  $, api, datasetLink, debounce, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, keysetList,
+  missing, nameOrMissing, plural, setStatus, setTitle, stateBadge, textOrMissing, timeCell, timeText, visibleName,
+  visibleText,
 } from "./dom.js";
 
 const jobsState = { cursors: [null], page: 0, loadToken: 0, lastFocus: null, wired: false };
@@ -47,23 +48,7 @@ function jobRow(job) {
     timeCell(job.last_seen, "fold-wide"));
 }
 
-async function loadJobs() {
-  const token = ++jobsState.loadToken;
-  const url = api("jobs");
-  for (const [key, value] of Object.entries(jobFilters())) url.searchParams.set(key, value);
-  const cursor = jobsState.cursors[jobsState.page];
-  if (cursor) url.searchParams.set("cursor", cursor);
-  setJobsStatus("Loading jobs…");
-  let page;
-  try {
-    page = await getJSON(url);
-  } catch (error) {
-    if (token !== jobsState.loadToken) return;
-    $("#jobs tbody").replaceChildren();
-    setJobsStatus(error.message, { error: true, retry: loadJobs });
-    return;
-  }
-  if (token !== jobsState.loadToken) return;
+function showJobs(page) {
   const body = $("#jobs tbody");
   if (page.jobs.length === 0) {
     body.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "empty" },
@@ -73,17 +58,12 @@ async function loadJobs() {
     body.replaceChildren(...page.jobs.map(jobRow));
     setJobsStatus(`Showing ${plural(page.jobs.length, "job")}${page.next_cursor ? "" : " (last page)"}.`);
   }
-  jobsState.cursors[jobsState.page + 1] = page.next_cursor;
-  $("#jobs-next").disabled = !page.next_cursor;
-  $("#jobs-prev").disabled = jobsState.page === 0;
-  $("#jobs-page-label").textContent = `Page ${jobsState.page + 1}`;
 }
 
-function restartJobs() {
-  jobsState.cursors = [null];
-  jobsState.page = 0;
-  loadJobs();
-}
+const jobsList = keysetList(jobsState, {
+  path: "jobs", params: jobFilters, table: "#jobs", pager: "jobs-", status: setJobsStatus, loading: "Loading jobs…",
+  show: showJobs,
+});
 
 function openJob(id) {
   jobsState.lastFocus = document.activeElement;
@@ -228,29 +208,17 @@ function wire() {
   jobsState.wired = true;
   $("#jobs-filters").addEventListener("submit", (event) => {
     event.preventDefault();
-    restartJobs();
+    jobsList.restart();
   });
-  let timer;
-  for (const id of ["#job-q", "#job-user"]) {
-    $(id).addEventListener("input", () => {
-      clearTimeout(timer);
-      timer = setTimeout(restartJobs, 250);
-    });
-  }
-  for (const id of ["#job-namespace", "#job-state", "#job-sort"]) $(id).addEventListener("change", restartJobs);
+  const later = debounce(jobsList.restart, 250); // one timer for both fields
+  for (const id of ["#job-q", "#job-user"]) $(id).addEventListener("input", later);
+  for (const id of ["#job-namespace", "#job-state", "#job-sort"]) $(id).addEventListener("change", jobsList.restart);
   fillNamespaces($("#job-namespace"), "jobs");
-  $("#jobs-next").addEventListener("click", () => {
-    jobsState.page += 1;
-    loadJobs();
-  });
-  $("#jobs-prev").addEventListener("click", () => {
-    jobsState.page = Math.max(0, jobsState.page - 1);
-    loadJobs();
-  });
+  jobsList.wirePager();
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !$("#job-view").hidden) window.location.hash = "#/jobs";
   });
-  restartJobs();
+  jobsList.restart();
 }
 
 const HEADING = "Jobs";
