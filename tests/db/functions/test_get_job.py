@@ -20,6 +20,17 @@ def job_id(owner: psycopg.Connection[Any], name: str) -> int:
     return int(value(owner, "SELECT id FROM metastore.jobs WHERE name = %s", (name,)))
 
 
+def daily_run(i: int, **datasets: list[Any]) -> dict[str, Any]:
+    """The COMPLETE event of run-i (i below 10) of the job ns/daily, on 2026-07-2i."""
+    return {
+        "eventTime": f"2026-07-2{i}T10:00:00Z",
+        "eventType": "COMPLETE",
+        "run": {"runId": f"run-{i}"},
+        "job": {"namespace": "ns", "name": "daily"},
+        **datasets,
+    }
+
+
 def test_job_with_sql_and_runs_newest_first(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
     for name in ("05-select-runtime-fail.json",):
         ingest(service, load_fixture(FIXTURES / "trino" / name))
@@ -31,15 +42,7 @@ def test_job_with_sql_and_runs_newest_first(service: psycopg.Connection[Any], ow
     ]
 
     for i in range(5):
-        ingest(
-            service,
-            {
-                "eventTime": f"2026-07-2{i}T10:00:00Z",
-                "eventType": "COMPLETE",
-                "run": {"runId": f"run-{i}"},
-                "job": {"namespace": "ns", "name": "daily"},
-            },
-        )
+        ingest(service, daily_run(i))
     daily = get(service, job_id(owner, "daily"), runs_limit=3)
     assert [r["run_id"] for r in daily["runs"]] == ["run-4", "run-3", "run-2"]
     assert get(service, daily["id"], runs_limit=0)["runs"] == []
@@ -64,17 +67,7 @@ def test_inputs_and_outputs_of_its_runs_with_their_symlinks(
     table = symlinked("trino://h:8080", "hive.s.orders", "s3://b", "w/orders")
     # A job run twice: yesterday it read orders and customers, today orders only; both wrote daily.
     for i, inputs in enumerate(([table, {"namespace": "trino://h:8080", "name": "hive.s.customers"}], [table])):
-        ingest(
-            service,
-            {
-                "eventTime": f"2026-07-2{i}T10:00:00Z",
-                "eventType": "COMPLETE",
-                "run": {"runId": f"run-{i}"},
-                "job": {"namespace": "ns", "name": "daily"},
-                "inputs": inputs,
-                "outputs": [{"namespace": "trino://h:8080", "name": "hive.s.daily"}],
-            },
-        )
+        ingest(service, daily_run(i, inputs=inputs, outputs=[{"namespace": "trino://h:8080", "name": "hive.s.daily"}]))
     job = get(service, job_id(owner, "daily"))
     assert [d["name"] for d in job["inputs"]] == ["hive.s.customers", "hive.s.orders"]
     assert [d["name"] for d in job["outputs"]] == ["hive.s.daily"] and job["datasets_truncated"] is False
