@@ -13,7 +13,7 @@ from sanic.http import Http
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw
 
-from metastore.errors import ApiError
+from metastore.errors import ApiError, whole_number
 from metastore.ingest import Mode, outcome, pinned
 from metastore.limits import Reservation, inflate, receive_body
 from metastore.provenance import source_of
@@ -40,12 +40,7 @@ def _param(args: RequestParameters, name: str) -> str | None:
 
 def _int_param(args: RequestParameters, name: str, default: int) -> int:
     value = _param(args, name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
+    return default if value is None else whole_number(name, value)
 
 
 def _opt_int_param(args: RequestParameters, name: str) -> int | None:
