@@ -1,7 +1,7 @@
 // The datasets pages: the list (search, filters, keyset pages) and a dataset's page.
 
 import {
-  $, api, debounce, el, foldedFacts, formatTime, getJSON, keysetList, listStatus, missing, nameOrMissing, plural,
+  $, api, el, foldedFacts, formatTime, getJSON, keysetList, listStatus, missing, nameOrMissing, plural,
   setTitle, timeCell, timeText, visibleName, visibleText,
 } from "./dom.js";
 import { datasetRunsSection } from "./jobs.js";
@@ -63,7 +63,7 @@ function showPage(page) {
   }
 }
 
-const { restart, wirePager } = keysetList(state, {
+const list = keysetList(state, {
   path: "datasets", params: filters, table: "#datasets", pager: "", status: setListStatus,
   loading: "Loading datasets…", show: showPage,
 });
@@ -174,18 +174,12 @@ async function showDetail(id, field = null) {
 function wire() {
   if (state.wired) return;
   state.wired = true;
-  $("#filters").addEventListener("submit", (event) => {
-    event.preventDefault();
-    restart();
-  });
-  $("#q").addEventListener("input", debounce(restart, 250));
-  for (const id of ["#scheme", "#namespace", "#kind", "#limit"]) $(id).addEventListener("change", restart);
-  wirePager();
+  list.wire({ form: "#filters", typed: ["#q"], chosen: ["#scheme", "#namespace", "#kind", "#limit"] });
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !$("#detail-view").hidden) window.location.hash = "#/";
   });
   loadSummary();
-  restart();
+  list.restart();
 }
 
 const HEADING = "Datasets";

@@ -228,7 +228,8 @@ export function listStatus(statusSelector, tableSelector) {
 // `state` keeps the page shown, the cursor of each page seen and which load is the newest: only
 // the newest shows its answer. params() gives the filters, status(text, options) the status line,
 // show(answer) fills the table and the status line; the pager is #<pager>prev, #<pager>next and
-// #<pager>page-label.
+// #<pager>page-label. wire() starts again from the first page when the filters' form is submitted,
+// a `typed` field rests for 250 ms (one timer for them all) or a `chosen` one changes.
 export function keysetList(state, { path, params, table, pager, status, loading, show }) {
   const load = async () => {
     const token = ++state.loadToken;
@@ -258,7 +259,14 @@ export function keysetList(state, { path, params, table, pager, status, loading,
     state.page = 0;
     load();
   };
-  const wirePager = () => {
+  const wire = ({ form, typed, chosen }) => {
+    $(form).addEventListener("submit", (event) => {
+      event.preventDefault();
+      restart();
+    });
+    const later = debounce(restart, 250);
+    for (const id of typed) $(id).addEventListener("input", later);
+    for (const id of chosen) $(id).addEventListener("change", restart);
     $(`#${pager}next`).addEventListener("click", () => {
       state.page += 1;
       load();
@@ -268,7 +276,7 @@ export function keysetList(state, { path, params, table, pager, status, loading,
       load();
     });
   };
-  return { load, restart, wirePager };
+  return { restart, wire };
 }
 
 export function debounce(fn, ms) {

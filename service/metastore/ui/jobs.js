@@ -3,7 +3,7 @@
 // No third-party code; data reaches the page through textContent only.
 
 import {
-  $, api, datasetLink, debounce, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, keysetList,
+  $, api, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, keysetList,
   missing, nameOrMissing, plural, setStatus, setTitle, stateBadge, textOrMissing, timeCell, timeText, visibleName,
   visibleText,
 } from "./dom.js";
@@ -206,15 +206,10 @@ export async function datasetRunsSection(datasetId) {
 function wire() {
   if (jobsState.wired) return;
   jobsState.wired = true;
-  $("#jobs-filters").addEventListener("submit", (event) => {
-    event.preventDefault();
-    jobsList.restart();
+  jobsList.wire({
+    form: "#jobs-filters", typed: ["#job-q", "#job-user"], chosen: ["#job-namespace", "#job-state", "#job-sort"],
   });
-  const later = debounce(jobsList.restart, 250); // one timer for both fields
-  for (const id of ["#job-q", "#job-user"]) $(id).addEventListener("input", later);
-  for (const id of ["#job-namespace", "#job-state", "#job-sort"]) $(id).addEventListener("change", jobsList.restart);
   fillNamespaces($("#job-namespace"), "jobs");
-  jobsList.wirePager();
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !$("#job-view").hidden) window.location.hash = "#/jobs";
   });

@@ -3,7 +3,7 @@
 // duration, user, and the datasets it read and wrote. Data reaches the page through textContent only.
 
 import {
-  $, api, datasetLink, debounce, el, fillNamespaces, foldedFacts, formatDuration, getJSON, keysetList, listStatus,
+  $, api, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, getJSON, keysetList, listStatus,
   missing, nameOrMissing, stateBadge, timeCell, timeText, visibleName,
 } from "./dom.js";
 
@@ -113,16 +113,10 @@ async function showDatasetFilter() {
 function wire() {
   if (runsState.wired) return;
   runsState.wired = true;
-  $("#queries-filters").addEventListener("submit", (event) => {
-    event.preventDefault();
-    runsList.restart();
+  runsList.wire({
+    form: "#queries-filters", typed: ["#run-user", "#run-source"],
+    chosen: ["#run-state", "#run-namespace", "#run-from", "#run-to"],
   });
-  const later = debounce(runsList.restart, 250); // one timer for both fields
-  for (const id of ["#run-user", "#run-source"]) $(id).addEventListener("input", later);
-  for (const id of ["#run-state", "#run-namespace", "#run-from", "#run-to"]) {
-    $(id).addEventListener("change", runsList.restart);
-  }
-  runsList.wirePager();
   fillNamespaces($("#run-namespace"), "jobs");
   runsList.restart();
 }
