@@ -1,7 +1,7 @@
 // The datasets pages: the list (search, filters, keyset pages) and a dataset's page.
 
 import {
-  $, api, el, foldedFacts, formatTime, getJSON, keysetList, listStatus, missing, nameOrMissing, plural,
+  $, api, card, el, foldedFacts, formatTime, getJSON, keysetList, listStatus, missing, nameOrMissing, plural,
   setTitle, timeCell, timeText, visibleName, visibleText,
 } from "./dom.js";
 import { datasetRunsSection } from "./jobs.js";
@@ -153,20 +153,15 @@ async function showDetail(id, field = null) {
         el("dt", {}, "Last seen"), el("dd", {}, time(dataset.last_seen)))),
     lineageSection(dataset),
     fieldsSection(dataset, field),
-    el("section", { class: "detail-card", id: "symlinks", "aria-label": "Symlinks" },
-      el("h3", {}, "Symlinks: other names of this dataset"),
+    card("symlinks", "Symlinks", "Symlinks: other names of this dataset",
       relationList(dataset.symlinks, "This dataset names no symlinks.")),
-    el("section", { class: "detail-card", id: "symlink-of", "aria-label": "Symlink of" },
-      el("h3", {}, "Symlink of: datasets that give this one as another name"),
+    card("symlink-of", "Symlink of", "Symlink of: datasets that give this one as another name",
       relationList(dataset.symlink_of, "No dataset names this one as a symlink.")),
-    el("section", { class: "detail-card", id: "upstream", "aria-label": "Upstream" },
-      el("h3", {}, "Upstream: read by the jobs that wrote it"),
+    card("upstream", "Upstream", "Upstream: read by the jobs that wrote it",
       neighbourList(dataset.upstream, "No job that wrote it read another dataset.")),
-    el("section", { class: "detail-card", id: "downstream", "aria-label": "Downstream" },
-      el("h3", {}, "Downstream: written by the jobs that read it"),
+    card("downstream", "Downstream", "Downstream: written by the jobs that read it",
       neighbourList(dataset.downstream, "No job that read it wrote another dataset.")),
-    el("section", { class: "detail-card", "aria-label": "Recent events" },
-      el("h3", {}, "Recent events"), eventsTable(dataset.events)));
+    card(null, "Recent events", "Recent events", eventsTable(dataset.events)));
   $("#detail-heading").focus();
   detail.append(await datasetRunsSection(dataset.id));
 }

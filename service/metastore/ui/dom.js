@@ -158,6 +158,13 @@ export function timeCell(iso, className = "") {
   return el("td", { class: `time ${className}`.trim() }, timeText(iso));
 }
 
+// A card of a detail page: a section that screen readers name `label`, its heading, its content
+// (id null: a card nothing links to).
+export function card(id, label, heading, ...content) {
+  const attrs = id === null ? { class: "detail-card", "aria-label": label } : { class: "detail-card", id, "aria-label": label };
+  return el("section", attrs, el("h3", {}, heading), ...content);
+}
+
 // Facts of columns a narrow panel hides, shown under the name instead: [label, value, level],
 // level "wide" (hidden below 1100 px) or "narrow" (below 800 px), as the column's th says.
 export function foldedFacts(facts) {

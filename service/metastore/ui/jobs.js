@@ -3,7 +3,7 @@
 // No third-party code; data reaches the page through textContent only.
 
 import {
-  $, api, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, keysetList,
+  $, api, card, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, keysetList,
   missing, nameOrMissing, plural, setStatus, setTitle, stateBadge, textOrMissing, timeCell, timeText, visibleName,
   visibleText,
 } from "./dom.js";
@@ -129,7 +129,7 @@ function symlinkNote(dataset) {
 }
 
 function datasetsSection(id, title, datasets, emptyText) {
-  const section = el("section", { class: "detail-card", id, "aria-label": title }, el("h3", {}, title));
+  const section = card(id, title, title);
   if (datasets.length === 0) {
     section.append(el("p", { class: "muted" }, emptyText));
     return section;
@@ -167,18 +167,15 @@ async function showJob(id) {
     datasetsSection("job-outputs", "Writes: the datasets its runs wrote", job.outputs, "Its runs wrote no dataset."),
     ...(job.datasets_truncated ? [el("p", { class: "muted", id: "job-datasets-truncated" },
       "It read or wrote more than 100 datasets: the first 100 of each are listed.")] : []),
-    el("section", { class: "detail-card", id: "job-sql", "aria-label": "Latest SQL" },
-      el("h3", {}, job.sql_dialect ? `Latest SQL (${job.sql_dialect})` : "Latest SQL"),
+    card("job-sql", "Latest SQL", job.sql_dialect ? `Latest SQL (${job.sql_dialect})` : "Latest SQL",
       sqlBlock(job.latest_sql, "SQL of the job")),
-    el("section", { class: "detail-card", "aria-label": "Runs" },
-      el("h3", {}, "Runs, newest first"), runsTable(job.runs)));
+    card(null, "Runs", "Runs, newest first", runsTable(job.runs)));
   $("#job-heading").focus();
 }
 
 // The queries that read and wrote a dataset, for its page (datasets.js).
 export async function datasetRunsSection(datasetId) {
-  const section = el("section", { class: "detail-card", id: "dataset-runs", "aria-label": "Queries" },
-    el("h3", {}, "Queries that wrote and read it"));
+  const section = card("dataset-runs", "Queries", "Queries that wrote and read it");
   let answer;
   try {
     answer = await getJSON(api(`datasets/${encodeURIComponent(datasetId)}/runs?limit=10`));

@@ -1,7 +1,7 @@
 // A dataset's lineage as a picture (SVG, laid out here: no third-party code) and as text, and
 // the column lineage of one field. Data reaches the page through textContent only.
 
-import { api, el, missing, newestLoads, plural, visibleName, visibleText } from "./dom.js";
+import { api, card, el, missing, newestLoads, plural, visibleName, visibleText } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 // Boxes are as wide as their longest label needs, within the panel's share per column and between
@@ -463,7 +463,7 @@ export function fieldsSection(dataset, initial = null) {
   const lineage = dataset.column_lineage || [];
   const panel = el("div", { id: "field-lineage", class: "field-lineage", role: "region", "aria-live": "polite",
     "aria-label": "Column lineage of the chosen field" });
-  const section = el("section", { class: "detail-card", id: "fields", "aria-label": "Fields" }, el("h3", {}, "Fields"));
+  const section = card("fields", "Fields", "Fields");
   if (fields.length === 0) {
     section.append(el("p", { class: "muted" }, "No event described its fields."));
     return section;
