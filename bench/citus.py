@@ -29,6 +29,7 @@ from typing import Any
 
 import psycopg
 
+from bench.common import emit
 from bench.run import body, templates
 from devtools import localpg
 from devtools.citus import CitusCluster
@@ -219,8 +220,7 @@ def main() -> None:
         "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} cores",
         "seconds": round(time.monotonic() - started, 1),
     }
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    emit(results, args.out)
 
 
 if __name__ == "__main__":

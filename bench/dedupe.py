@@ -21,7 +21,6 @@ import argparse
 import json
 import statistics
 import sys
-import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from bench.common import emit, in_threads
 from devtools.localpg import LocalPostgres, provision
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,28 +103,18 @@ def run_clients(service_dsn: str, clients: int, seconds: float, dataset: str | N
     """Events/s of `clients` connections, each event reading `dataset` (None: each client its own)."""
     counts = [0] * clients
     stop = time.monotonic() + seconds
-    errors: list[BaseException] = []
 
     def client(c: int) -> None:
-        try:
-            with psycopg.connect(service_dsn, autocommit=True) as conn:
-                i = 0
-                while time.monotonic() < stop:
-                    body = event(c, i, dataset or f"own/{c}/{uuid.uuid4()}")
-                    row = conn.execute("SELECT status FROM metastore.ingest_event(%b)", (body,)).fetchone()
-                    assert row == ("stored",), row
-                    i += 1
-                counts[c] = i
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        with psycopg.connect(service_dsn, autocommit=True) as conn:
+            i = 0
+            while time.monotonic() < stop:
+                body = event(c, i, dataset or f"own/{c}/{uuid.uuid4()}")
+                row = conn.execute("SELECT status FROM metastore.ingest_event(%b)", (body,)).fetchone()
+                assert row == ("stored",), row
+                i += 1
+            counts[c] = i
 
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    in_threads(client, ((c,) for c in range(clients)))
     return sum(counts) / seconds
 
 
@@ -197,17 +187,14 @@ def main() -> int:
             print(f"== ingest_event per event, this checkout and {args.old}", file=sys.stderr)
             results["ingest_event"] = bench_ingest_ab(server, args.old, 300, args.ab_rounds)
     if args.skip_counters:
-        print(json.dumps(results, indent=2))
+        emit(results, None)
         return 0
     with LocalPostgres() as server:
         server.stop()
         server.start(durable=True)
         print(f"== counters, {args.clients} clients, durable commits", file=sys.stderr)
         results["counters"] = bench_counters(server, args.old, args.clients, args.seconds, args.rounds)
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(results, args.out)
     return 0
 
 

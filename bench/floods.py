@@ -80,6 +80,16 @@ class Target:
             self.host, self.port, ssl=ctx, server_hostname=self.host if ctx else None, ssl_handshake_timeout=30
         )
 
+    async def connect_or_note(
+        self, ctx: ssl.SSLContext | None, seen: Seen, started: float, label: str = ""
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection, or None once why it failed is noted in `seen` with the time since `started`."""
+        try:
+            return await self.connect(ctx)
+        except (OSError, ssl.SSLError, TimeoutError) as exc:
+            seen.add(f"{label}{type(exc).__name__}", time.perf_counter() - started)
+            return None
+
 
 def _status_kb(pid: int, field_name: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -317,11 +327,9 @@ async def slow_uploads(
 
     async def one(seen: Seen, i: int) -> None:
         started = time.perf_counter()
-        try:
-            reader, writer = await target.connect(ctx)
-        except (OSError, ssl.SSLError) as exc:
-            seen.add(type(exc).__name__, time.perf_counter() - started)
+        if (conn := await target.connect_or_note(ctx, seen, started)) is None:
             return
+        reader, writer = conn
         head = (
             f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {size}\r\n\r\n"
@@ -408,11 +416,9 @@ async def idle_connections(
     async def tls_one(seen: Seen) -> None:
         started = time.perf_counter()
         async with gate:
-            try:
-                reader, writer = await target.connect(ctx)
-            except (OSError, ssl.SSLError, TimeoutError) as exc:
-                seen.add(type(exc).__name__, time.perf_counter() - started)
+            if (conn := await target.connect_or_note(ctx, seen, started)) is None:
                 return
+            reader, writer = conn
         # A refused connection is answered at once; a held one stays silent.
         try:
             code, retry_after = await asyncio.wait_for(read_status(reader), 0.5)
@@ -454,11 +460,9 @@ async def busy_connections(target: Target, n: int = 1000, size: int = 1 << 20, h
     async def one(seen: Seen, i: int) -> None:
         started = time.perf_counter()
         async with gate:
-            try:
-                reader, writer = await target.connect(ctx)
-            except (OSError, ssl.SSLError) as exc:
-                seen.add(type(exc).__name__, time.perf_counter() - started)
+            if (conn := await target.connect_or_note(ctx, seen, started)) is None:
                 return
+            reader, writer = conn
             data = body_bytes.replace(b'"busy-', f'"busy-{i}-'.encode(), 1)
             writer.write(
                 f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"
@@ -554,11 +558,9 @@ async def slowloris(target: Target, n: int = 200, every_s: float = 2, max_s: flo
     async def one(seen: Seen) -> None:
         started = time.perf_counter()
         async with gate:
-            try:
-                reader, writer = await target.connect(ctx)
-            except (OSError, ssl.SSLError) as exc:
-                seen.add(type(exc).__name__, time.perf_counter() - started)
+            if (conn := await target.connect_or_note(ctx, seen, started)) is None:
                 return
+            reader, writer = conn
         started = time.perf_counter()
         head = f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\n".encode() + b"X-Slow: " + b"a" * 10_000
 
@@ -617,12 +619,10 @@ async def slow_upload(target: Target, seen: Seen, stop_at: float, tag: str, size
     ctx = target.ssl_context()
     while time.monotonic() < stop_at:
         started = time.perf_counter()
-        try:
-            reader, writer = await target.connect(ctx)
-        except (OSError, ssl.SSLError) as exc:
-            seen.add(f"slow {type(exc).__name__}", time.perf_counter() - started)
+        if (conn := await target.connect_or_note(ctx, seen, started, "slow ")) is None:
             await asyncio.sleep(0.5)
             continue
+        reader, writer = conn
         data = stored_event(f"{tag}-s-{time.time_ns()}", size)
         head = (
             f"POST /api/v1/lineage HTTP/1.1\r\nHost: {target.host}\r\nContent-Type: application/json\r\n"

@@ -25,6 +25,7 @@ from bench.run import (
     Bench,
     Service,
     database_only,
+    have_wrk,
     insert_floor,
     open_loop,
     where_time_goes,
@@ -80,8 +81,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "group_commit.json")
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        print("bench: wrk is needed (apt-get install wrk)", file=sys.stderr)
+    if not have_wrk("bench"):
         return 2
     work, tls, bodies, templates_file = workspace("metastore-bench-gc-")
     pg = LocalPostgres().start(durable=True)

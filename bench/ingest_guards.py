@@ -27,6 +27,7 @@ from typing import Any
 
 import psycopg
 
+from bench.common import emit
 from devtools.localpg import LocalPostgres, provision
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "openlineage" / "trino"
@@ -237,10 +238,7 @@ def main() -> int:
         if args.names:
             print("== list_datasets", file=sys.stderr)
             results["list_datasets"] = bench_names(server, args.names, args.calls)
-    text = json.dumps(results, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(results, args.out)
     return 0
 
 

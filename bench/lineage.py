@@ -147,15 +147,20 @@ def bench_ctas(server: LocalPostgres, n: int) -> dict[str, Any]:
     return {"events": n, "series": series}
 
 
+def insert_datasets(conn: psycopg.Connection[Any], n: int) -> None:
+    """n plain datasets cat.s.t1 .. cat.s.tn, written straight into the table (no events)."""
+    conn.execute(
+        "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen)"
+        " SELECT 'trino://h:8080', 'cat.s.t' || i, 'dataset', now(), now() FROM generate_series(1, %s) i",
+        (n,),
+    )
+
+
 def bench_graph(server: LocalPostgres, datasets: int, samples: int) -> dict[str, Any]:
     localpg.provision(server, "bench_graph")
     with psycopg.connect(server.dsn_for("metastore_owner", "bench_graph"), autocommit=True) as conn:
         started = time.perf_counter()
-        conn.execute(
-            "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen)"
-            " SELECT 'trino://h:8080', 'cat.s.t' || i, 'dataset', now(), now() FROM generate_series(1, %s) i",
-            (datasets,),
-        )
+        insert_datasets(conn, datasets)
         lo = conn.execute("SELECT min(id) FROM metastore.datasets").fetchone()
         assert lo is not None
         base = int(lo[0]) - 1
@@ -215,11 +220,7 @@ def bench_field_search(server: LocalPostgres, datasets: int, samples: int) -> di
     localpg.provision(server, "bench_fields")
     with psycopg.connect(server.dsn_for("metastore_owner", "bench_fields"), autocommit=True) as conn:
         started = time.perf_counter()
-        conn.execute(
-            "INSERT INTO metastore.datasets (namespace, name, kind, first_seen, last_seen)"
-            " SELECT 'trino://h:8080', 'cat.s.t' || i, 'dataset', now(), now() FROM generate_series(1, %s) i",
-            (datasets,),
-        )
+        insert_datasets(conn, datasets)
         conn.execute(
             "INSERT INTO metastore.dataset_schema_versions"
             " (dataset_id, fields_sha256, fields, first_event_id, first_seen, last_seen)"

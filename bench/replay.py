@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 import requests
 
+from bench.common import emit
 from bench.run import templates
 from devtools.localpg import LocalPostgres, provision
 from metastore import arguments, transfer
@@ -181,10 +182,7 @@ def main() -> int:
         for server in servers:
             server.stop()
         pg.cleanup()
-    if not args.smoke:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "replay.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    emit(results, None if args.smoke else args.out / "replay.json")
     return 0
 
 

@@ -58,6 +58,14 @@ SMOKE = Plan(1, [1, 8], 1, 50, 2_000, [2_000], 20, False)
 # ---------------------------------------------------------------- events
 
 
+def have_wrk(who: str) -> bool:
+    """Whether wrk, the HTTP load generator, is installed; says how to get it when it is not."""
+    if shutil.which("wrk"):
+        return True
+    print(f"{who}: wrk is needed (apt-get install wrk)", file=sys.stderr)
+    return False
+
+
 def templates(count: int = 60) -> list[str]:
     """Distinct Trino COMPLETE events of a few KB to a few hundred KB, each with a @RUNID@ slot."""
     bases = [
@@ -728,8 +736,7 @@ def main() -> int:
     # ran 1.24 times slower with 128 MB (docs/operations.md, "Rebuilding the derived tables").
     parser.add_argument("--shared-buffers", default="1GB", help="the PostgreSQL server's shared_buffers")
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        print("bench: wrk is needed (apt-get install wrk)", file=sys.stderr)
+    if not have_wrk("bench"):
         return 2
     plan = SMOKE if args.smoke else FULL
     args.out.mkdir(parents=True, exist_ok=True)

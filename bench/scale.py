@@ -29,6 +29,7 @@ from typing import Any
 
 import psycopg
 
+from bench.common import in_threads
 from bench.run import FIXTURES, templates
 from devtools.localpg import LocalPostgres, provision
 
@@ -170,32 +171,20 @@ def bulk_load(dsn: str, count: int, first: dict[str, int], workers: int = 2) -> 
         chunks.append({"day": day.isoformat() + "T00:00:00Z", "lo": lo, "hi": hi, "step": span_us // (hi - lo + 1)})
     pending = list(reversed(chunks))
     lock = threading.Lock()
-    errors: list[BaseException] = []
 
     def worker() -> None:
-        try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("SET synchronous_commit = off")  # the load only; the server stays durable
-                while True:
-                    with lock:
-                        if not pending:
-                            return
-                        chunk = pending.pop()
-                    conn.execute(with_params(BULK_EVENTS), chunk)
-                    conn.execute(
-                        with_params(BULK_LINKS), {**chunk, "t0": first["t"], "u0": first["u"], "o0": first["o"]}
-                    )
-        except BaseException as exc:
-            errors.append(exc)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = off")  # the load only; the server stays durable
+            while True:
+                with lock:
+                    if not pending:
+                        return
+                    chunk = pending.pop()
+                conn.execute(with_params(BULK_EVENTS), chunk)
+                conn.execute(with_params(BULK_LINKS), {**chunk, "t0": first["t"], "u0": first["u"], "o0": first["o"]})
 
     started = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    in_threads(worker, [()] * workers, daemon=True)
     seconds = time.perf_counter() - started
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(

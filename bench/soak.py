@@ -41,6 +41,7 @@ import httpx
 import psycopg
 
 from bench import floods
+from bench.common import emit
 from devtools.localpg import LocalPostgres, free_port, provision
 from metastore.spool import Spool
 from tests.support.certs import TLSFiles, write_tls_files
@@ -610,9 +611,7 @@ def main() -> int:
     tls = write_tls_files(work)
     runs = [("sync", "sync", False), ("async", "async", False), ("async-spool", "async", True)]
     results = [run(name, mode, args.minutes * 60, args.clients, work, tls, spool) for name, mode, spool in runs]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    emit(results, args.out)
     lost = sum(r["missing"] for r in results)
     if lost:
         print(f"soak: {lost} acknowledged events are not stored", file=sys.stderr)

@@ -21,7 +21,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from bench.run import FULL, Bench, workspace, wrk
+from bench.run import FULL, Bench, have_wrk, workspace, wrk
 from devtools.localpg import LocalPostgres, provision
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,8 +93,7 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="REV", help="also run the spool of this git revision, e.g. HEAD~1")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "spool_cost.json")
     args = parser.parse_args()
-    if not shutil.which("wrk"):
-        print("spool_cost: wrk is needed (apt-get install wrk)", file=sys.stderr)
+    if not have_wrk("spool_cost"):
         return 2
     work, tls, bodies, templates_file = workspace("metastore-spool-cost-")
     kinds = ["memory", "spool"]

@@ -126,11 +126,16 @@ def drop_database(db: Database) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {db.name} WITH (FORCE)")
 
 
-@pytest.fixture
-def database(pg_server: LocalPostgres) -> Iterator[Database]:
-    db = create_database(pg_server)
+def fresh_database(server: LocalPostgres) -> Iterator[Database]:
+    """A new database from the template for as long as the fixture that yields from this lasts."""
+    db = create_database(server)
     yield db
     drop_database(db)
+
+
+@pytest.fixture
+def database(pg_server: LocalPostgres) -> Iterator[Database]:
+    yield from fresh_database(pg_server)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from sanic.http import Http
 from sanic.request import RequestParameters
 from sanic.response import HTTPResponse, json, raw
 
-from metastore.errors import ApiError
+from metastore.errors import ApiError, whole_number
 from metastore.ingest import Mode, outcome, pinned
 from metastore.limits import Reservation, inflate, receive_body
 from metastore.provenance import source_of
@@ -38,14 +38,14 @@ def _param(args: RequestParameters, name: str) -> str | None:
     return values[0]
 
 
+def _texts(args: RequestParameters, *names: str) -> dict[str, str | None]:
+    """The text query parameters named, each None when it is not given."""
+    return {name: _param(args, name) for name in names}
+
+
 def _int_param(args: RequestParameters, name: str, default: int) -> int:
     value = _param(args, name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None
+    return default if value is None else whole_number(name, value)
 
 
 def _opt_int_param(args: RequestParameters, name: str) -> int | None:
@@ -187,11 +187,7 @@ def _dataset_reads(app: Sanic[Any, Any], read_json: ReadJson) -> None:
             "list_datasets",
             {
                 "limit": _int_param(args, "limit", 100),
-                "cursor": _param(args, "cursor"),
-                "namespace": _param(args, "namespace"),
-                "scheme": _param(args, "scheme"),
-                "kind": _param(args, "kind"),
-                "q": _param(args, "q"),
+                **_texts(args, "cursor", "namespace", "scheme", "kind", "q"),
             },
         )
 
@@ -239,12 +235,7 @@ def _job_reads(app: Sanic[Any, Any], read_json: ReadJson) -> None:
             "list_jobs",
             {
                 "limit": _int_param(args, "limit", 100),
-                "cursor": _param(args, "cursor"),
-                "namespace": _param(args, "namespace"),
-                "q": _param(args, "q"),
-                "sort": _param(args, "sort"),
-                "state": _param(args, "state"),
-                "user": _param(args, "user"),
+                **_texts(args, "cursor", "namespace", "q", "sort", "state", "user"),
             },
         )
 
@@ -263,14 +254,9 @@ def _job_reads(app: Sanic[Any, Any], read_json: ReadJson) -> None:
             "list_runs",
             {
                 "limit": _int_param(args, "limit", 50),
-                "cursor": _param(args, "cursor"),
-                "state": _param(args, "state"),
-                "user": _param(args, "user"),
-                "source": _param(args, "source"),
-                "job_namespace": _param(args, "job_namespace"),
+                **_texts(args, "cursor", "state", "user", "source", "job_namespace"),
                 "dataset_id": _opt_int_param(args, "dataset_id"),
-                "from": _param(args, "from"),
-                "to": _param(args, "to"),
+                **_texts(args, "from", "to"),
             },
         )
 

@@ -65,27 +65,27 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metastore", description="Metadata Store: OpenLineage into PostgreSQL.")
     parser.add_argument("--version", action="version", version=f"metastore {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
+    _command(
+        commands,
         "serve",
         help="run the HTTP service (settings from METASTORE_* variables: metastore settings lists them)",
         description="Run the HTTP service until SIGTERM.",
         epilog=SERVE_HELP,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands.add_parser("settings", help="print every METASTORE_* setting with its default and meaning (Markdown)")
-    db_parser = commands.add_parser(
+    db_parser = _command(
+        commands,
         "db",
         help="database migrations (METASTORE_ADMIN_DATABASE_URL: the owner role)",
         epilog=DB_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     db_parser.add_argument("--database-url", help="connection string of the owner role")
     db_commands = db_parser.add_subparsers(dest="db_command", required=True)
-    deploy = db_commands.add_parser(
+    deploy = _command(
+        db_commands,
         "deploy",
         help="apply pending changes, re-apply db/functions, then verify",
         epilog=DB_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     deploy.add_argument(
         "--to",
@@ -102,11 +102,11 @@ def parser() -> argparse.ArgumentParser:
         "--reader-role",
         help="its read-only group role (env METASTORE_READER_ROLE; default: <database>_reader, then the recorded one)",
     )
-    revert = db_commands.add_parser(
+    revert = _command(
+        db_commands,
         "revert",
         help="revert changes newer than --to, newest first",
         epilog=DB_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     revert.add_argument("--to", type=int, required=True, help="the change to keep (0 removes everything)")
     revert.add_argument("--yes", action="store_true", help="confirm a revert without asking (no terminal, e.g. a Job)")
@@ -139,6 +139,14 @@ def parser() -> argparse.ArgumentParser:
             help="lines for a person (text) or JSON lines for a Job's log (json); auto: text on a terminal",
         )
     _transfer_commands(commands)
+    return parser
+
+
+def _command(subcommands: Any, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """A subcommand whose description and epilog (its exit codes) keep their line breaks."""
+    parser: argparse.ArgumentParser = subcommands.add_parser(
+        name, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs
+    )
     return parser
 
 
@@ -195,11 +203,11 @@ def _add_deadline(parser: argparse.ArgumentParser) -> None:
 
 
 def _transfer_commands(commands: Any) -> None:
-    exp = commands.add_parser(
+    exp = _command(
+        commands,
         "export",
         help="write stored events to NDJSON (gzip when the name ends in .gz)",
         epilog=TRANSFER_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_source(exp)
     exp.add_argument("-o", "--output", required=True, help="file to write, or - for stdout")
@@ -207,11 +215,11 @@ def _transfer_commands(commands: Any) -> None:
     exp.add_argument("--cursor", help="start after this event's cursor")
     exp.add_argument("--timeout", type=_positive(float), default=30.0, help="seconds per read (default 30)")
 
-    imp = commands.add_parser(
+    imp = _command(
+        commands,
         "import",
         help="store the events of export files into a store (de-duplicated)",
         epilog=TRANSFER_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     imp.add_argument(
         "files",
@@ -238,11 +246,11 @@ def _transfer_commands(commands: Any) -> None:
     _add_retries(imp)
     _add_deadline(imp)
 
-    rep = commands.add_parser(
+    rep = _command(
+        commands,
         "replay",
         help="re-emit stored events to an OpenLineage HTTP endpoint",
         epilog=TRANSFER_EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_source(rep)
     rep.add_argument(

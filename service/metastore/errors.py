@@ -64,3 +64,11 @@ class ApiError(Exception):
     @classmethod
     def from_sqlstate(cls, sqlstate: str | None, message: str) -> ApiError:
         return cls(http_status(sqlstate), message, sqlstate)
+
+
+def whole_number(name: str, value: str) -> int:
+    """A query parameter's value as a whole number, or the 400 that says it is not one."""
+    try:
+        return int(value)
+    except ValueError:
+        raise ApiError(400, f"query parameter {name!r} must be a whole number, not {value!r}") from None

@@ -38,7 +38,7 @@ from sanic import Request, Sanic
 from metastore.arguments import FILTERS
 from metastore.config import Config
 from metastore.db import Pool
-from metastore.errors import ApiError
+from metastore.errors import ApiError, whole_number
 
 log = logging.getLogger("metastore.feed")
 
@@ -138,12 +138,7 @@ def _arg(request: Request, name: str) -> str | None:
 
 def _limit(request: Request, default: int | None) -> int | None:
     value = _arg(request, "limit")
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ApiError(400, f"query parameter 'limit' must be a whole number, not {value!r}") from None
+    return default if value is None else whole_number("limit", value)
 
 
 def wants_ndjson(request: Request) -> bool:

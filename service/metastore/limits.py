@@ -98,6 +98,18 @@ def reserve_for_small(limit: int, max_body: int) -> int:
     return max(0, min(limit // 8, limit - max_body))
 
 
+def _budget_full() -> ApiError:
+    """The refusal of a body the in-flight byte budget cannot hold now (counted as refused)."""
+    metrics.REFUSED.labels("inflight_bytes").inc()
+    return ApiError(
+        503,
+        "the service is holding as many request bytes as it may at once; retry in a second",
+        "53000",
+        retry_after=1,
+        close=True,
+    )
+
+
 class Reservation:
     """What one request holds of the budget. Given back when the request is done and nothing else
     holds its body: a database call that carries it pins it until the call has really ended."""
@@ -109,14 +121,7 @@ class Reservation:
 
     def take(self, n: int) -> None:
         if not self.budget.take(n, large=self.held + n > self.large_bytes):
-            metrics.REFUSED.labels("inflight_bytes").inc()
-            raise ApiError(
-                503,
-                "the service is holding as many request bytes as it may at once; retry in a second",
-                "53000",
-                retry_after=1,
-                close=True,
-            )
+            raise _budget_full()
         self.held += n
 
     def give(self, n: int) -> None:
@@ -168,14 +173,7 @@ async def receive_body(request: Request, reservation: Reservation, max_bytes: in
     # be held now; the budget still holds only bytes that arrived (below).
     expects_continue = request.headers.get("expect", "").lower() == "100-continue"
     if expects_continue and length.isdigit() and not fits_now(reservation, int(length)):
-        metrics.REFUSED.labels("inflight_bytes").inc()
-        raise ApiError(
-            503,
-            "the service is holding as many request bytes as it may at once; retry in a second",
-            "53000",
-            retry_after=1,
-            close=True,
-        )
+        raise _budget_full()
     # The budget holds bytes that arrived, never bytes announced: reserving a Content-Length before
     # its bytes came let four clients that announce 16 MiB and send nothing hold the default budget
     # until their deadline, refusing every other POST meanwhile.

@@ -431,14 +431,19 @@ class Spool:
         if not self._outstanding.get(segment):
             self._drop(segment)
 
-    def _rotate(self) -> None:
-        # Called with the lock held: close the segment (already fsynced), start the next one.
+    def _close_current(self) -> None:
+        # Called with the lock held: close the segment being written (already fsynced), dropping it
+        # when none of its events is still waiting to be stored.
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
             if self._current is not None and not self._outstanding.get(self._current):
                 self._drop(self._current)
             self._current = None
+
+    def _rotate(self) -> None:
+        # Called with the lock held: close the segment (already fsynced), start the next one.
+        self._close_current()
         segment = self._next
         self._next += 1
         path = self._path(segment)
@@ -566,10 +571,5 @@ class Spool:
 
     def close(self) -> None:
         with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
-                if self._current is not None and not self._outstanding.get(self._current):
-                    self._drop(self._current)
-                self._current = None
+            self._close_current()
         self._executor.shutdown(wait=True)

@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from tests.conftest import CITUS, SERVICE, Database, ingest
+from tests.support.events import symlinked
 from tests.support.generated import allow_two_weeks_ahead, generated_events
 
 # Each shadow records its call, tries the escalation, then answers as the real one would, so
@@ -78,13 +79,7 @@ EVENT = {
     "eventType": "COMPLETE",
     "run": {"runId": "r-owner"},
     "job": {"namespace": "j", "name": "owner"},
-    "inputs": [
-        {
-            "namespace": "trino://h:8080",
-            "name": "s.owner_in",
-            "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": "s.t", "type": "TABLE"}]}},
-        }
-    ],
+    "inputs": [symlinked("trino://h:8080", "s.owner_in", "hive://m", "s.t")],
     "outputs": [{"namespace": "trino://h:8080", "name": "s.owner_out"}],
 }
 

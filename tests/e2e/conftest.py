@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from devtools.localpg import LocalPostgres
-from tests.conftest import Database, create_database, drop_database
+from tests.conftest import Database, fresh_database
 from tests.e2e.trino_server import E2ESetupError, QueryRun, TrinoServer, fetch_trino, find_java, query_set, run_queries
 from tests.e2e.trino_server import start_trino as _start_trino
 from tests.support import service_fixtures
@@ -55,27 +55,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if id(item) not in chosen]
 
 
-@pytest.fixture(scope="session")
-def java_home() -> Path:
+def _set_up(step: Callable[[], Path]) -> Path:
+    """What the setup step gives, or the test fails saying what is missing (without a traceback)."""
     try:
-        return find_java()
+        return step()
     except E2ESetupError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def java_home() -> Path:
+    return _set_up(find_java)
 
 
 @pytest.fixture(scope="session")
 def trino_home() -> Path:
-    try:
-        return fetch_trino()
-    except E2ESetupError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    return _set_up(fetch_trino)
 
 
 @pytest.fixture(scope="session")
 def e2e_db(pg_server: LocalPostgres) -> Iterator[Database]:
-    db = create_database(pg_server)
-    yield db
-    drop_database(db)
+    yield from fresh_database(pg_server)
 
 
 @pytest.fixture(scope="session")

@@ -78,19 +78,25 @@ def java_version(home: Path) -> tuple[int, ...] | None:
     return _version_tuple(match.group(1)) if match else None
 
 
-def find_java() -> Path:
-    """JAVA_HOME if it is 24.0.1+, else Temurin 25 at its usual path, else the newest JDK 24.0.1+ under
-    /usr/lib/jvm."""
-    tried: list[str] = []
+def jdk_homes(*after_java_home: Path) -> list[Path]:
+    """Where a JDK may be, each once, in the order to try: JAVA_HOME, `after_java_home`, then the
+    JDKs under /usr/lib/jvm, newest first."""
     candidates: list[Path] = []
     if os.environ.get("JAVA_HOME"):
         candidates.append(Path(os.environ["JAVA_HOME"]))
-    candidates.append(TEMURIN)
+    candidates += after_java_home
     jvm = Path("/usr/lib/jvm")
     if jvm.is_dir():
         found = [(v, p) for p in jvm.iterdir() if p.is_dir() and not p.is_symlink() and (v := java_version(p))]
         candidates += [p for _, p in sorted(found, reverse=True)]
-    for home in dict.fromkeys(candidates):
+    return list(dict.fromkeys(candidates))
+
+
+def find_java() -> Path:
+    """JAVA_HOME if it is 24.0.1+, else Temurin 25 at its usual path, else the newest JDK 24.0.1+ under
+    /usr/lib/jvm."""
+    tried: list[str] = []
+    for home in jdk_homes(TEMURIN):
         version = java_version(home)
         tried.append(f"{home} ({'.'.join(map(str, version)) if version else 'no JDK'})")
         if version and version >= MIN_JAVA:

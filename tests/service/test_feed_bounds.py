@@ -19,6 +19,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -226,19 +227,43 @@ def fill(http: httpx.Client, tag: str, count: int, size: int) -> list[int]:
     return ids
 
 
+@contextmanager
+def stalled_readers(srv: Server) -> Iterator[list[ssl.SSLSocket]]:
+    """A list for the sockets a test opens to srv: at the end they are closed and srv is stopped
+    (and exits 0)."""
+    sockets: list[ssl.SSLSocket] = []
+    try:
+        yield sockets
+    finally:
+        for s in sockets:
+            s.close()
+        assert srv.stop() == 0, srv.log.read_text()[-3000:]
+
+
+def warm_feed(srv: Server) -> None:
+    """40 events of 300 KB stored (12 MB: pages of 3 events) and streamed back once, which warms
+    the pool and the buffers."""
+    with srv.client() as http:
+        ids = fill(http, uuid.uuid4().hex[:8], 40, 300_000)
+        with http.stream("GET", "/api/v1/events", headers=NDJSON) as r:
+            assert ids_of([line for line in r.iter_lines() if line]) == ids
+
+
+def assert_readers_gone_and_feed_serves(srv: Server) -> None:
+    """No stalled reader is connected any more, and the feed serves as before."""
+    assert metric(srv, "metastore_http_connections") <= 1
+    with srv.client() as http:
+        assert http.get("/api/v1/events", params={"limit": 2}).status_code == 200
+
+
 def test_readers_that_stop_reading_hold_a_page_each_and_are_cut_at_the_deadline(
     db: Database, tls_files: TLSFiles, tmp_path: Path
 ) -> None:
     deadline_s = 6
     budget = 32 * MIB
     srv = start_server(db.service_dsn, tls_files, tmp_path / "server.log", METASTORE_FEED_DEADLINE_S=str(deadline_s))
-    sockets: list[ssl.SSLSocket] = []
-    try:
-        tag = uuid.uuid4().hex[:8]
-        with srv.client() as http:
-            ids = fill(http, tag, 40, 300_000)  # 12 MB: pages of 3 events
-            with http.stream("GET", "/api/v1/events", headers=NDJSON) as r:  # the pool and buffers warm
-                assert ids_of([line for line in r.iter_lines() if line]) == ids
+    with stalled_readers(srv) as sockets:
+        warm_feed(srv)
         with RssSampler(srv.process.pid) as rss:
             opened = time.monotonic()
             for _ in range(10):
@@ -255,13 +280,7 @@ def test_readers_that_stop_reading_hold_a_page_each_and_are_cut_at_the_deadline(
         # Disconnected at the deadline (plus the time to notice and the allocator's slack).
         time.sleep(max(0, opened + deadline_s + 1 - time.monotonic()))
         assert all(cut_off(s, 5) for s in sockets)
-        assert metric(srv, "metastore_http_connections") <= 1
-        with srv.client() as http:  # and the feed serves as before
-            assert http.get("/api/v1/events", params={"limit": 2}).status_code == 200
-    finally:
-        for s in sockets:
-            s.close()
-        assert srv.stop() == 0, srv.log.read_text()
+        assert_readers_gone_and_feed_serves(srv)
 
 
 def read_a_little(sock: ssl.SSLSocket, within_s: float, size: int = 8192) -> bytes:
@@ -298,12 +317,8 @@ def test_stalled_ndjson_readers_stay_under_the_documented_bound_and_are_cut_at_t
     their connections closed too."""
     deadline_s = int(STALLED["METASTORE_FEED_DEADLINE_S"])
     srv = start_server(db.service_dsn, tls_files, tmp_path / "server.log", **STALLED)
-    sockets: list[ssl.SSLSocket] = []
-    try:
-        with srv.client() as http:
-            ids = fill(http, uuid.uuid4().hex[:8], 40, 300_000)
-            with http.stream("GET", "/api/v1/events", headers=NDJSON) as r:  # the pool and buffers warm
-                assert ids_of([line for line in r.iter_lines() if line]) == ids
+    with stalled_readers(srv) as sockets:
+        warm_feed(srv)
         with RssSampler(srv.process.pid) as rss:
             for _ in range(100):
                 sockets.append(stalled(srv, "/api/v1/events", "application/x-ndjson"))
@@ -327,13 +342,7 @@ def test_stalled_ndjson_readers_stay_under_the_documented_bound_and_are_cut_at_t
         time.sleep(max(0, last_opened + deadline_s + 1 - time.monotonic()))
         assert all(cut_off(s, 5) for s in sockets)
         assert time.monotonic() - last_opened < deadline_s + 7
-        assert metric(srv, "metastore_http_connections") <= 1
-        with srv.client() as http:  # and the feed serves as before
-            assert http.get("/api/v1/events", params={"limit": 2}).status_code == 200
-    finally:
-        for s in sockets:
-            s.close()
-        assert srv.stop() == 0, srv.log.read_text()[-3000:]
+        assert_readers_gone_and_feed_serves(srv)
 
 
 def unacknowledged_bytes(port: int) -> int:
@@ -361,8 +370,7 @@ def test_what_the_kernel_holds_for_stalled_readers_is_within_the_budget(
         METASTORE_FEED_DEADLINE_S="10",
         METASTORE_FEED_BUFFER_BYTES=str(budget),
     )
-    sockets: list[ssl.SSLSocket] = []
-    try:
+    with stalled_readers(srv) as sockets:
         with srv.client() as http:
             fill(http, uuid.uuid4().hex[:8], 4, 100_000)
         for _ in range(40):
@@ -374,10 +382,6 @@ def test_what_the_kernel_holds_for_stalled_readers_is_within_the_budget(
         assert served >= 5, heads
         assert all(h.startswith((b"HTTP/1.1 200", b"HTTP/1.1 503")) for h in heads), heads
         assert held <= budget, (held, served)
-    finally:
-        for s in sockets:
-            s.close()
-        assert srv.stop() == 0, srv.log.read_text()[-3000:]
 
 
 def test_the_buffer_budget_is_shared_and_refusals_say_retry(db: Database, tls_files: TLSFiles, tmp_path: Path) -> None:
@@ -391,27 +395,21 @@ def test_the_buffer_budget_is_shared_and_refusals_say_retry(db: Database, tls_fi
         METASTORE_FEED_DEADLINE_S="5",
         METASTORE_FEED_BUFFER_BYTES=str(4 * MIB),
     )
-    sockets: list[ssl.SSLSocket] = []
-    try:
-        with srv.client() as http:
-            fill(http, uuid.uuid4().hex[:8], 30, 600_000)
-            opened = time.monotonic()
-            sockets = [stalled(srv, "/api/v1/events", "application/x-ndjson") for _ in range(6)]
-            time.sleep(2)
-            r = http.get("/api/v1/events", params={"limit": 1})
-            assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
-            assert "METASTORE_FEED_BUFFER_BYTES" in r.json()["error"]["message"]
-            time.sleep(max(0, opened + 5 + 1 - time.monotonic()))
-            # Those that held pages are cut; those that found no room were answered 503 like the probe.
-            outcomes = [read_out(s, 3) for s in sockets]
-            assert sum(cut for cut, _ in outcomes) >= 2, outcomes
-            assert all(cut or head.startswith(b"HTTP/1.1 503") for cut, head in outcomes), outcomes
-            r = http.get("/api/v1/events", params={"limit": 1})
-            assert r.status_code == 200, r.text
-    finally:
-        for s in sockets:
-            s.close()
-        assert srv.stop() == 0, srv.log.read_text()
+    with stalled_readers(srv) as sockets, srv.client() as http:
+        fill(http, uuid.uuid4().hex[:8], 30, 600_000)
+        opened = time.monotonic()
+        sockets += [stalled(srv, "/api/v1/events", "application/x-ndjson") for _ in range(6)]
+        time.sleep(2)
+        r = http.get("/api/v1/events", params={"limit": 1})
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        assert "METASTORE_FEED_BUFFER_BYTES" in r.json()["error"]["message"]
+        time.sleep(max(0, opened + 5 + 1 - time.monotonic()))
+        # Those that held pages are cut; those that found no room were answered 503 like the probe.
+        outcomes = [read_out(s, 3) for s in sockets]
+        assert sum(cut for cut, _ in outcomes) >= 2, outcomes
+        assert all(cut or head.startswith(b"HTTP/1.1 503") for cut, head in outcomes), outcomes
+        r = http.get("/api/v1/events", params={"limit": 1})
+        assert r.status_code == 200, r.text
 
 
 def test_a_stream_at_its_deadline_ends_with_the_cursor_to_resume_from(

@@ -9,7 +9,10 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -49,17 +52,26 @@ def serve(db: Database, tls_files: TLSFiles, tmp_path: Path, log: str, grace_s: 
     )
 
 
-def test_sigterm_stores_the_spool_before_the_process_exits(
-    database: Database, tls_files: TLSFiles, tmp_path: Path
-) -> None:
+@contextmanager
+def sigterm_while_spooled(
+    db: Database, tls_files: TLSFiles, tmp_path: Path, grace_s: int
+) -> Iterator[tuple[Server, str, psycopg.Connection[Any], float]]:
+    """A server (log server.log) whose events of a new tag wait in its spool (the database takes
+    nothing: `blocker` holds its lock until rolled back) when it is sent SIGTERM; yields the server,
+    the tag, the blocker and when the signal was sent."""
     tag = uuid.uuid4().hex[:8]
-    server = serve(database, tls_files, tmp_path, "server.log", grace_s=30)
-    with psycopg.connect(database.owner_dsn) as blocker:
-        # The database takes nothing: the events wait in the spool.
+    server = serve(db, tls_files, tmp_path, "server.log", grace_s)
+    with psycopg.connect(db.owner_dsn) as blocker:
         blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
         spool_events(server, tag)
         server.process.send_signal(signal.SIGTERM)
-        signalled = time.monotonic()
+        yield server, tag, blocker, time.monotonic()
+
+
+def test_sigterm_stores_the_spool_before_the_process_exits(
+    database: Database, tls_files: TLSFiles, tmp_path: Path
+) -> None:
+    with sigterm_while_spooled(database, tls_files, tmp_path, grace_s=30) as (server, tag, blocker, signalled):
         # The database comes back while the pod shuts down.
         threading.Timer(3, blocker.rollback).start()
         time.sleep(3.5)
@@ -74,13 +86,7 @@ def test_sigterm_stores_the_spool_before_the_process_exits(
 def test_sigterm_with_the_database_away_exits_within_the_grace_and_keeps_the_spool(
     database: Database, tls_files: TLSFiles, tmp_path: Path
 ) -> None:
-    tag = uuid.uuid4().hex[:8]
-    server = serve(database, tls_files, tmp_path, "server.log", grace_s=6)
-    with psycopg.connect(database.owner_dsn) as blocker:
-        blocker.execute("LOCK TABLE metastore.events IN ACCESS EXCLUSIVE MODE")
-        spool_events(server, tag)
-        server.process.send_signal(signal.SIGTERM)
-        signalled = time.monotonic()
+    with sigterm_while_spooled(database, tls_files, tmp_path, grace_s=6) as (server, tag, blocker, signalled):
         rc = server.process.wait(30)
         took = time.monotonic() - signalled
         blocker.rollback()

@@ -63,16 +63,23 @@ def spooled(database: Database, tls: TLSFiles, log: Path, spool: Path, mode: str
     )
 
 
-def test_async_events_answered_202_survive_sigkill(
-    database: Database, tls_files: TLSFiles, tmp_path: Path, locked_events: psycopg.Connection[Any]
-) -> None:
+def spooled_then_killed(database: Database, tls_files: TLSFiles, tmp_path: Path, n: int) -> tuple[Path, str, list[str]]:
+    """n events of a new tag answered 202 by an async server (log first.log) that is then SIGKILLed:
+    its spool directory, the tag and the events' run ids."""
     spool = tmp_path / "spool"
     server = spooled(database, tls_files, tmp_path / "first.log", spool, "async")
     tag = uuid.uuid4().hex[:8]
-    run_ids = [f"{tag}-{i}" for i in range(60)]
+    run_ids = [f"{tag}-{i}" for i in range(n)]
     answers = post_all(server, run_ids)
     assert {s for s, _ in answers} == {202}, answers
     server.stop(signal.SIGKILL)
+    return spool, tag, run_ids
+
+
+def test_async_events_answered_202_survive_sigkill(
+    database: Database, tls_files: TLSFiles, tmp_path: Path, locked_events: psycopg.Connection[Any]
+) -> None:
+    spool, tag, run_ids = spooled_then_killed(database, tls_files, tmp_path, 60)
     assert sum(p.stat().st_size for p in spool.glob("*.spool")) > 0
     # Nothing got through the lock: at the kill, all of it was in the spool only. (Once the lock
     # goes, a statement the dead process had sent may still commit: the replay dedupes it.)
@@ -119,12 +126,7 @@ def test_sync_mode_hands_a_locked_database_to_the_spool_within_the_budget(
 def test_a_torn_tail_is_cut_off_and_the_whole_records_before_it_are_stored(
     database: Database, tls_files: TLSFiles, tmp_path: Path, locked_events: psycopg.Connection[Any]
 ) -> None:
-    spool = tmp_path / "spool"
-    server = spooled(database, tls_files, tmp_path / "first.log", spool, "async")
-    tag = uuid.uuid4().hex[:8]
-    run_ids = [f"{tag}-{i}" for i in range(5)]
-    assert {s for s, _ in post_all(server, run_ids)} == {202}
-    server.stop(signal.SIGKILL)
+    spool, tag, run_ids = spooled_then_killed(database, tls_files, tmp_path, 5)
     (segment,) = spool.glob("*.spool")
     original = segment.read_bytes()
     size = len(original)

@@ -1,6 +1,6 @@
-"""What several service tests check the same way: an error answer's shape, a metric's value, the
-runs stored for a tag, the event those runs come from, what the store kept of a job's events, and
-an event posted again until it is stored."""
+"""What several tests check the same way: an error answer's shape, a metric's value, the runs
+stored for a tag, the event those runs come from, what the store kept of a job's events, an event
+posted again until it is stored, and statements a role may not run."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import Database
@@ -63,3 +64,10 @@ def count_events(db: Database, job_name: str) -> int:
 def post_until_stored(http: httpx.Client, body: dict[str, Any], what: str, timeout: float = 10) -> None:
     """Post body every 0.2 s until the service stores it (201)."""
     eventually(lambda: http.post("/api/v1/lineage", json=body).status_code == 201, timeout, interval=0.2, what=what)
+
+
+def assert_each_refused(conn: psycopg.Connection[Any], *statements: str) -> None:
+    """Each statement is refused to the connection's role for want of a privilege (42501)."""
+    for statement in statements:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(statement)

@@ -119,6 +119,13 @@ def reference(
         drop_database(db)
 
 
+def collect_notices(conn: psycopg.Connection[Any]) -> list[str]:
+    """The list the notices `conn` receives from now on are appended to (their primary message)."""
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    return notices
+
+
 def stop_midway(database: Database, batch_size: int) -> None:
     """A backfill session cancelled once it has derived some ranges, as a crash or a cancel leaves it."""
     with psycopg.connect(database.owner_dsn, autocommit=True) as session:

@@ -39,3 +39,12 @@ def run_event(
     }
     event.update(extra)
     return event
+
+
+def symlinked(namespace: str, name: str, table_namespace: str, table_name: str) -> dict[str, Any]:
+    """The dataset namespace/name with a symlinks facet that names it also as a TABLE (Hive's, say)."""
+    return {
+        "namespace": namespace,
+        "name": name,
+        "facets": {"symlinks": {"identifiers": [{"namespace": table_namespace, "name": table_name, "type": "TABLE"}]}},
+    }

@@ -8,6 +8,8 @@ from typing import Any
 
 import psycopg
 
+from tests.support.rows import value
+
 
 def utc_today() -> date:
     return datetime.now(UTC).date()
@@ -52,6 +54,4 @@ def partitions(owner: psycopg.Connection[Any], table: str) -> dict[str, tuple[da
 
 def create(conn: psycopg.Connection[Any], p_from: date | None = None, days_ahead: int | None = None) -> int:
     args = {"p_from": p_from or utc_today() - timedelta(days=1), "days": 14 if days_ahead is None else days_ahead}
-    row = conn.execute("SELECT metastore.create_partitions(%(p_from)s::date, %(days)s::integer)", args).fetchone()
-    assert row is not None
-    return int(row[0])
+    return int(value(conn, "SELECT metastore.create_partitions(%(p_from)s::date, %(days)s::integer)", args))

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from devtools.localpg import LocalPostgres
-from tests.conftest import Database, create_database, drop_database
+from tests.conftest import Database, fresh_database
 from tests.support.certs import TLSFiles, write_tls_files
 from tests.support.servers import Server, start_server
 
@@ -30,9 +30,7 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TLSFiles:
 
 @pytest.fixture(scope="module")
 def module_db(pg_server: LocalPostgres) -> Iterator[Database]:
-    db = create_database(pg_server)
-    yield db
-    drop_database(db)
+    yield from fresh_database(pg_server)
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from devtools.localpg import LocalPostgres
 from tests.conftest import FIXTURES, Database, provision
-from tests.e2e.trino_server import TRUSTSTORE_PASSWORD, java_version, make_truststore
+from tests.e2e.trino_server import TRUSTSTORE_PASSWORD, java_version, jdk_homes, make_truststore
 from tests.support.certs import write_tls_files
 from tests.support.servers import Server, start_server
 
@@ -82,14 +82,8 @@ class BudgetSetupError(RuntimeError):
 def find_java() -> Path:
     """JAVA_HOME if it is a JDK 17+, else the newest JDK 17+ under /usr/lib/jvm (with javac for the build
     and keytool for the trust store)."""
-    candidates: list[Path] = []
-    if os.environ.get("JAVA_HOME"):
-        candidates.append(Path(os.environ["JAVA_HOME"]))
-    jvm = Path("/usr/lib/jvm")
-    if jvm.is_dir():
-        found = [(v, p) for p in jvm.iterdir() if p.is_dir() and not p.is_symlink() and (v := java_version(p))]
-        candidates += [p for _, p in sorted(found, reverse=True)]
-    for home in dict.fromkeys(candidates):
+    candidates = jdk_homes()
+    for home in candidates:
         version = java_version(home)
         if version and version >= MIN_JAVA and (home / "bin" / "javac").is_file():
             return home

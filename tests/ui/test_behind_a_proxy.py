@@ -93,6 +93,16 @@ def lineage_event(name: str) -> dict[str, Any]:
     }
 
 
+def watched_page(context: BrowserContext) -> tuple[Page, list[str], list[str]]:
+    """A new page, the URL of every request it makes, and each answer of 400 or above it got."""
+    page = context.new_page()
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url))
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    return page, seen, failed
+
+
 def walk_the_view(view: Page | FrameLocator, frame: Page | Frame, screenshot: str | None = None) -> None:
     """List, a dataset, its lineage (a box opens another dataset), the jobs, a job, a POST made by
     the page itself, which then shows up in the list, the Queries page and the search box."""
@@ -152,11 +162,7 @@ def test_the_redirects_are_relative_and_not_html(seeded: Server) -> None:
 
 def test_the_view_under_a_path_prefix(context: BrowserContext, proxy: nginx.Nginx) -> None:
     site = proxy.sites["prefix"]
-    page = context.new_page()
-    seen: list[str] = []
-    page.on("request", lambda request: seen.append(request.url))
-    failed: list[str] = []
-    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page, seen, failed = watched_page(context)
     # What the store answers, as this proxy passes it all on: nothing that Cockpit's would drop
     # and the view would miss (a cookie, a compressed body).
     headers: list[dict[str, str]] = []
@@ -241,11 +247,7 @@ def test_the_queries_and_the_search_under_a_path_prefix(context: BrowserContext,
     """The Queries page (its filters' namespaces, a page of runs, a dataset it wrote) and the search
     box (a typed hit that opens its page), with nothing asked outside the prefix."""
     site = proxy.sites["prefix"]
-    page = context.new_page()
-    seen: list[str] = []
-    page.on("request", lambda request: seen.append(request.url))
-    failed: list[str] = []
-    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page, seen, failed = watched_page(context)
     before = len(proxy.requests("prefix"))
 
     page.goto(f"{site.url}{PREFIX}")

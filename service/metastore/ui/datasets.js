@@ -1,18 +1,15 @@
 // The datasets pages: the list (search, filters, keyset pages) and a dataset's page.
 
 import {
-  $, api, debounce, el, foldedFacts, formatTime, getJSON, missing, nameOrMissing, plural, setStatus, setTitle,
-  timeCell, timeText, visibleName, visibleText,
+  $, api, card, el, foldedFacts, formatTime, getJSON, keysetList, listStatus, missing, nameOrMissing, plural,
+  setTitle, timeCell, timeText, visibleName, visibleText,
 } from "./dom.js";
 import { datasetRunsSection } from "./jobs.js";
 import { fieldsSection, lineageSection } from "./lineage.js";
 
 const state = { cursors: [null], page: 0, lastFocus: null, loadToken: 0, wired: false };
 
-function setListStatus(text, { error = false, busy = false, retry = null } = {}) {
-  setStatus($("#status"), text, { error, retry });
-  $("#datasets").setAttribute("aria-busy", busy ? "true" : "false");
-}
+const setListStatus = listStatus("#status", "#datasets");
 
 function filters() {
   const form = new FormData($("#filters"));
@@ -54,24 +51,7 @@ function datasetRow(dataset) {
     timeCell(dataset.last_seen, "fold-wide"));
 }
 
-async function loadPage() {
-  const token = ++state.loadToken;
-  const params = { ...filters() };
-  const cursor = state.cursors[state.page];
-  if (cursor) params.cursor = cursor;
-  const url = api("datasets");
-  for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
-  setListStatus("Loading datasets…", { busy: true });
-  let page;
-  try {
-    page = await getJSON(url);
-  } catch (error) {
-    if (token !== state.loadToken) return;
-    $("#datasets tbody").replaceChildren();
-    setListStatus(error.message, { error: true, retry: loadPage });
-    return;
-  }
-  if (token !== state.loadToken) return; // a newer search has started
+function showPage(page) {
   const body = $("#datasets tbody");
   if (page.datasets.length === 0) {
     body.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "empty" },
@@ -81,17 +61,12 @@ async function loadPage() {
     body.replaceChildren(...page.datasets.map(datasetRow));
     setListStatus(`Showing ${page.datasets.length} datasets${page.next_cursor ? "" : " (last page)"}.`);
   }
-  state.cursors[state.page + 1] = page.next_cursor;
-  $("#next").disabled = !page.next_cursor;
-  $("#prev").disabled = state.page === 0;
-  $("#page-label").textContent = `Page ${state.page + 1}`;
 }
 
-function restart() {
-  state.cursors = [null];
-  state.page = 0;
-  loadPage();
-}
+const list = keysetList(state, {
+  path: "datasets", params: filters, table: "#datasets", pager: "", status: setListStatus,
+  loading: "Loading datasets…", show: showPage,
+});
 
 async function loadSummary() {
   try {
@@ -178,20 +153,15 @@ async function showDetail(id, field = null) {
         el("dt", {}, "Last seen"), el("dd", {}, time(dataset.last_seen)))),
     lineageSection(dataset),
     fieldsSection(dataset, field),
-    el("section", { class: "detail-card", id: "symlinks", "aria-label": "Symlinks" },
-      el("h3", {}, "Symlinks: other names of this dataset"),
+    card("symlinks", "Symlinks", "Symlinks: other names of this dataset",
       relationList(dataset.symlinks, "This dataset names no symlinks.")),
-    el("section", { class: "detail-card", id: "symlink-of", "aria-label": "Symlink of" },
-      el("h3", {}, "Symlink of: datasets that give this one as another name"),
+    card("symlink-of", "Symlink of", "Symlink of: datasets that give this one as another name",
       relationList(dataset.symlink_of, "No dataset names this one as a symlink.")),
-    el("section", { class: "detail-card", id: "upstream", "aria-label": "Upstream" },
-      el("h3", {}, "Upstream: read by the jobs that wrote it"),
+    card("upstream", "Upstream", "Upstream: read by the jobs that wrote it",
       neighbourList(dataset.upstream, "No job that wrote it read another dataset.")),
-    el("section", { class: "detail-card", id: "downstream", "aria-label": "Downstream" },
-      el("h3", {}, "Downstream: written by the jobs that read it"),
+    card("downstream", "Downstream", "Downstream: written by the jobs that read it",
       neighbourList(dataset.downstream, "No job that read it wrote another dataset.")),
-    el("section", { class: "detail-card", "aria-label": "Recent events" },
-      el("h3", {}, "Recent events"), eventsTable(dataset.events)));
+    card(null, "Recent events", "Recent events", eventsTable(dataset.events)));
   $("#detail-heading").focus();
   detail.append(await datasetRunsSection(dataset.id));
 }
@@ -199,25 +169,12 @@ async function showDetail(id, field = null) {
 function wire() {
   if (state.wired) return;
   state.wired = true;
-  $("#filters").addEventListener("submit", (event) => {
-    event.preventDefault();
-    restart();
-  });
-  $("#q").addEventListener("input", debounce(restart, 250));
-  for (const id of ["#scheme", "#namespace", "#kind", "#limit"]) $(id).addEventListener("change", restart);
-  $("#next").addEventListener("click", () => {
-    state.page += 1;
-    loadPage();
-  });
-  $("#prev").addEventListener("click", () => {
-    state.page = Math.max(0, state.page - 1);
-    loadPage();
-  });
+  list.wire({ form: "#filters", typed: ["#q"], chosen: ["#scheme", "#namespace", "#kind", "#limit"] });
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !$("#detail-view").hidden) window.location.hash = "#/";
   });
   loadSummary();
-  restart();
+  list.restart();
 }
 
 const HEADING = "Datasets";

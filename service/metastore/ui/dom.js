@@ -158,6 +158,13 @@ export function timeCell(iso, className = "") {
   return el("td", { class: `time ${className}`.trim() }, timeText(iso));
 }
 
+// A card of a detail page: a section that screen readers name `label`, its heading, its content
+// (id null: a card nothing links to).
+export function card(id, label, heading, ...content) {
+  const attrs = id === null ? { class: "detail-card", "aria-label": label } : { class: "detail-card", id, "aria-label": label };
+  return el("section", attrs, el("h3", {}, heading), ...content);
+}
+
 // Facts of columns a narrow panel hides, shown under the name instead: [label, value, level],
 // level "wide" (hidden below 1100 px) or "narrow" (below 800 px), as the column's th says.
 export function foldedFacts(facts) {
@@ -185,11 +192,98 @@ export async function getJSON(url) {
   return body;
 }
 
+// Loads of one panel, one after another as its controls change: load(url, status, loading, cleared)
+// says `loading` in the status line while it fetches, and gives the answer, or undefined when a
+// newer load has started meanwhile or when it failed (the error is then in the status line and
+// cleared() has emptied what the panel showed).
+export function newestLoads() {
+  let token = 0;
+  return async (url, status, loading, cleared) => {
+    const mine = ++token;
+    status.classList.remove("error");
+    status.textContent = loading;
+    let answer;
+    try {
+      answer = await getJSON(url);
+    } catch (error) {
+      if (mine !== token) return undefined;
+      status.classList.add("error");
+      status.textContent = error.message;
+      cleared();
+      return undefined;
+    }
+    return mine === token ? answer : undefined;
+  };
+}
+
 // A status line with an optional Retry button.
 export function setStatus(status, text, { error = false, retry = null } = {}) {
   status.replaceChildren(text);
   status.classList.toggle("error", error);
   if (retry) status.append(" ", el("button", { type: "button", onclick: retry }, "Retry"));
+}
+
+// The status line of a list whose table says, by aria-busy, while a page of it is loading.
+export function listStatus(statusSelector, tableSelector) {
+  return (text, { error = false, busy = false, retry = null } = {}) => {
+    setStatus($(statusSelector), text, { error, retry });
+    $(tableSelector).setAttribute("aria-busy", busy ? "true" : "false");
+  };
+}
+
+// A list read from `path` in keyset pages, as the Datasets, Jobs and Queries pages show theirs.
+// `state` keeps the page shown, the cursor of each page seen and which load is the newest: only
+// the newest shows its answer. params() gives the filters, status(text, options) the status line,
+// show(answer) fills the table and the status line; the pager is #<pager>prev, #<pager>next and
+// #<pager>page-label. wire() starts again from the first page when the filters' form is submitted,
+// a `typed` field rests for 250 ms (one timer for them all) or a `chosen` one changes.
+export function keysetList(state, { path, params, table, pager, status, loading, show }) {
+  const load = async () => {
+    const token = ++state.loadToken;
+    const url = api(path);
+    for (const [key, value] of Object.entries(params())) url.searchParams.set(key, value);
+    const cursor = state.cursors[state.page];
+    if (cursor) url.searchParams.set("cursor", cursor);
+    status(loading, { busy: true });
+    let answer;
+    try {
+      answer = await getJSON(url);
+    } catch (error) {
+      if (token !== state.loadToken) return;
+      $(`${table} tbody`).replaceChildren();
+      status(error.message, { error: true, retry: load });
+      return;
+    }
+    if (token !== state.loadToken) return; // a newer search has started
+    show(answer);
+    state.cursors[state.page + 1] = answer.next_cursor;
+    $(`#${pager}next`).disabled = !answer.next_cursor;
+    $(`#${pager}prev`).disabled = state.page === 0;
+    $(`#${pager}page-label`).textContent = `Page ${state.page + 1}`;
+  };
+  const restart = () => {
+    state.cursors = [null];
+    state.page = 0;
+    load();
+  };
+  const wire = ({ form, typed, chosen }) => {
+    $(form).addEventListener("submit", (event) => {
+      event.preventDefault();
+      restart();
+    });
+    const later = debounce(restart, 250);
+    for (const id of typed) $(id).addEventListener("input", later);
+    for (const id of chosen) $(id).addEventListener("change", restart);
+    $(`#${pager}next`).addEventListener("click", () => {
+      state.page += 1;
+      load();
+    });
+    $(`#${pager}prev`).addEventListener("click", () => {
+      state.page = Math.max(0, state.page - 1);
+      load();
+    });
+  };
+  return { restart, wire };
 }
 
 export function debounce(fn, ms) {

@@ -3,8 +3,9 @@
 // No third-party code; data reaches the page through textContent only.
 
 import {
-  $, api, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, missing, nameOrMissing,
-  plural, setStatus, setTitle, stateBadge, textOrMissing, timeCell, timeText, visibleName, visibleText,
+  $, api, card, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, formatTime, getJSON, keysetList,
+  missing, nameOrMissing, plural, setStatus, setTitle, stateBadge, textOrMissing, timeCell, timeText, visibleName,
+  visibleText,
 } from "./dom.js";
 
 const jobsState = { cursors: [null], page: 0, loadToken: 0, lastFocus: null, wired: false };
@@ -47,23 +48,7 @@ function jobRow(job) {
     timeCell(job.last_seen, "fold-wide"));
 }
 
-async function loadJobs() {
-  const token = ++jobsState.loadToken;
-  const url = api("jobs");
-  for (const [key, value] of Object.entries(jobFilters())) url.searchParams.set(key, value);
-  const cursor = jobsState.cursors[jobsState.page];
-  if (cursor) url.searchParams.set("cursor", cursor);
-  setJobsStatus("Loading jobs…");
-  let page;
-  try {
-    page = await getJSON(url);
-  } catch (error) {
-    if (token !== jobsState.loadToken) return;
-    $("#jobs tbody").replaceChildren();
-    setJobsStatus(error.message, { error: true, retry: loadJobs });
-    return;
-  }
-  if (token !== jobsState.loadToken) return;
+function showJobs(page) {
   const body = $("#jobs tbody");
   if (page.jobs.length === 0) {
     body.replaceChildren(el("tr", {}, el("td", { colspan: "8", class: "empty" },
@@ -73,17 +58,12 @@ async function loadJobs() {
     body.replaceChildren(...page.jobs.map(jobRow));
     setJobsStatus(`Showing ${plural(page.jobs.length, "job")}${page.next_cursor ? "" : " (last page)"}.`);
   }
-  jobsState.cursors[jobsState.page + 1] = page.next_cursor;
-  $("#jobs-next").disabled = !page.next_cursor;
-  $("#jobs-prev").disabled = jobsState.page === 0;
-  $("#jobs-page-label").textContent = `Page ${jobsState.page + 1}`;
 }
 
-function restartJobs() {
-  jobsState.cursors = [null];
-  jobsState.page = 0;
-  loadJobs();
-}
+const jobsList = keysetList(jobsState, {
+  path: "jobs", params: jobFilters, table: "#jobs", pager: "jobs-", status: setJobsStatus, loading: "Loading jobs…",
+  show: showJobs,
+});
 
 function openJob(id) {
   jobsState.lastFocus = document.activeElement;
@@ -149,7 +129,7 @@ function symlinkNote(dataset) {
 }
 
 function datasetsSection(id, title, datasets, emptyText) {
-  const section = el("section", { class: "detail-card", id, "aria-label": title }, el("h3", {}, title));
+  const section = card(id, title, title);
   if (datasets.length === 0) {
     section.append(el("p", { class: "muted" }, emptyText));
     return section;
@@ -187,18 +167,15 @@ async function showJob(id) {
     datasetsSection("job-outputs", "Writes: the datasets its runs wrote", job.outputs, "Its runs wrote no dataset."),
     ...(job.datasets_truncated ? [el("p", { class: "muted", id: "job-datasets-truncated" },
       "It read or wrote more than 100 datasets: the first 100 of each are listed.")] : []),
-    el("section", { class: "detail-card", id: "job-sql", "aria-label": "Latest SQL" },
-      el("h3", {}, job.sql_dialect ? `Latest SQL (${job.sql_dialect})` : "Latest SQL"),
+    card("job-sql", "Latest SQL", job.sql_dialect ? `Latest SQL (${job.sql_dialect})` : "Latest SQL",
       sqlBlock(job.latest_sql, "SQL of the job")),
-    el("section", { class: "detail-card", "aria-label": "Runs" },
-      el("h3", {}, "Runs, newest first"), runsTable(job.runs)));
+    card(null, "Runs", "Runs, newest first", runsTable(job.runs)));
   $("#job-heading").focus();
 }
 
 // The queries that read and wrote a dataset, for its page (datasets.js).
 export async function datasetRunsSection(datasetId) {
-  const section = el("section", { class: "detail-card", id: "dataset-runs", "aria-label": "Queries" },
-    el("h3", {}, "Queries that wrote and read it"));
+  const section = card("dataset-runs", "Queries", "Queries that wrote and read it");
   let answer;
   try {
     answer = await getJSON(api(`datasets/${encodeURIComponent(datasetId)}/runs?limit=10`));
@@ -226,31 +203,14 @@ export async function datasetRunsSection(datasetId) {
 function wire() {
   if (jobsState.wired) return;
   jobsState.wired = true;
-  $("#jobs-filters").addEventListener("submit", (event) => {
-    event.preventDefault();
-    restartJobs();
+  jobsList.wire({
+    form: "#jobs-filters", typed: ["#job-q", "#job-user"], chosen: ["#job-namespace", "#job-state", "#job-sort"],
   });
-  let timer;
-  for (const id of ["#job-q", "#job-user"]) {
-    $(id).addEventListener("input", () => {
-      clearTimeout(timer);
-      timer = setTimeout(restartJobs, 250);
-    });
-  }
-  for (const id of ["#job-namespace", "#job-state", "#job-sort"]) $(id).addEventListener("change", restartJobs);
   fillNamespaces($("#job-namespace"), "jobs");
-  $("#jobs-next").addEventListener("click", () => {
-    jobsState.page += 1;
-    loadJobs();
-  });
-  $("#jobs-prev").addEventListener("click", () => {
-    jobsState.page = Math.max(0, jobsState.page - 1);
-    loadJobs();
-  });
   document.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !$("#job-view").hidden) window.location.hash = "#/jobs";
   });
-  restartJobs();
+  jobsList.restart();
 }
 
 const HEADING = "Jobs";

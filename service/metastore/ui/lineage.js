@@ -1,7 +1,7 @@
 // A dataset's lineage as a picture (SVG, laid out here: no third-party code) and as text, and
 // the column lineage of one field. Data reaches the page through textContent only.
 
-import { api, el, getJSON, missing, plural, visibleName, visibleText } from "./dom.js";
+import { api, card, el, missing, newestLoads, plural, visibleName, visibleText } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 // Boxes are as wide as their longest label needs, within the panel's share per column and between
@@ -308,7 +308,7 @@ export function lineageSection(dataset) {
   limit.value = "100";
   const jobs = el("input", { type: "checkbox", id: "lineage-jobs", name: "include" });
   jobs.checked = lineageSection.withJobs === true; // as last chosen, from one dataset to the next
-  let token = 0;
+  const fetchGraph = newestLoads();
   // Drawn again when the panel's width changes the boxes' (Cockpit's panel, a window resized).
   let shown = null;
   const draw = () => {
@@ -323,28 +323,18 @@ export function lineageSection(dataset) {
   // After the observer's turn: a redraw resizes the canvas, which must not notify it again in it.
   new ResizeObserver(() => requestAnimationFrame(draw)).observe(canvas);
   const load = async () => {
-    const mine = ++token;
     const url = api(`datasets/${encodeURIComponent(dataset.id)}/lineage`);
     url.searchParams.set("direction", direction.value);
     url.searchParams.set("depth", depth.value);
     url.searchParams.set("limit", limit.value);
     if (jobs.checked) url.searchParams.set("include", "jobs");
-    status.classList.remove("error");
-    status.textContent = "Loading lineage…";
-    let graph;
-    try {
-      graph = await getJSON(url);
-    } catch (error) {
-      if (mine !== token) return;
-      status.classList.add("error");
-      status.textContent = error.message;
+    const answer = await fetchGraph(url, status, "Loading lineage…", () => {
       shown = null;
       canvas.replaceChildren();
       text.replaceChildren();
-      return;
-    }
-    if (mine !== token) return;
-    graph = keyed(graph);
+    });
+    if (answer === undefined) return;
+    const graph = keyed(answer);
     const others = graph.nodes.filter((n) => n.side !== "self").length;
     status.replaceChildren(others === 0 ? "No lineage in this direction." : `${counts(graph)}.`);
     if (graph.truncated) {
@@ -434,9 +424,8 @@ function fieldTrace(dataset, name) {
   depth.value = "3";
   const status = el("p", { class: "status", id: "field-trace-status", role: "status", "aria-live": "polite" });
   const result = el("div", {});
-  let token = 0;
+  const fetchTrace = newestLoads();
   const load = async () => {
-    const mine = ++token;
     if (DOT_SEGMENT.test(name)) {
       status.classList.add("error");
       status.textContent = `A field named "${name}" cannot be traced from a browser, which removes "${name}" from `
@@ -446,19 +435,8 @@ function fieldTrace(dataset, name) {
     const url = api(`datasets/${encodeURIComponent(dataset.id)}/fields/${encodeURIComponent(name)}/lineage`);
     url.searchParams.set("direction", direction.value);
     url.searchParams.set("depth", depth.value);
-    status.classList.remove("error");
-    status.textContent = "Tracing the field…";
-    let graph;
-    try {
-      graph = await getJSON(url);
-    } catch (error) {
-      if (mine !== token) return;
-      status.classList.add("error");
-      status.textContent = error.message;
-      result.replaceChildren();
-      return;
-    }
-    if (mine !== token) return;
+    const graph = await fetchTrace(url, status, "Tracing the field…", () => result.replaceChildren());
+    if (graph === undefined) return;
     const fields = graph.nodes.filter((n) => n.side !== "self").length;
     status.replaceChildren(`${plural(fields, "other field")} within ${plural(Number(depth.value), "hop")}.`);
     if (graph.truncated) {
@@ -485,7 +463,7 @@ export function fieldsSection(dataset, initial = null) {
   const lineage = dataset.column_lineage || [];
   const panel = el("div", { id: "field-lineage", class: "field-lineage", role: "region", "aria-live": "polite",
     "aria-label": "Column lineage of the chosen field" });
-  const section = el("section", { class: "detail-card", id: "fields", "aria-label": "Fields" }, el("h3", {}, "Fields"));
+  const section = card("fields", "Fields", "Fields");
   if (fields.length === 0) {
     section.append(el("p", { class: "muted" }, "No event described its fields."));
     return section;

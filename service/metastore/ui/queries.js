@@ -3,8 +3,8 @@
 // duration, user, and the datasets it read and wrote. Data reaches the page through textContent only.
 
 import {
-  $, api, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, getJSON, missing, nameOrMissing,
-  setStatus, stateBadge, timeCell, timeText, visibleName,
+  $, api, datasetLink, el, fillNamespaces, foldedFacts, formatDuration, getJSON, keysetList, listStatus,
+  missing, nameOrMissing, stateBadge, timeCell, timeText, visibleName,
 } from "./dom.js";
 
 const runsState = { cursors: [null], page: 0, loadToken: 0, wired: false, dataset: null };
@@ -63,30 +63,9 @@ function runRow(run) {
   return row;
 }
 
-function setRunsStatus(text, options = {}) {
-  setStatus($("#queries-status"), text, options);
-}
+const setRunsStatus = listStatus("#queries-status", "#queries");
 
-async function loadRuns() {
-  const token = ++runsState.loadToken;
-  const url = api("runs");
-  for (const [key, value] of Object.entries(runFilters())) url.searchParams.set(key, value);
-  const cursor = runsState.cursors[runsState.page];
-  if (cursor) url.searchParams.set("cursor", cursor);
-  setRunsStatus("Loading queries…");
-  $("#queries").setAttribute("aria-busy", "true");
-  let page;
-  try {
-    page = await getJSON(url);
-  } catch (error) {
-    if (token !== runsState.loadToken) return;
-    $("#queries tbody").replaceChildren();
-    $("#queries").setAttribute("aria-busy", "false");
-    setRunsStatus(error.message, { error: true, retry: loadRuns });
-    return;
-  }
-  if (token !== runsState.loadToken) return; // a newer search has started
-  $("#queries").setAttribute("aria-busy", "false");
+function showRuns(page) {
   const body = $("#queries tbody");
   if (page.runs.length === 0) {
     // A rare combination of filters may give an empty page that is not the last one.
@@ -101,17 +80,12 @@ async function loadRuns() {
     setRunsStatus(`Showing ${count}, newest first${failed ? `, ${failed} failed` : ""}`
       + `${page.next_cursor ? "" : " (last page)"}.`);
   }
-  runsState.cursors[runsState.page + 1] = page.next_cursor;
-  $("#queries-next").disabled = !page.next_cursor;
-  $("#queries-prev").disabled = runsState.page === 0;
-  $("#queries-page-label").textContent = `Page ${runsState.page + 1}`;
 }
 
-function restartRuns() {
-  runsState.cursors = [null];
-  runsState.page = 0;
-  loadRuns();
-}
+const runsList = keysetList(runsState, {
+  path: "runs", params: runFilters, table: "#queries", pager: "queries-", status: setRunsStatus,
+  loading: "Loading queries…", show: showRuns,
+});
 
 // #/queries/dataset/12: only the runs that read or wrote that dataset (or one of its symlink
 // aliases), said above the list with a way back to all.
@@ -139,28 +113,12 @@ async function showDatasetFilter() {
 function wire() {
   if (runsState.wired) return;
   runsState.wired = true;
-  $("#queries-filters").addEventListener("submit", (event) => {
-    event.preventDefault();
-    restartRuns();
-  });
-  let timer;
-  for (const id of ["#run-user", "#run-source"]) {
-    $(id).addEventListener("input", () => {
-      clearTimeout(timer);
-      timer = setTimeout(restartRuns, 250);
-    });
-  }
-  for (const id of ["#run-state", "#run-namespace", "#run-from", "#run-to"]) $(id).addEventListener("change", restartRuns);
-  $("#queries-next").addEventListener("click", () => {
-    runsState.page += 1;
-    loadRuns();
-  });
-  $("#queries-prev").addEventListener("click", () => {
-    runsState.page = Math.max(0, runsState.page - 1);
-    loadRuns();
+  runsList.wire({
+    form: "#queries-filters", typed: ["#run-user", "#run-source"],
+    chosen: ["#run-state", "#run-namespace", "#run-from", "#run-to"],
   });
   fillNamespaces($("#run-namespace"), "jobs");
-  restartRuns();
+  runsList.restart();
 }
 
 export const queryPages = [
@@ -173,7 +131,7 @@ export const queryPages = [
       const changed = dataset !== runsState.dataset;
       runsState.dataset = dataset;
       showDatasetFilter();
-      if (runsState.wired && changed) restartRuns();
+      if (runsState.wired && changed) runsList.restart();
       wire();
     },
   },

@@ -11,12 +11,11 @@ import pytest
 
 from tests.conftest import Database, ingest
 from tests.support.partitions import create, event_at, noon, partitions, utc_today
+from tests.support.rows import document
 
 
 def retain(owner: psycopg.Connection[Any], keep: str) -> dict[str, Any]:
-    row = owner.execute("SELECT metastore.apply_retention(%s::interval)", (keep,)).fetchone()
-    assert row is not None
-    return dict(row[0])
+    return document(owner, "SELECT metastore.apply_retention(%s::interval)", (keep,))
 
 
 def dataset(owner: psycopg.Connection[Any], name: str) -> tuple[Any, ...] | None:

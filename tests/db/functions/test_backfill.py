@@ -14,6 +14,7 @@ from psycopg import sql
 from metastore import ledger, maintenance
 from tests.conftest import OWNER, Database, ingest
 from tests.support.derived import (
+    collect_notices,
     dangling,
     reference,
     snapshot,
@@ -114,8 +115,7 @@ def test_no_statement_is_jit_compiled(database: Database, service: psycopg.Conne
         if not (available and available[0]):
             pytest.skip("this PostgreSQL was built without JIT (LLVM)")
         # Watching only (auto_explain needs a superuser to load); the backfill runs as the owner.
-        notices: list[str] = []
-        admin.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        notices = collect_notices(admin)
         admin.execute("LOAD 'auto_explain'")
         for setting, value in [
             ("auto_explain.log_min_duration", "0"),
@@ -197,8 +197,7 @@ def test_a_rebuild_stopped_midway_shows_the_old_datasets_and_resumes(database: D
         assert owner.execute("SELECT count(*) FROM metastore.rebuild_ranges").fetchone()[0] > 0  # type: ignore[index]
         # Datasets keep the numbers of the generation they were rebuilt from until the rebuild ends.
         assert snapshot(owner)["datasets"] == datasets_before
-        notices: list[str] = []
-        owner.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        notices = collect_notices(owner)
         owner.execute("CALL metastore.backfill(2)")
         assert any("joined the rebuild of generation 2" in n for n in notices), notices
         assert owner.execute("SELECT generation, rebuild FROM metastore.derive_state").fetchone() == (2, "none")
@@ -215,8 +214,7 @@ def test_a_deploy_that_changed_the_rules_starts_the_rebuild_again(database: Data
         # What a deploy of other rules does: another text of a derivation (here, one more comment).
         source = (ledger.db_dir() / "functions" / "041_derive_job_run.sql").read_text()
         owner.execute(source.replace("BEGIN\n", "BEGIN\n    -- other rules\n", 1))  # type: ignore[arg-type]
-        notices: list[str] = []
-        owner.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        notices = collect_notices(owner)
         owner.execute("CALL metastore.backfill(50)")
         assert any("generation 3 started" in n for n in notices), notices
         assert owner.execute("SELECT generation, rebuild FROM metastore.derive_state").fetchone() == (3, "none")

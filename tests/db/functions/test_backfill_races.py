@@ -18,7 +18,7 @@ import pytest
 
 from metastore import ledger, maintenance, migrations
 from tests.conftest import CITUS, Database, ingest
-from tests.support.derived import dangling, reference, stop_midway, whole
+from tests.support.derived import collect_notices, dangling, reference, stop_midway, whole
 from tests.support.eventually import eventually
 from tests.support.generated import allow_two_weeks_ahead, runs_of
 from tests.support.ingesting import ingest_all
@@ -66,8 +66,7 @@ class Session:
     def __init__(self, database: Database, batch_size: int) -> None:
         self.conn = psycopg.connect(database.owner_dsn, autocommit=True)
         self.pid = self.conn.info.backend_pid
-        self.notices: list[str] = []
-        self.conn.add_notice_handler(lambda d: self.notices.append(d.message_primary or ""))
+        self.notices = collect_notices(self.conn)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._call, args=(batch_size,))
         self.thread.start()

@@ -7,15 +7,15 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.support.events import symlinked
 from tests.support.lineage_graphs import NS, ids, load, run
+from tests.support.rows import value
 
 
 def lineage(conn: psycopg.Connection[Any], dataset_id: int, direction: str, depth: int, limit: int = 200) -> Any:
-    row = conn.execute(
-        "SELECT metastore.dataset_lineage(%s, %s, %s::int, %s::int)", (dataset_id, direction, depth, limit)
-    ).fetchone()
-    assert row is not None
-    return row[0]
+    return value(
+        conn, "SELECT metastore.dataset_lineage(%s, %s, %s::int, %s::int)", (dataset_id, direction, depth, limit)
+    )
 
 
 def names(graph: Any) -> dict[str, tuple[str, int]]:
@@ -48,11 +48,7 @@ def test_a_chain_up_and_down_to_the_depth_asked(
 
 def test_lineage_crosses_symlinks(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
     # Spark writes an S3 path that carries the Trino table's name; Trino then reads the table.
-    path = {
-        "namespace": "s3://bucket",
-        "name": "warehouse/orders",
-        "facets": {"symlinks": {"identifiers": [{"namespace": NS, "name": "hive.sales.orders", "type": "TABLE"}]}},
-    }
+    path = symlinked("s3://bucket", "warehouse/orders", NS, "hive.sales.orders")
     load(service, [run(1, "spark", ["raw"], [path]), run(2, "trino", ["hive.sales.orders"], ["report"])])
     t = ids(owner)
     down = lineage(service, t["raw"], "downstream", 2)

@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, ingest, load_fixture
+from tests.support.rows import value
 
 
 def runs(conn: psycopg.Connection[Any], dataset_id: int, limit: int = 20) -> list[dict[str, Any]]:
@@ -18,9 +19,7 @@ def runs(conn: psycopg.Connection[Any], dataset_id: int, limit: int = 20) -> lis
 
 
 def dataset_id(owner: psycopg.Connection[Any], name: str) -> int:
-    row = owner.execute("SELECT id FROM metastore.datasets WHERE name = %s", (name,)).fetchone()
-    assert row is not None
-    return int(row[0])
+    return int(value(owner, "SELECT id FROM metastore.datasets WHERE name = %s", (name,)))
 
 
 def test_writers_and_readers_newest_first_with_sql(

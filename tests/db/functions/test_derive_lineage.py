@@ -28,6 +28,7 @@ from tests.support.lineage_events import (
     spark_run,
     two_outputs,
 )
+from tests.support.rows import value
 from tests.support.stats import xact_stat
 
 
@@ -42,9 +43,7 @@ def stored_edges(conn: psycopg.Connection[Any]) -> set[tuple[str, ...]]:
 
 
 def count(conn: psycopg.Connection[Any], table: str) -> int:
-    row = conn.execute(f"SELECT count(*) FROM metastore.{table}").fetchone()
-    assert row is not None
-    return int(row[0])
+    return int(value(conn, f"SELECT count(*) FROM metastore.{table}"))
 
 
 def test_column_lineage_of_every_fixture_equals_its_facets(

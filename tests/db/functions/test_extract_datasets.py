@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.conftest import create_database, drop_database, ingest
 from tests.lineage_rules import derive, first_fault, input_fields, mentions, merge
 from tests.support.derived import event_links
+from tests.support.events import symlinked
 
 # A small alphabet makes collisions between names (and so shared datasets) likely.
 names = st.one_of(st.sampled_from(["a", "b"]), st.text(alphabet="ab.:/'\"\n\u05d0 ", min_size=1, max_size=4))
@@ -136,33 +137,18 @@ def test_ingest_derives_exactly_what_the_rules_say(pg_server: Any, batch: list[d
         drop_database(db)
 
 
+def job_run(when: str, run: str, job: str, **datasets: list[Any]) -> dict[str, Any]:
+    """An event of run `run` of job j/`job` at `when`, with the inputs and outputs given."""
+    return {"eventTime": when, "run": {"runId": run}, "job": {"namespace": "j", "name": job}, **datasets}
+
+
 def test_a_symlink_becomes_a_dataset_when_it_is_read_for_real(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    table = {
-        "namespace": "hdfs://nn",
-        "name": "/warehouse/t",
-        "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": "db.t", "type": "TABLE"}]}},
-    }
-    ingest(
-        service,
-        {
-            "eventTime": "2024-01-01T00:00:00Z",
-            "run": {"runId": "r1"},
-            "job": {"namespace": "j", "name": "a"},
-            "outputs": [table],
-        },
-    )
+    table = symlinked("hdfs://nn", "/warehouse/t", "hive://m", "db.t")
+    ingest(service, job_run("2024-01-01T00:00:00Z", "r1", "a", outputs=[table]))
     assert owner.execute("SELECT kind FROM metastore.datasets WHERE name = 'db.t'").fetchone() == ("symlink",)
-    ingest(
-        service,
-        {
-            "eventTime": "2023-01-01T00:00:00Z",
-            "run": {"runId": "r2"},
-            "job": {"namespace": "j", "name": "b"},
-            "inputs": [{"namespace": "hive://m", "name": "db.t"}],
-        },
-    )
+    ingest(service, job_run("2023-01-01T00:00:00Z", "r2", "b", inputs=[{"namespace": "hive://m", "name": "db.t"}]))
     row = owner.execute(
         "SELECT kind, first_seen, last_seen FROM metastore.datasets_view WHERE name = 'db.t'"
     ).fetchone()
@@ -170,15 +156,7 @@ def test_a_symlink_becomes_a_dataset_when_it_is_read_for_real(
     assert row[0] == "dataset"
     assert (row[1].year, row[2].year) == (2023, 2024)
     # Once real, a later mention as a mere symlink does not make it a symlink again.
-    ingest(
-        service,
-        {
-            "eventTime": "2025-01-01T00:00:00Z",
-            "run": {"runId": "r3"},
-            "job": {"namespace": "j", "name": "c"},
-            "outputs": [table],
-        },
-    )
+    ingest(service, job_run("2025-01-01T00:00:00Z", "r3", "c", outputs=[table]))
     assert owner.execute("SELECT kind FROM metastore.datasets WHERE name = 'db.t'").fetchone() == ("dataset",)
 
 
@@ -186,13 +164,7 @@ def test_a_dataset_repeated_in_one_event_is_linked_once_per_direction(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
     t = {"namespace": "pg://h", "name": "s.t"}
-    event = {
-        "eventTime": "2024-01-01T00:00:00Z",
-        "run": {"runId": "r"},
-        "job": {"namespace": "j", "name": "n"},
-        "inputs": [t, t, t],
-        "outputs": [t],
-    }
+    event = job_run("2024-01-01T00:00:00Z", "r", "n", inputs=[t, t, t], outputs=[t])
     ingest(service, event)
     rows = owner.execute("SELECT direction FROM metastore.event_datasets ORDER BY 1").fetchall()
     assert rows == [("input",), ("output",)]
@@ -212,7 +184,7 @@ def test_column_lineage_input_fields_are_datasets_the_event_reads(
             }
         },
     }
-    event = {"eventTime": "2024-01-01T00:00:00Z", "run": {"runId": "r"}, "job": {"namespace": "j", "name": "n"}}
+    event = job_run("2024-01-01T00:00:00Z", "r", "n")
     assert ingest(service, {**event, "outputs": [out]})[0] == "stored"
     rows = owner.execute(
         "SELECT d.name, d.kind, l.direction, d.input_events FROM metastore.datasets_view d"

@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import ingest
 from tests.support.lineage_graphs import NS, derive, ds, ids
+from tests.support.rows import value
 
 
 def lineage(
@@ -20,11 +21,11 @@ def lineage(
     depth: int = 5,
     limit: int = 200,
 ) -> Any:
-    row = conn.execute(
-        "SELECT metastore.field_lineage(%s, %s, %s, %s::int, %s::int)", (dataset_id, field, direction, depth, limit)
-    ).fetchone()
-    assert row is not None
-    return row[0]
+    return value(
+        conn,
+        "SELECT metastore.field_lineage(%s, %s, %s, %s::int, %s::int)",
+        (dataset_id, field, direction, depth, limit),
+    )
 
 
 def shape(g: Any) -> tuple[set[Any], set[Any]]:

@@ -9,18 +9,15 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, ingest, load_fixture
+from tests.support.rows import document, value
 
 
 def get(conn: psycopg.Connection[Any], dataset_id: int, events_limit: int = 50) -> dict[str, Any]:
-    row = conn.execute("SELECT metastore.get_dataset(%s, %s::int)", (dataset_id, events_limit)).fetchone()
-    assert row is not None
-    return dict(row[0])
+    return document(conn, "SELECT metastore.get_dataset(%s, %s::int)", (dataset_id, events_limit))
 
 
 def dataset_id(owner: psycopg.Connection[Any], name: str) -> int:
-    row = owner.execute("SELECT id FROM metastore.datasets WHERE name = %s", (name,)).fetchone()
-    assert row is not None
-    return int(row[0])
+    return int(value(owner, "SELECT id FROM metastore.datasets WHERE name = %s", (name,)))
 
 
 def test_detail_shows_symlinks_both_ways(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:

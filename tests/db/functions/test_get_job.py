@@ -8,18 +8,27 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, ingest, load_fixture
+from tests.support.events import symlinked
+from tests.support.rows import document, value
 
 
 def get(conn: psycopg.Connection[Any], job_id: int, runs_limit: int = 50) -> dict[str, Any]:
-    row = conn.execute("SELECT metastore.get_job(%s, %s::int)", (job_id, runs_limit)).fetchone()
-    assert row is not None
-    return dict(row[0])
+    return document(conn, "SELECT metastore.get_job(%s, %s::int)", (job_id, runs_limit))
 
 
 def job_id(owner: psycopg.Connection[Any], name: str) -> int:
-    row = owner.execute("SELECT id FROM metastore.jobs WHERE name = %s", (name,)).fetchone()
-    assert row is not None
-    return int(row[0])
+    return int(value(owner, "SELECT id FROM metastore.jobs WHERE name = %s", (name,)))
+
+
+def daily_run(i: int, **datasets: list[Any]) -> dict[str, Any]:
+    """The COMPLETE event of run-i (i below 10) of the job ns/daily, on 2026-07-2i."""
+    return {
+        "eventTime": f"2026-07-2{i}T10:00:00Z",
+        "eventType": "COMPLETE",
+        "run": {"runId": f"run-{i}"},
+        "job": {"namespace": "ns", "name": "daily"},
+        **datasets,
+    }
 
 
 def test_job_with_sql_and_runs_newest_first(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
@@ -33,15 +42,7 @@ def test_job_with_sql_and_runs_newest_first(service: psycopg.Connection[Any], ow
     ]
 
     for i in range(5):
-        ingest(
-            service,
-            {
-                "eventTime": f"2026-07-2{i}T10:00:00Z",
-                "eventType": "COMPLETE",
-                "run": {"runId": f"run-{i}"},
-                "job": {"namespace": "ns", "name": "daily"},
-            },
-        )
+        ingest(service, daily_run(i))
     daily = get(service, job_id(owner, "daily"), runs_limit=3)
     assert [r["run_id"] for r in daily["runs"]] == ["run-4", "run-3", "run-2"]
     assert get(service, daily["id"], runs_limit=0)["runs"] == []
@@ -63,24 +64,10 @@ def test_bad_runs_limit_is_22023(service: psycopg.Connection[Any], runs_limit: i
 def test_inputs_and_outputs_of_its_runs_with_their_symlinks(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    table = {
-        "namespace": "trino://h:8080",
-        "name": "hive.s.orders",
-        "facets": {"symlinks": {"identifiers": [{"namespace": "s3://b", "name": "w/orders", "type": "TABLE"}]}},
-    }
+    table = symlinked("trino://h:8080", "hive.s.orders", "s3://b", "w/orders")
     # A job run twice: yesterday it read orders and customers, today orders only; both wrote daily.
     for i, inputs in enumerate(([table, {"namespace": "trino://h:8080", "name": "hive.s.customers"}], [table])):
-        ingest(
-            service,
-            {
-                "eventTime": f"2026-07-2{i}T10:00:00Z",
-                "eventType": "COMPLETE",
-                "run": {"runId": f"run-{i}"},
-                "job": {"namespace": "ns", "name": "daily"},
-                "inputs": inputs,
-                "outputs": [{"namespace": "trino://h:8080", "name": "hive.s.daily"}],
-            },
-        )
+        ingest(service, daily_run(i, inputs=inputs, outputs=[{"namespace": "trino://h:8080", "name": "hive.s.daily"}]))
     job = get(service, job_id(owner, "daily"))
     assert [d["name"] for d in job["inputs"]] == ["hive.s.customers", "hive.s.orders"]
     assert [d["name"] for d in job["outputs"]] == ["hive.s.daily"] and job["datasets_truncated"] is False

@@ -8,18 +8,15 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, ingest, load_fixture
+from tests.support.rows import document, value
 
 
 def get(conn: psycopg.Connection[Any], run_id: int) -> dict[str, Any]:
-    row = conn.execute("SELECT metastore.get_run(%s)", (run_id,)).fetchone()
-    assert row is not None
-    return dict(row[0])
+    return document(conn, "SELECT metastore.get_run(%s)", (run_id,))
 
 
 def run_pk(owner: psycopg.Connection[Any], run_id: str) -> int:
-    row = owner.execute("SELECT id FROM metastore.runs WHERE run_id = %s", (run_id,)).fetchone()
-    assert row is not None
-    return int(row[0])
+    return int(value(owner, "SELECT id FROM metastore.runs WHERE run_id = %s", (run_id,)))
 
 
 def test_ctas_run_reads_and_writes(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:

@@ -9,7 +9,9 @@ import psycopg
 import pytest
 
 from tests.conftest import ingest
+from tests.support.events import symlinked
 from tests.support.lineage_graphs import NS, ids, load, run
+from tests.support.rows import value
 
 
 def graph(
@@ -20,11 +22,11 @@ def graph(
     limit: int = 200,
     include: str | None = "jobs",
 ) -> Any:
-    row = conn.execute(
-        "SELECT metastore.lineage_graph(%s, %s, %s::int, %s::int, %s)", (dataset_id, direction, depth, limit, include)
-    ).fetchone()
-    assert row is not None
-    return row[0]
+    return value(
+        conn,
+        "SELECT metastore.lineage_graph(%s, %s, %s::int, %s::int, %s)",
+        (dataset_id, direction, depth, limit, include),
+    )
 
 
 def job_ids(owner: psycopg.Connection[Any]) -> dict[str, int]:
@@ -119,11 +121,7 @@ def test_jobs_count_against_the_node_limit_and_the_graph_stays_connected(
 
 
 def test_jobs_mode_crosses_symlinks(service: psycopg.Connection[Any], owner: psycopg.Connection[Any]) -> None:
-    path = {
-        "namespace": "s3://bucket",
-        "name": "warehouse/orders",
-        "facets": {"symlinks": {"identifiers": [{"namespace": NS, "name": "hive.sales.orders", "type": "TABLE"}]}},
-    }
+    path = symlinked("s3://bucket", "warehouse/orders", NS, "hive.sales.orders")
     load(service, [run(1, "spark", ["raw"], [path]), run(2, "trino", ["hive.sales.orders"], ["daily"])])
     t, j = ids(owner), job_ids(owner)
     nodes, edges = shape(graph(service, t["raw"], "downstream", 3), t, j)

@@ -10,6 +10,8 @@ import psycopg
 import pytest
 
 from tests.conftest import READER_ROLE, ingest
+from tests.support.events import symlinked
+from tests.support.rows import document
 
 
 def page(
@@ -21,11 +23,9 @@ def page(
     kind: str | None = None,
     q: str | None = None,
 ) -> dict[str, Any]:
-    row = conn.execute(
-        "SELECT metastore.list_datasets(%s::int, %s, %s, %s, %s, %s)", (limit, cursor, namespace, scheme, kind, q)
-    ).fetchone()
-    assert row is not None
-    return dict(row[0])
+    return document(
+        conn, "SELECT metastore.list_datasets(%s::int, %s, %s, %s, %s, %s)", (limit, cursor, namespace, scheme, kind, q)
+    )
 
 
 def seed(conn: psycopg.Connection[Any], n: int) -> list[tuple[str, str]]:
@@ -129,11 +129,7 @@ def test_the_reader_role_may_list_but_not_ingest(database: Any, pg_server: Any) 
 
 
 def test_counts_of_reads_writes_and_symlinks(service: psycopg.Connection[Any]) -> None:
-    table = {
-        "namespace": "hdfs://nn",
-        "name": "/w/t",
-        "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": "s.t", "type": "TABLE"}]}},
-    }
+    table = symlinked("hdfs://nn", "/w/t", "hive://m", "s.t")
     for run, direction in (("r1", "inputs"), ("r2", "inputs"), ("r3", "outputs")):
         event = {
             "eventTime": "2024-01-01T00:00:00Z",

@@ -9,15 +9,15 @@ import psycopg
 import pytest
 
 from tests.conftest import FIXTURES, ingest, load_fixture
+from tests.support.rows import document
 
 
 def page(conn: psycopg.Connection[Any], limit: int = 100, cursor: str | None = None, **filters: Any) -> dict[str, Any]:
-    row = conn.execute(
+    return document(
+        conn,
         "SELECT metastore.list_jobs(%s::int, %s, %s, %s)",
         (limit, cursor, filters.get("namespace"), filters.get("q")),
-    ).fetchone()
-    assert row is not None
-    return dict(row[0])
+    )
 
 
 def job_event(namespace: str, name: str, event_type: str, when: str, run_id: str) -> dict[str, Any]:
@@ -73,12 +73,11 @@ def test_bad_arguments_are_22023(service: psycopg.Connection[Any], limit: int | 
 
 
 def sorted_page(conn: psycopg.Connection[Any], limit: int = 100, cursor: str | None = None, **f: Any) -> dict[str, Any]:
-    row = conn.execute(
+    return document(
+        conn,
         "SELECT metastore.list_jobs(%s::int, %s, %s, %s, %s, %s, %s)",
         (limit, cursor, f.get("namespace"), f.get("q"), f.get("sort"), f.get("state"), f.get("user")),
-    ).fetchone()
-    assert row is not None
-    return dict(row[0])
+    )
 
 
 def every_job(conn: psycopg.Connection[Any], limit: int, **f: Any) -> list[str]:

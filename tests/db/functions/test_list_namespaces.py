@@ -9,12 +9,11 @@ import pytest
 
 from tests.conftest import ingest
 from tests.support.events import run_event
+from tests.support.rows import value
 
 
 def namespaces(conn: psycopg.Connection[Any], limit: int = 1000) -> Any:
-    row = conn.execute("SELECT metastore.list_namespaces(%s::int)", (limit,)).fetchone()
-    assert row is not None
-    return row[0]
+    return value(conn, "SELECT metastore.list_namespaces(%s::int)", (limit,))
 
 
 def test_counts_of_datasets_and_jobs_in_code_point_order(

@@ -12,18 +12,18 @@ import psycopg
 import pytest
 
 from tests.conftest import Database, create_database, drop_database, ingest
-from tests.support.events import run_event
+from tests.support.events import run_event, symlinked
+from tests.support.rows import document, value
 
 FILTERS = ("state", "user", "source", "job_namespace", "dataset_id", "from", "to")
 
 
 def runs_page(conn: psycopg.Connection[Any], limit: int = 50, cursor: str | None = None, **f: Any) -> dict[str, Any]:
-    row = conn.execute(
+    return document(
+        conn,
         "SELECT metastore.list_runs(%s::int, %s, %s, %s, %s, %s, %s::bigint, %s, %s)",
         (limit, cursor, *(f.get(name) for name in FILTERS)),
-    ).fetchone()
-    assert row is not None
-    return dict(row[0])
+    )
 
 
 def all_runs(conn: psycopg.Connection[Any], limit: int = 50, **f: Any) -> tuple[list[dict[str, Any]], int]:
@@ -77,11 +77,7 @@ def ids(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def dataset_id(owner: psycopg.Connection[Any], namespace: str, name: str) -> int:
-    row = owner.execute(
-        "SELECT id FROM metastore.datasets WHERE namespace = %s AND name = %s", (namespace, name)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return int(value(owner, "SELECT id FROM metastore.datasets WHERE namespace = %s AND name = %s", (namespace, name)))
 
 
 def test_newest_first_with_job_state_times_and_datasets(
@@ -169,11 +165,7 @@ def test_a_namespace_of_many_jobs_walks_the_timeline(service: psycopg.Connection
 def test_a_dataset_filter_crosses_its_symlinks(
     service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    table = {
-        "namespace": "trino://t:8080",
-        "name": "hive.s.orders",
-        "facets": {"symlinks": {"identifiers": [{"namespace": "s3://b", "name": "w/orders", "type": "TABLE"}]}},
-    }
+    table = symlinked("trino://t:8080", "hive.s.orders", "s3://b", "w/orders")
     ingest(service, query(1, inputs=[table]))
     ingest(service, query(2, inputs=[{"namespace": "s3://b", "name": "w/orders"}]))
     ingest(service, query(3, inputs=["s.unrelated"]))

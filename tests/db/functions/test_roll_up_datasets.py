@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from tests.conftest import ingest
+from tests.support.events import symlinked
 
 VIEW = "SELECT name, kind, first_seen, last_seen, input_events, output_events FROM metastore.datasets_view ORDER BY 1"
 TABLE = VIEW.replace("datasets_view", "datasets")
@@ -27,13 +28,9 @@ def test_events_sharing_a_dataset_add_activity_and_a_roll_up_changes_nothing_rea
         }
         assert ingest(service, event)[0] == "stored"
     # A symlink first, then the dataset itself: the kind follows at once.
-    symlinked = {
-        "namespace": "s3://b",
-        "name": "t",
-        "facets": {"symlinks": {"identifiers": [{"namespace": "hive://m", "name": "late", "type": "TABLE"}]}},
-    }
+    link = symlinked("s3://b", "t", "hive://m", "late")
     base = {"eventTime": "2024-01-01T01:00:00Z", "job": {"namespace": "j", "name": "n"}}
-    assert ingest(service, {**base, "run": {"runId": "s1"}, "inputs": [symlinked]})[0] == "stored"
+    assert ingest(service, {**base, "run": {"runId": "s1"}, "inputs": [link]})[0] == "stored"
     late = {"namespace": "hive://m", "name": "late"}
     assert ingest(service, {**base, "run": {"runId": "s2"}, "inputs": [late]})[0] == "stored"
 

@@ -11,14 +11,13 @@ import pytest
 
 from tests.conftest import ingest
 from tests.support.events import run_event
+from tests.support.rows import value
 
 NS = "trino://h:8080"
 
 
 def search(conn: psycopg.Connection[Any], q: str, limit: int = 50) -> Any:
-    row = conn.execute("SELECT metastore.search(%s, %s::int)", (q, limit)).fetchone()
-    assert row is not None
-    return row[0]
+    return value(conn, "SELECT metastore.search(%s, %s::int)", (q, limit))
 
 
 def hits(answer: Any) -> list[tuple[str, str, str]]:
