@@ -150,7 +150,7 @@ BEGIN
     -- before the cutoff, or before the day holding it where that day's partition stays. (A row
     -- whose event is gone is passed over by the feed anyway: this only frees the space.)
     IF pg_catalog.to_regclass('metastore.feed_order') IS NOT NULL THEN
-        SELECT pg_catalog.least(v_cutoff, pg_catalog.min(b.lower_bound)) INTO v_gone
+        SELECT LEAST(v_cutoff, pg_catalog.min(b.lower_bound)) INTO v_gone
           FROM pg_catalog.pg_inherits AS i
           JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
          CROSS JOIN LATERAL (
@@ -1843,7 +1843,9 @@ BEGIN
     BEGIN
         v_seq := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
                               '^s:([0-9]{1,19})$');
-        RETURN v_seq[1]::bigint;
+        IF v_seq IS NOT NULL THEN
+            RETURN v_seq[1]::bigint;
+        END IF;
     EXCEPTION WHEN data_exception THEN
         v_seq := NULL;
     END;

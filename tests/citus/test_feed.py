@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -185,3 +186,24 @@ def test_a_reader_following_the_feed_under_8_writers_sees_every_event_exactly_on
         f"\n{len(stored)} events by {writers} writers in {time.monotonic() - started:.1f} s on Citus; "
         f"feed: {read_while_writing} read while writing by two readers, 0 skipped, 0 repeated"
     )
+
+
+def test_retention_removes_the_feed_rows_of_the_events_it_removes(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    old = [ingest(service, event(i))[1] for i in range(3)]  # March 2024
+    now = datetime.now(UTC)
+    recent = [ingest(service, event(10 + i, when=(now - timedelta(minutes=i)).isoformat()))[1] for i in range(3)]
+    pending = ingest(service, event(20))[1]  # old, and not yet numbered when retention runs
+    _, cursor, _ = sequenced_page(service, 1)  # a reader that has read the first old event
+    owner.execute("DELETE FROM metastore.feed_order WHERE event_id = %s", (pending,))
+    owner.execute("INSERT INTO metastore.feed_pending VALUES (%s, '2024-03-01T00:00:20Z')", (pending,))
+    result = owner.execute("SELECT metastore.apply_retention('30 days')").fetchone()
+    assert result is not None and result[0]["events_removed"] == 4
+    assert [r[0] for r in owner.execute("SELECT event_id FROM metastore.feed_order ORDER BY seq")] == recent
+    assert owner.execute("SELECT count(*) FROM metastore.feed_pending").fetchone() == (0,)
+    # The reader goes on with what remains; a new one reads it from the start.
+    events, _, _ = sequenced_page(service, 10, cursor)
+    assert [e["id"] for e in events] == recent
+    assert [e["id"] for e in read_all(service)] == recent
+    assert old[0] not in recent
