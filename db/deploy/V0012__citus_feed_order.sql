@@ -9,10 +9,16 @@ DO $citus$
 DECLARE
     v_ids bigint[];
     v_at  timestamptz[];
+    v_target text;
+    v_pos    text[];
+    v_count  bigint;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
         RETURN;
     END IF;
+    -- One connection per node for the reads of the events below: the functions changed later in
+    -- the same transaction cannot follow a parallel read of a distributed table.
+    PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
     CREATE TABLE metastore.feed_pending (
         event_id   bigint      NOT NULL,
         event_time timestamptz NOT NULL,
@@ -39,5 +45,25 @@ BEGIN
       FROM metastore.events AS e;
     INSERT INTO metastore.feed_order (event_id, event_time)
     SELECT u.id, u.at FROM unnest(v_ids, v_at) WITH ORDINALITY AS u (id, at, n) ORDER BY u.n;
+    -- Forwarding goes on where it was: a cursor (transaction id, event id) of one server's feed
+    -- becomes the seq of the last event at or before it, which is their count (numbered from 1 in
+    -- that order just above). A cursor that does not read as one starts over (sent again, not lost).
+    FOR v_target, v_pos IN
+        SELECT t.name, pg_catalog.regexp_match(pg_catalog.convert_from(pg_catalog.decode(
+                   pg_catalog.translate(t.cursor, '-_', '+/'), 'base64'), 'UTF8'), '^([0-9]{1,20}):([0-9]{1,19})$')
+          FROM metastore.forward_targets AS t
+         WHERE t.cursor IS NOT NULL
+    LOOP
+        v_count := NULL;
+        IF v_pos IS NOT NULL THEN
+            SELECT pg_catalog.count(*) INTO v_count FROM metastore.events AS e
+             WHERE (e.xact_id, e.id) <= (v_pos[1]::xid8, v_pos[2]::bigint);
+        END IF;
+        UPDATE metastore.forward_targets AS t
+           SET cursor = CASE WHEN v_count > 0
+                             THEN pg_catalog.translate(pg_catalog.encode(pg_catalog.convert_to('s:' || v_count::text, 'UTF8'),
+                                                                         'base64'), E'+/\n', '-_') END
+         WHERE t.name = v_target;
+    END LOOP;
 END
 $citus$;

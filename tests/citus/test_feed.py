@@ -5,6 +5,7 @@ is not yet visible waits without being passed; filters, bounds and cursors behav
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from metastore import ledger, migrations
 from tests.conftest import READER_ROLE, Database, ingest
 from tests.db.functions.test_read_events import event, page
 
@@ -207,3 +209,37 @@ def test_retention_removes_the_feed_rows_of_the_events_it_removes(
     assert [e["id"] for e in events] == recent
     assert [e["id"] for e in read_all(service)] == recent
     assert old[0] not in recent
+
+
+def test_a_forwarding_cursor_survives_a_revert_of_the_feed_order_and_a_deploy_again(
+    database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """Moving between the layouts' orders (revert V0012, deploy again) keeps each target's place:
+    nothing it was not sent is skipped (what it was sent may come again: at least once)."""
+    target = "https://t.example:5000"
+    stored = [ingest(service, event(i, when=f"2024-03-{1 + i % 9:02d}T00:00:00.{i:06d}Z"))[1] for i in range(12)]
+    assert service.execute("SELECT claimed FROM metastore.forward_claim(%s, 'me', 60)", (target,)).fetchone() == (True,)
+    service.execute("SELECT metastore.sequence_feed()")
+    sent = service.execute("SELECT cursor, event_id FROM metastore.forward_page(NULL, 5, 1000000)").fetchall()
+    assert len(sent) == 5
+    assert service.execute("SELECT metastore.forward_ack(%s, 'me', %s, 5)", (target, sent[-1][0])).fetchone() == (True,)
+    stored += [ingest(service, event(20 + i))[1] for i in range(3)]  # pending: not numbered yet
+
+    change = next(c.version for c in ledger.changes() if c.name.endswith("__citus_feed_order.sql"))
+    previous = max(v for v in migrations.applied_versions(owner) if v < change)
+    migrations.revert(database.owner_dsn, previous)
+    (plain,) = owner.execute("SELECT cursor FROM metastore.forward_targets").fetchone() or (None,)
+    assert plain is not None and ":" in base64.urlsafe_b64decode(plain + "==").decode() and plain != sent[-1][0]
+    migrations.deploy(database.owner_dsn)
+    assert migrations.verify(database.owner_dsn) == []
+
+    claim = service.execute("SELECT cursor FROM metastore.forward_claim(%s, 'me', 60)", (target,)).fetchone()
+    cursor = claim[0] if claim else None
+    assert cursor is not None and base64.urlsafe_b64decode(cursor + "==").startswith(b"s:")
+    service.execute("SELECT metastore.sequence_feed()")
+    page_after = service.execute("SELECT event_id FROM metastore.forward_page(%s, 1000, 100000000)", (cursor,))
+    rest = [r[0] for r in page_after]
+    assert set(stored) - {r[1] for r in sent} <= set(rest), "an event not yet sent was skipped"
+    assert len(rest) == len(set(rest))
+    status = service.execute("SELECT metastore.forward_status()").fetchone()
+    assert status is not None and status[0]["targets"][0]["oldest_pending_received_at"] is not None
