@@ -35,9 +35,9 @@ test: system-deps $(VENV)/.installed-test ## run the tests (each starts its own 
 test-db: system-deps $(VENV)/.installed-test ## only the SQL suite (tests/db): the functions, migrations, roles, as the app role
 	$(PY) -m pytest tests/db tests/test_sql_files.py $(PYTEST_ARGS)
 
-# On Citus, the feed's order (transaction ids below the snapshot horizon) does not hold across
-# workers: read_events and forward_page refuse there (0A000, tests/citus/test_layout.py), so the
-# tests that read the feed are left out (docs/scale.md, section 5). auto_explain, which the JIT
+# On Citus, the feed reads the order one sequencer assigns after commit (tests/citus/test_feed.py):
+# the feed's tests of one server (the order by transaction id, read without a sequencing pass) are
+# left out, as is the SQL test of forwarding pages, which reads them so. auto_explain, which the JIT
 # test watches with, fails on a Citus coordinator ("cache lookup failed for type"). The VACUUM
 # test watches a partition's VACUUM on the coordinator, where on Citus the rows are not: not yet
 # adapted to watch the workers' shards.

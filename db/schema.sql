@@ -57,6 +57,7 @@ DECLARE
     v_parent   regclass;
     v_count    bigint;
     v_events   bigint := 0;
+    v_gone     timestamptz;
     v_rejected bigint := 0;
 BEGIN
     IF p_keep IS NULL OR p_keep < interval '1 day' THEN
@@ -144,6 +145,24 @@ BEGIN
         ALTER TABLE metastore.events ENABLE TRIGGER events_append_only;
     END IF;
     DELETE FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff;
+
+    -- Citus: the feed's rows (metastore.feed_order, feed_pending) of the events now gone, i.e. all
+    -- before the cutoff, or before the day holding it where that day's partition stays. (A row
+    -- whose event is gone is passed over by the feed anyway: this only frees the space.)
+    IF pg_catalog.to_regclass('metastore.feed_order') IS NOT NULL THEN
+        SELECT LEAST(v_cutoff, pg_catalog.min(b.lower_bound)) INTO v_gone
+          FROM pg_catalog.pg_inherits AS i
+          JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
+         CROSS JOIN LATERAL (
+               SELECT pg_catalog.substring(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                           'FROM \(''([^'']+)''\)')::timestamptz AS lower_bound,
+                      pg_catalog.substring(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                           'TO \(''([^'']+)''\)$')::timestamptz AS upper_bound) AS b
+         WHERE i.inhparent = 'metastore.events'::regclass
+           AND b.upper_bound > v_cutoff;
+        DELETE FROM metastore.feed_order AS o WHERE o.event_time < v_gone;
+        DELETE FROM metastore.feed_pending AS p WHERE p.event_time < v_gone;
+    END IF;
 
     RETURN pg_catalog.jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', pg_catalog.cardinality(v_old),
                                          'events_removed', v_events, 'rejected_removed', v_rejected);
@@ -1811,6 +1830,33 @@ $$;
 
 COMMENT ON FUNCTION metastore.facet_text(p_value jsonb) IS 'The text of a facet value that is a non-empty JSON string; null for anything else (absent, JSON null, another type, ""). The lenient read of the derivations: a facet they cannot use is ignored, never an error.';
 
+CREATE FUNCTION metastore.feed_seq(p_cursor text) RETURNS bigint
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_seq text[];
+BEGIN
+    IF p_cursor IS NULL THEN
+        RETURN 0;
+    END IF;
+    BEGIN
+        v_seq := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
+                              '^s:([0-9]{1,19})$');
+        IF v_seq IS NOT NULL THEN
+            RETURN v_seq[1]::bigint;
+        END IF;
+    EXCEPTION WHEN data_exception THEN
+        v_seq := NULL;
+    END;
+    RAISE EXCEPTION USING
+        ERRCODE = '22023',
+        MESSAGE = 'cursor is not valid: pass the cursor of an event or the next_cursor of a page unchanged';
+END
+$_$;
+
+COMMENT ON FUNCTION metastore.feed_seq(p_cursor text) IS 'The seq of metastore.feed_order a feed cursor names on Citus; 0 for a null cursor. Error code: 22023 a cursor the feed did not return there (a cursor of the feed on one server included).';
+
 CREATE FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text DEFAULT 'both'::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2222,6 +2268,13 @@ DECLARE
     v_pos   record;
     v_row   record;
     v_bytes bigint := 0;
+    c_fetch constant integer := 10;
+    v_after bigint;
+    v_seqs  bigint[];
+    v_ids   bigint[];
+    v_at    timestamptz[];
+    v_from  integer;
+    v_count integer := 0;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 OR p_max_bytes IS NULL OR p_max_bytes < 1 THEN
         RAISE EXCEPTION USING
@@ -2229,15 +2282,51 @@ BEGIN
             MESSAGE = format('limit must be from 1 to 1000 and max_bytes 1 or more, not %s and %s',
                              p_limit, p_max_bytes);
     END IF;
-    -- On Citus the order above does not hold: the events lie on the workers, each with its own
-    -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
-    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    -- On Citus: the order of metastore.feed_order, as metastore.read_events reads it there (the
+    -- proof is in docs/events.md, "On Citus"); refused where that order is not deployed.
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
-        RAISE EXCEPTION USING
-            ERRCODE = '0A000',
-            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
-            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
-                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+        IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '0A000',
+                MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
+                          'the feed''s order there (metastore.feed_order) is not deployed',
+                HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
+        END IF;
+        v_after := metastore.feed_seq(p_cursor);
+        <<walk>>
+        LOOP
+            SELECT array_agg(o.seq ORDER BY o.seq), array_agg(o.event_id ORDER BY o.seq),
+                   array_agg(o.event_time ORDER BY o.seq)
+              INTO v_seqs, v_ids, v_at
+              FROM (SELECT q.seq, q.event_id, q.event_time FROM metastore.feed_order AS q
+                     WHERE q.seq > v_after ORDER BY q.seq LIMIT p_limit) AS o;
+            EXIT walk WHEN v_seqs IS NULL;
+            v_from := 1;
+            -- c_fetch events at a time, each step one statement over the workers.
+            WHILE v_from <= cardinality(v_ids) LOOP
+                FOR v_row IN
+                    SELECT e.id, e.payload, array_position(v_ids, e.id) AS i
+                      FROM metastore.events AS e
+                     WHERE e.id = ANY (v_ids[v_from:v_from + c_fetch - 1])
+                       AND e.event_time = ANY (v_at[v_from:v_from + c_fetch - 1])
+                     ORDER BY 3
+                LOOP
+                    cursor := translate(encode(convert_to('s:' || v_seqs[v_row.i]::text, 'UTF8'), 'base64'),
+                                        E'+/\n', '-_');
+                    event_id := v_row.id;
+                    payload := v_row.payload::text;
+                    RETURN NEXT;
+                    v_count := v_count + 1;
+                    v_bytes := v_bytes + octet_length(payload);
+                    EXIT walk WHEN v_bytes >= p_max_bytes OR v_count >= p_limit;
+                END LOOP;
+                v_from := v_from + c_fetch;
+            END LOOP;
+            -- Every seq of the batch had its event removed by retention: the next ones.
+            EXIT walk WHEN v_count > 0 OR cardinality(v_seqs) < p_limit;
+            v_after := v_seqs[cardinality(v_seqs)];
+        END LOOP;
+        RETURN;
     END IF;
     SELECT * INTO v_pos FROM metastore.forward_position(p_cursor);
     FOR v_row IN
@@ -2259,7 +2348,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) IS 'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes of text (the first is returned whatever its size). Error codes: 22023 bad limits or a cursor not returned by the feed; 0A000 the events are distributed over Citus workers, where the feed''s order does not hold.';
+COMMENT ON FUNCTION metastore.forward_page(p_cursor text, p_limit integer, p_max_bytes integer) IS 'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes of text (the first is returned whatever its size). Error codes: 22023 bad limits or a cursor not returned by the feed. On Citus the order is that of metastore.feed_order (seq), which metastore.sequence_feed assigns (0A000 where it is not deployed).';
 
 CREATE FUNCTION metastore.forward_position(p_cursor text, OUT xact_id xid8, OUT event_id bigint) RETURNS record
     LANGUAGE plpgsql IMMUTABLE
@@ -2370,17 +2459,31 @@ DECLARE
     v_t       record;
     v_pos     record;
     v_next    timestamptz;
+    v_oid     bigint;
+    v_oat     timestamptz;
     v_refusal jsonb;
 BEGIN
     FOR v_t IN SELECT * FROM metastore.forward_targets ORDER BY name LOOP
         -- The oldest event not yet acknowledged, in the feed's order: the lag is how long it has waited.
-        SELECT * INTO v_pos FROM metastore.forward_position(v_t.cursor);
-        SELECT e.received_at INTO v_next
-          FROM metastore.events AS e
-         WHERE (e.xact_id, e.id) > (v_pos.xact_id, v_pos.event_id)
-           AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
-         ORDER BY e.xact_id, e.id
-         LIMIT 1;
+        IF pg_catalog.to_regclass('metastore.feed_order') IS NOT NULL THEN
+            -- Citus: the order of metastore.feed_order (docs/events.md, "On Citus").
+            SELECT o.event_id, o.event_time INTO v_oid, v_oat
+              FROM metastore.feed_order AS o
+             WHERE o.seq > metastore.feed_seq(v_t.cursor)
+             ORDER BY o.seq
+             LIMIT 1;
+            SELECT e.received_at INTO v_next
+              FROM metastore.events AS e
+             WHERE e.id = v_oid AND e.event_time = v_oat;
+        ELSE
+            SELECT * INTO v_pos FROM metastore.forward_position(v_t.cursor);
+            SELECT e.received_at INTO v_next
+              FROM metastore.events AS e
+             WHERE (e.xact_id, e.id) > (v_pos.xact_id, v_pos.event_id)
+               AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
+             ORDER BY e.xact_id, e.id
+             LIMIT 1;
+        END IF;
         SELECT jsonb_build_object('event_id', r.event_id, 'status', r.status, 'body', r.body, 'at', r.refused_at)
           INTO v_refusal
           FROM metastore.forward_refusals AS r
@@ -4262,13 +4365,22 @@ BEGIN
     END IF;
     -- On Citus the order above does not hold: the events lie on the workers, each with its own
     -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
-    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    -- committed. There the feed reads the order one sequencer assigns after commit (docs/events.md,
+    -- "On Citus"); refused where that order is missing (its change reverted), rather than skip events.
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
-        RAISE EXCEPTION USING
-            ERRCODE = '0A000',
-            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
-            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
-                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+        IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '0A000',
+                MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
+                          'the feed''s order there (metastore.feed_order) is not deployed',
+                HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
+        END IF;
+        RETURN QUERY SELECT r.event, r.cursor, r.more
+                       FROM metastore.read_sequenced_events(p_limit, p_cursor, p_event_time_from::timestamptz,
+                                                            p_event_time_to::timestamptz, p_received_from::timestamptz,
+                                                            p_received_to::timestamptz, p_job_namespace, p_job_name,
+                                                            p_dataset_namespace, p_dataset_name, p_event_type) AS r;
+        RETURN;
     END IF;
     IF p_cursor IS NOT NULL THEN
         BEGIN
@@ -4367,7 +4479,123 @@ BEGIN
 END
 $_$;
 
-COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, and at most 1 MiB of text unless its one event is larger, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one; 0A000 the events are distributed over Citus workers, where this order does not hold.';
+COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, and at most 1 MiB of text unless its one event is larger, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one. On Citus the order is that of metastore.feed_order, which metastore.sequence_feed assigns (metastore.read_sequenced_events; 0A000 where it is not deployed).';
+
+CREATE FUNCTION metastore.read_sequenced_events(p_limit integer, p_cursor text, p_event_time_from timestamp with time zone, p_event_time_to timestamp with time zone, p_received_from timestamp with time zone, p_received_to timestamp with time zone, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) RETURNS TABLE(event text, cursor text, more boolean)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET "TimeZone" TO 'UTC'
+    SET "DateStyle" TO 'ISO, YMD'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET work_mem TO '64MB'
+    AS $$
+DECLARE
+    c_batch      constant integer := 1000;
+    -- Events fetched with their payload at once: as many as a PL/pgSQL loop over a query holds
+    -- on one server (it fetches 10 rows at a time).
+    c_fetch      constant integer := 10;
+    c_page_bytes constant integer := 1048576;
+    v_after      bigint;
+    v_datasets   bigint[];
+    v_seqs       bigint[];
+    v_ids        bigint[];
+    v_at         timestamptz[];
+    v_found      bigint[];
+    v_m_seqs     bigint[];
+    v_m_ids      bigint[];
+    v_m_at       timestamptz[];
+    v_from       integer;
+    v_row        record;
+    v_text       text;
+    v_cursor     text;
+    v_rows       text[] := '{}';
+    v_cursors    text[] := '{}';
+    v_bytes      bigint := 0;
+    v_more       boolean := false;
+BEGIN
+    v_after := metastore.feed_seq(p_cursor);
+    IF p_dataset_namespace IS NOT NULL OR p_dataset_name IS NOT NULL THEN
+        v_datasets := ARRAY(SELECT d.id FROM metastore.datasets AS d
+                             WHERE CASE WHEN p_dataset_namespace IS NOT NULL AND p_dataset_name IS NOT NULL
+                                        THEN d.name_key = sha256(metastore.dataset_key(p_dataset_namespace, p_dataset_name))
+                                        ELSE (p_dataset_namespace IS NULL OR d.namespace = p_dataset_namespace)
+                                             AND (p_dataset_name IS NULL OR d.name = p_dataset_name) END);
+        IF cardinality(v_datasets) = 0 THEN
+            RETURN;  -- no such dataset
+        END IF;
+    END IF;
+    <<walk>>
+    LOOP
+        SELECT array_agg(o.seq ORDER BY o.seq), array_agg(o.event_id ORDER BY o.seq), array_agg(o.event_time ORDER BY o.seq)
+          INTO v_seqs, v_ids, v_at
+          FROM (SELECT q.seq, q.event_id, q.event_time
+                  FROM metastore.feed_order AS q
+                 WHERE q.seq > v_after
+                   AND (p_event_time_from IS NULL OR q.event_time >= p_event_time_from)
+                   AND (p_event_time_to IS NULL OR q.event_time < p_event_time_to)
+                 ORDER BY q.seq
+                 LIMIT c_batch) AS o;
+        EXIT walk WHEN v_seqs IS NULL;
+        -- Ids are unique: the times only prune the shards asked.
+        SELECT array_agg(e.id) INTO v_found
+          FROM metastore.events AS e
+         WHERE e.id = ANY (v_ids) AND e.event_time = ANY (v_at)
+           AND (p_received_from IS NULL OR e.received_at >= p_received_from)
+           AND (p_received_to IS NULL OR e.received_at < p_received_to)
+           AND (p_job_namespace IS NULL OR (pg_catalog.left(e.job_namespace, 200) = pg_catalog.left(p_job_namespace, 200)
+                                            AND e.job_namespace = p_job_namespace))
+           AND (p_job_name IS NULL OR (pg_catalog.left(e.job_name, 400) = pg_catalog.left(p_job_name, 400)
+                                       AND e.job_name = p_job_name))
+           AND (p_event_type IS NULL OR e.event_type = upper(p_event_type))
+           AND (v_datasets IS NULL
+                OR EXISTS (SELECT FROM metastore.event_datasets AS l
+                            WHERE l.event_id = e.id AND l.event_time = e.event_time AND l.dataset_id = ANY (v_datasets)));
+        SELECT array_agg(u.seq ORDER BY u.n), array_agg(u.id ORDER BY u.n), array_agg(u.at ORDER BY u.n)
+          INTO v_m_seqs, v_m_ids, v_m_at
+          FROM unnest(v_seqs, v_ids, v_at) WITH ORDINALITY AS u (seq, id, at, n)
+         WHERE u.id = ANY (v_found);
+        v_from := 1;
+        WHILE v_from <= coalesce(cardinality(v_m_ids), 0) LOOP
+            FOR v_row IN
+                SELECT e.id, e.payload, e.received_at, e.source_kind, e.source_principal,
+                       array_position(v_m_ids, e.id) AS i
+                  FROM metastore.events AS e
+                 WHERE e.id = ANY (v_m_ids[v_from:v_from + c_fetch - 1])
+                   AND e.event_time = ANY (v_m_at[v_from:v_from + c_fetch - 1])
+                 ORDER BY 6
+            LOOP
+                IF pg_catalog.cardinality(v_rows) = p_limit OR v_bytes >= c_page_bytes THEN
+                    v_more := true;
+                    EXIT walk;
+                END IF;
+                v_cursor := translate(encode(convert_to('s:' || v_m_seqs[v_row.i]::text, 'UTF8'), 'base64'),
+                                      E'+/\n', '-_');
+                v_text := jsonb_build_object('id', v_row.id,
+                                             'cursor', v_cursor,
+                                             'received_at', v_row.received_at,
+                                             'source_kind', v_row.source_kind,
+                                             'source_principal', v_row.source_principal,
+                                             'event', v_row.payload)::text;
+                IF v_bytes > 0 AND v_bytes + octet_length(v_text) > c_page_bytes THEN
+                    v_more := true;
+                    EXIT walk;
+                END IF;
+                v_bytes := v_bytes + octet_length(v_text);
+                v_rows := array_append(v_rows, v_text);
+                v_cursors := array_append(v_cursors, v_cursor);
+            END LOOP;
+            v_from := v_from + c_fetch;
+        END LOOP;
+        EXIT walk WHEN cardinality(v_seqs) < c_batch;
+        v_after := v_seqs[cardinality(v_seqs)];
+    END LOOP;
+    RETURN QUERY SELECT r.event, r.cursor, v_more
+                   FROM unnest(v_rows, v_cursors) WITH ORDINALITY AS r (event, cursor, n)
+                  ORDER BY r.n;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.read_sequenced_events(p_limit integer, p_cursor text, p_event_time_from timestamp with time zone, p_event_time_to timestamp with time zone, p_received_from timestamp with time zone, p_received_to timestamp with time zone, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'metastore.read_events on Citus: the same page, read in the order of metastore.feed_order (seq), with a cursor of that order (metastore.feed_seq). Called by metastore.read_events, which checks the limit and the times.';
 
 CREATE FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) RETURNS void
     LANGUAGE plpgsql
@@ -4813,6 +5041,52 @@ $_$;
 
 COMMENT ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) IS 'For metastore.search: up to p_sample dataset names, job names and field names each whose lower case holds p_lq (p_like: it as a LIKE pattern) but does not start with it, without the hidden ones given: through the trigram indexes of dataset and field names where pg_trgm made them and p_lq has 3 characters or more, else among the first p_scan rows of the table (of jobs, the p_scan_jobs newest).';
 
+CREATE FUNCTION metastore.sequence_feed() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    -- Rows looked at per pass: one statement on the workers for all of them.
+    c_batch constant integer := 5000;
+    v_ids   bigint[];
+    v_at    timestamptz[];
+    v_ready bigint[];
+    v_moved integer;
+BEGIN
+    IF to_regclass('metastore.feed_pending') IS NULL THEN
+        RETURN NULL;  -- one server: the feed's order needs no sequencer
+    END IF;
+    BEGIN
+        LOCK TABLE metastore.feed_order IN EXCLUSIVE MODE NOWAIT;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 0;
+    END;
+    SELECT array_agg(p.event_id ORDER BY p.event_id), array_agg(p.event_time ORDER BY p.event_id)
+      INTO v_ids, v_at
+      FROM (SELECT q.event_id, q.event_time FROM metastore.feed_pending AS q ORDER BY q.event_id LIMIT c_batch) AS p;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- Ids are unique: the times only prune the shards asked.
+    SELECT array_agg(e.id) INTO v_ready
+      FROM metastore.events AS e
+     WHERE e.id = ANY (v_ids) AND e.event_time = ANY (v_at);
+    IF v_ready IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH moved AS (
+        DELETE FROM metastore.feed_pending AS p WHERE p.event_id = ANY (v_ready)
+        RETURNING p.event_id, p.event_time
+    )
+    INSERT INTO metastore.feed_order (event_id, event_time)
+    SELECT m.event_id, m.event_time FROM moved AS m ORDER BY m.event_id;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    RETURN v_moved;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.sequence_feed() IS 'Citus: one pass of the event feed''s sequencer: numbers (metastore.feed_order) the stored events of metastore.feed_pending that are visible, and returns how many; 0 when none is or another pass runs; NULL on one server, where the feed needs none. Call it in a transaction of its own before reading the feed.';
+
 CREATE FUNCTION metastore.settings_keep_row() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4901,6 +5175,13 @@ BEGIN
     END IF;
 
     IF v_new_ids IS NOT NULL THEN
+        -- Citus: the new events wait in the event's transaction for the feed's sequencer
+        -- (metastore.sequence_feed; docs/events.md, "On Citus"). Only where that table exists.
+        IF to_regclass('metastore.feed_pending') IS NOT NULL THEN
+            INSERT INTO metastore.feed_pending (event_id, event_time)
+            SELECT u.id, u.event_time FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev)) AS u (id);
+        END IF;
+
         -- 2. Datasets, their activity, links and symlinks (metastore.derive_datasets).
         v_datasets := metastore.derive_datasets(v_new_ids, v_new_ev, true);
 
@@ -6121,6 +6402,8 @@ REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.facet_text(p_value jsonb) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION metastore.feed_seq(p_cursor text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) TO metastore_reader;
@@ -6234,6 +6517,8 @@ REVOKE ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_e
 GRANT ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) TO metastore_app;
 GRANT ALL ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) TO metastore_reader;
 
+REVOKE ALL ON FUNCTION metastore.read_sequenced_events(p_limit integer, p_cursor text, p_event_time_from timestamp with time zone, p_event_time_to timestamp with time zone, p_received_from timestamp with time zone, p_received_to timestamp with time zone, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) FROM PUBLIC;
@@ -6252,6 +6537,10 @@ GRANT ALL ON FUNCTION metastore.search(p_q text, p_limit integer) TO metastore_r
 REVOKE ALL ON FUNCTION metastore.search_key(p_text text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.sequence_feed() FROM PUBLIC;
+GRANT ALL ON FUNCTION metastore.sequence_feed() TO metastore_app;
+GRANT ALL ON FUNCTION metastore.sequence_feed() TO metastore_reader;
 
 REVOKE ALL ON FUNCTION metastore.settings_keep_row() FROM PUBLIC;
 

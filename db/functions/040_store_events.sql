@@ -84,6 +84,13 @@ BEGIN
     END IF;
 
     IF v_new_ids IS NOT NULL THEN
+        -- Citus: the new events wait in the event's transaction for the feed's sequencer
+        -- (metastore.sequence_feed; docs/events.md, "On Citus"). Only where that table exists.
+        IF to_regclass('metastore.feed_pending') IS NOT NULL THEN
+            INSERT INTO metastore.feed_pending (event_id, event_time)
+            SELECT u.id, u.event_time FROM ROWS FROM (unnest(v_new_ids), unnest(v_new_ev)) AS u (id);
+        END IF;
+
         -- 2. Datasets, their activity, links and symlinks (metastore.derive_datasets).
         v_datasets := metastore.derive_datasets(v_new_ids, v_new_ev, true);
 

@@ -16,6 +16,7 @@ DECLARE
     v_parent   regclass;
     v_count    bigint;
     v_events   bigint := 0;
+    v_gone     timestamptz;
     v_rejected bigint := 0;
 BEGIN
     IF p_keep IS NULL OR p_keep < interval '1 day' THEN
@@ -103,6 +104,24 @@ BEGIN
         ALTER TABLE metastore.events ENABLE TRIGGER events_append_only;
     END IF;
     DELETE FROM metastore.event_datasets_default AS l WHERE l.event_time < v_cutoff;
+
+    -- Citus: the feed's rows (metastore.feed_order, feed_pending) of the events now gone, i.e. all
+    -- before the cutoff, or before the day holding it where that day's partition stays. (A row
+    -- whose event is gone is passed over by the feed anyway: this only frees the space.)
+    IF pg_catalog.to_regclass('metastore.feed_order') IS NOT NULL THEN
+        SELECT LEAST(v_cutoff, pg_catalog.min(b.lower_bound)) INTO v_gone
+          FROM pg_catalog.pg_inherits AS i
+          JOIN pg_catalog.pg_class AS c ON c.oid = i.inhrelid
+         CROSS JOIN LATERAL (
+               SELECT pg_catalog.substring(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                           'FROM \(''([^'']+)''\)')::timestamptz AS lower_bound,
+                      pg_catalog.substring(pg_catalog.pg_get_expr(c.relpartbound, c.oid),
+                                           'TO \(''([^'']+)''\)$')::timestamptz AS upper_bound) AS b
+         WHERE i.inhparent = 'metastore.events'::regclass
+           AND b.upper_bound > v_cutoff;
+        DELETE FROM metastore.feed_order AS o WHERE o.event_time < v_gone;
+        DELETE FROM metastore.feed_pending AS p WHERE p.event_time < v_gone;
+    END IF;
 
     RETURN pg_catalog.jsonb_build_object('cutoff', v_cutoff, 'partitions_dropped', pg_catalog.cardinality(v_old),
                                          'events_removed', v_events, 'rejected_removed', v_rejected);

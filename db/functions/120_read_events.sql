@@ -78,13 +78,22 @@ BEGIN
     END IF;
     -- On Citus the order above does not hold: the events lie on the workers, each with its own
     -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
-    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    -- committed. There the feed reads the order one sequencer assigns after commit (docs/events.md,
+    -- "On Citus"); refused where that order is missing (its change reverted), rather than skip events.
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
-        RAISE EXCEPTION USING
-            ERRCODE = '0A000',
-            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
-            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
-                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+        IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '0A000',
+                MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
+                          'the feed''s order there (metastore.feed_order) is not deployed',
+                HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
+        END IF;
+        RETURN QUERY SELECT r.event, r.cursor, r.more
+                       FROM metastore.read_sequenced_events(p_limit, p_cursor, p_event_time_from::timestamptz,
+                                                            p_event_time_to::timestamptz, p_received_from::timestamptz,
+                                                            p_received_to::timestamptz, p_job_namespace, p_job_name,
+                                                            p_dataset_namespace, p_dataset_name, p_event_type) AS r;
+        RETURN;
     END IF;
     IF p_cursor IS NOT NULL THEN
         BEGIN
@@ -193,8 +202,9 @@ COMMENT ON FUNCTION metastore.read_events(integer, text, text, text, text, text,
     'is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at '
     'ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and '
     'name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor '
-    'not returned by this function; 22007/22008 a time that is not one; 0A000 the events are distributed over '
-    'Citus workers, where this order does not hold.';
+    'not returned by this function; 22007/22008 a time that is not one. On Citus the order is that of '
+    'metastore.feed_order, which metastore.sequence_feed assigns (metastore.read_sequenced_events; 0A000 where it '
+    'is not deployed).';
 
 REVOKE ALL ON FUNCTION metastore.read_events(integer, text, text, text, text, text, text, text, text, text, text)
     FROM PUBLIC;

@@ -12,17 +12,31 @@ DECLARE
     v_t       record;
     v_pos     record;
     v_next    timestamptz;
+    v_oid     bigint;
+    v_oat     timestamptz;
     v_refusal jsonb;
 BEGIN
     FOR v_t IN SELECT * FROM metastore.forward_targets ORDER BY name LOOP
         -- The oldest event not yet acknowledged, in the feed's order: the lag is how long it has waited.
-        SELECT * INTO v_pos FROM metastore.forward_position(v_t.cursor);
-        SELECT e.received_at INTO v_next
-          FROM metastore.events AS e
-         WHERE (e.xact_id, e.id) > (v_pos.xact_id, v_pos.event_id)
-           AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
-         ORDER BY e.xact_id, e.id
-         LIMIT 1;
+        IF pg_catalog.to_regclass('metastore.feed_order') IS NOT NULL THEN
+            -- Citus: the order of metastore.feed_order (docs/events.md, "On Citus").
+            SELECT o.event_id, o.event_time INTO v_oid, v_oat
+              FROM metastore.feed_order AS o
+             WHERE o.seq > metastore.feed_seq(v_t.cursor)
+             ORDER BY o.seq
+             LIMIT 1;
+            SELECT e.received_at INTO v_next
+              FROM metastore.events AS e
+             WHERE e.id = v_oid AND e.event_time = v_oat;
+        ELSE
+            SELECT * INTO v_pos FROM metastore.forward_position(v_t.cursor);
+            SELECT e.received_at INTO v_next
+              FROM metastore.events AS e
+             WHERE (e.xact_id, e.id) > (v_pos.xact_id, v_pos.event_id)
+               AND e.xact_id < pg_snapshot_xmin(pg_current_snapshot())
+             ORDER BY e.xact_id, e.id
+             LIMIT 1;
+        END IF;
         SELECT jsonb_build_object('event_id', r.event_id, 'status', r.status, 'body', r.body, 'at', r.refused_at)
           INTO v_refusal
           FROM metastore.forward_refusals AS r

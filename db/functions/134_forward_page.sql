@@ -18,6 +18,13 @@ DECLARE
     v_pos   record;
     v_row   record;
     v_bytes bigint := 0;
+    c_fetch constant integer := 10;
+    v_after bigint;
+    v_seqs  bigint[];
+    v_ids   bigint[];
+    v_at    timestamptz[];
+    v_from  integer;
+    v_count integer := 0;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 OR p_limit > 1000 OR p_max_bytes IS NULL OR p_max_bytes < 1 THEN
         RAISE EXCEPTION USING
@@ -25,15 +32,51 @@ BEGIN
             MESSAGE = format('limit must be from 1 to 1000 and max_bytes 1 or more, not %s and %s',
                              p_limit, p_max_bytes);
     END IF;
-    -- On Citus the order above does not hold: the events lie on the workers, each with its own
-    -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
-    -- committed (docs/scale.md, section 5). Refused rather than skipping events silently.
+    -- On Citus: the order of metastore.feed_order, as metastore.read_events reads it there (the
+    -- proof is in docs/events.md, "On Citus"); refused where that order is not deployed.
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
-        RAISE EXCEPTION USING
-            ERRCODE = '0A000',
-            MESSAGE = 'the event feed is not available where the events are distributed over Citus workers',
-            HINT = 'Read datasets, jobs and runs through the read API; the feed, export, replay and forwarding '
-                   'need the events on one PostgreSQL server (docs/scale.md, section 5).';
+        IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
+            RAISE EXCEPTION USING
+                ERRCODE = '0A000',
+                MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
+                          'the feed''s order there (metastore.feed_order) is not deployed',
+                HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
+        END IF;
+        v_after := metastore.feed_seq(p_cursor);
+        <<walk>>
+        LOOP
+            SELECT array_agg(o.seq ORDER BY o.seq), array_agg(o.event_id ORDER BY o.seq),
+                   array_agg(o.event_time ORDER BY o.seq)
+              INTO v_seqs, v_ids, v_at
+              FROM (SELECT q.seq, q.event_id, q.event_time FROM metastore.feed_order AS q
+                     WHERE q.seq > v_after ORDER BY q.seq LIMIT p_limit) AS o;
+            EXIT walk WHEN v_seqs IS NULL;
+            v_from := 1;
+            -- c_fetch events at a time, each step one statement over the workers.
+            WHILE v_from <= cardinality(v_ids) LOOP
+                FOR v_row IN
+                    SELECT e.id, e.payload, array_position(v_ids, e.id) AS i
+                      FROM metastore.events AS e
+                     WHERE e.id = ANY (v_ids[v_from:v_from + c_fetch - 1])
+                       AND e.event_time = ANY (v_at[v_from:v_from + c_fetch - 1])
+                     ORDER BY 3
+                LOOP
+                    cursor := translate(encode(convert_to('s:' || v_seqs[v_row.i]::text, 'UTF8'), 'base64'),
+                                        E'+/\n', '-_');
+                    event_id := v_row.id;
+                    payload := v_row.payload::text;
+                    RETURN NEXT;
+                    v_count := v_count + 1;
+                    v_bytes := v_bytes + octet_length(payload);
+                    EXIT walk WHEN v_bytes >= p_max_bytes OR v_count >= p_limit;
+                END LOOP;
+                v_from := v_from + c_fetch;
+            END LOOP;
+            -- Every seq of the batch had its event removed by retention: the next ones.
+            EXIT walk WHEN v_count > 0 OR cardinality(v_seqs) < p_limit;
+            v_after := v_seqs[cardinality(v_seqs)];
+        END LOOP;
+        RETURN;
     END IF;
     SELECT * INTO v_pos FROM metastore.forward_position(p_cursor);
     FOR v_row IN
@@ -59,7 +102,8 @@ COMMENT ON FUNCTION metastore.forward_page(text, integer, integer) IS
     'The next stored events after feed cursor p_cursor, in the order of metastore.read_events: each its cursor, '
     'id and payload as stored (JSON text); at most p_limit (1..1000), and no more once they add up to p_max_bytes '
     'of text (the first is returned whatever its size). Error codes: 22023 bad limits or a cursor not returned by '
-    'the feed; 0A000 the events are distributed over Citus workers, where the feed''s order does not hold.';
+    'the feed. On Citus the order is that of metastore.feed_order (seq), which metastore.sequence_feed assigns '
+    '(0A000 where it is not deployed).';
 
 REVOKE ALL ON FUNCTION metastore.forward_page(text, integer, integer) FROM PUBLIC;
 -- To this installation's group roles (metastore.group_roles).

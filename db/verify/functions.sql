@@ -50,7 +50,9 @@ BEGIN
                                 'metastore.lineage_graph(bigint, text, integer, integer, text)',
                                 'metastore.field_lineage(bigint, text, text, integer, integer)',
                                 'metastore.search(text, integer)',
-                                'metastore.list_namespaces(integer)'] LOOP
+                                'metastore.list_namespaces(integer)',
+                                -- Each reader of the feed runs the sequencer first (it only numbers what is stored).
+                                'metastore.sequence_feed()'] LOOP
         ASSERT pg_catalog.has_function_privilege(v_reader, v_fn, 'EXECUTE'), v_fn;
         ASSERT pg_catalog.has_function_privilege(v_app, v_fn, 'EXECUTE'), v_fn;
     END LOOP;
@@ -97,6 +99,8 @@ BEGIN
                                     'metastore.unhide(text, text, text)',
                                     'metastore.hidden_list(boolean)',
                                     'metastore.forward_position(text)',
+                                    'metastore.feed_seq(text)',
+                                    'metastore.read_sequenced_events(integer, text, timestamptz, timestamptz, timestamptz, timestamptz, text, text, text, text, text)',
                                     -- The owner's: a target that is no longer configured.
                                     'metastore.forward_remove(text)'] LOOP
             ASSERT NOT pg_catalog.has_function_privilege(v_role, v_fn, 'EXECUTE'),
@@ -179,6 +183,7 @@ DECLARE
         'metastore.event_kind(p_payload jsonb) -> text',
         'metastore.expiring_days(p_keep interval) -> TABLE(day date, time_from timestamp with time zone, time_to timestamp with time zone)',
         'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',
+        'metastore.feed_seq(p_cursor text) -> bigint',
         'metastore.facet_text(p_value jsonb) -> text',
         'metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) -> boolean',
         'metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) -> TABLE(claimed boolean, cursor text)',
@@ -212,11 +217,13 @@ DECLARE
         'metastore.malformed_datasets(p_payload jsonb, p_item jsonb) -> jsonb',
         'metastore.partitions_ahead() -> integer',
         'metastore.read_event(p_body bytea, OUT payload jsonb, OUT checked metastore.checked_event) -> record',
+        'metastore.read_sequenced_events(p_limit integer, p_cursor text, p_event_time_from timestamp with time zone, p_event_time_to timestamp with time zone, p_received_from timestamp with time zone, p_received_to timestamp with time zone, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) -> TABLE(event text, cursor text, more boolean)',
         'metastore.read_events(p_limit integer DEFAULT 100, p_cursor text DEFAULT NULL::text, p_event_time_from text DEFAULT NULL::text, p_event_time_to text DEFAULT NULL::text, p_received_from text DEFAULT NULL::text, p_received_to text DEFAULT NULL::text, p_job_namespace text DEFAULT NULL::text, p_job_name text DEFAULT NULL::text, p_dataset_namespace text DEFAULT NULL::text, p_dataset_name text DEFAULT NULL::text, p_event_type text DEFAULT NULL::text) -> TABLE(event text, cursor text, more boolean)',
         'metastore.record_rejection(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) -> void',
         'metastore.reject_event(p_body bytea, p_sqlstate text, p_reason text, p_source_kind text, p_source_principal text) -> void',
         'metastore.roll_up_datasets(p_dataset_ids bigint[] DEFAULT NULL::bigint[]) -> bigint',
         'metastore.schema_version() -> bigint',
+        'metastore.sequence_feed() -> integer',
         'metastore.search(p_q text, p_limit integer DEFAULT 20) -> jsonb',
         'metastore.search_substrings(p_lq text, p_like text, p_sample integer, p_scan integer, p_scan_jobs integer, p_hidden_datasets bigint[], p_hidden_jobs bigint[], p_hidden_namespaces text[]) -> TABLE(type text, id bigint, namespace text, name text, kind text, lname text)',
         'metastore.store_events(p_payloads jsonb[], p_events metastore.valid_event[], p_source_kind text DEFAULT ''unauthenticated''::text, p_source_principal text DEFAULT NULL::text) -> TABLE(event_id bigint, duplicate boolean)',

@@ -15,8 +15,8 @@ _EXACT = {
     # service role's missing grant: a server-side misconfiguration, not a rejected event.
     "42501": 503,
     "54000": 413,  # program_limit_exceeded: a batch over metastore.settings.max_batch_events
-    # feature_not_supported: what this installation cannot do (the event feed where the events are
-    # distributed over Citus workers). Not the client's doing, and retrying will not help.
+    # feature_not_supported: what this installation cannot do (the event feed on Citus while the
+    # feed's order there is not deployed). Not the client's doing, and retrying will not help.
     "0A000": 501,
 }
 

@@ -63,6 +63,27 @@ KERNEL_SEND_BUFFER = 256 << 10
 KERNEL_HOLD = 2 * KERNEL_SEND_BUFFER
 
 
+class Sequencer:
+    """Runs a pass of the feed's sequencer (metastore.sequence_feed) before each page, in a
+    transaction of its own: on Citus the feed reads only what a pass has numbered, so an event
+    reaches a reader at its first read after the event is visible (docs/events.md, "On Citus").
+    On one server the function answers NULL and is asked again only after RECHECK_S."""
+
+    RECHECK_S = 60.0
+
+    def __init__(self, db: Pool) -> None:
+        self.db = db
+        self.skip_until = 0.0
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() < self.skip_until:
+            return
+        row = await self.db.one("sequence_feed", {})
+        if row.moved is None:
+            self.skip_until = loop.time() + self.RECHECK_S
+
+
 class Budget:
     """Bytes of pages read from the database and not yet taken by their readers, all responses
     together. Waiters are served in order; a page larger than the whole budget is let in when
@@ -150,11 +171,13 @@ class Feed:
         self.db = db
         self.deadline_s = config.feed_deadline_s
         self.budget = Budget(config.feed_buffer_bytes)
+        self.sequencer = Sequencer(db)
 
     async def page(self, limit: int, cursor: str | None, filters: dict[str, str | None], until: float) -> Page:
         """One page of metastore.read_events, with room for it taken from the budget; raises ApiError
         (the database's, or 503 when no room came within the read budget)."""
         loop = asyncio.get_running_loop()
+        await self.sequencer.run()
         need = PAGE_BYTES + OVERHEAD
         for _ in range(3):
             wait = min(self.db.deadline_s, until - loop.time())

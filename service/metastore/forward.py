@@ -37,6 +37,7 @@ from sanic.response import HTTPResponse, raw
 
 from metastore import config as settings
 from metastore.db import Pool
+from metastore.feed import Sequencer
 from metastore.outbound import Answer, Poster, ingest_url, one_line, redact, target_key
 
 log = logging.getLogger("metastore.forward")
@@ -99,6 +100,7 @@ class Forwarder:
         self.poster = Poster(config.post_url, verify=config.ca or True, timeout=SEND_TIMEOUT_S)
         self.backoff = 0.0
         self.lease_until = 0.0  # monotonic: until when this forwarder surely holds the lease
+        self.sequencer = Sequencer(db)
 
     async def run(self) -> None:
         while True:
@@ -139,6 +141,7 @@ class Forwarder:
         claim = await self.claim(LEASE_S)
         if not claim.claimed:
             return LEASE_S / 3  # another replica sends; take over if its lease expires
+        await self.sequencer.run()
         rows = await self.db.call(
             "forward_page", {"cursor": claim.cursor, "limit": PAGE, "max_bytes": PAGE_BYTES}, fetch_all=True
         )

@@ -84,6 +84,11 @@ SELECT metastore.reject_event(%(body)b::bytea, %(sqlstate)s::text, %(reason)s::t
 
 -- name: write_probe
 SELECT metastore.write_probe();
+-- name: sequence_feed
+-- On Citus, one pass of the feed's sequencer, in a transaction of its own before a page is read
+-- (docs/events.md, "On Citus"); NULL on one server, where the feed needs none.
+SELECT metastore.sequence_feed() AS moved;
+
 -- name: read_events
 -- Read in binary: each event arrives as the bytes it is sent as (as text it would be a Python str,
 -- up to four bytes a character). An event longer than max_bytes comes without them, with its

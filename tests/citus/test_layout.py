@@ -4,6 +4,7 @@ guard on every shard, a second installation in the same cluster, a revert and a 
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -102,18 +103,27 @@ def test_revert_brings_the_events_back_to_the_coordinator_and_a_deploy_spreads_t
     before = owner.execute("SELECT count(*), sum(id) FROM metastore.events").fetchone()
     change = next(c.version for c in ledger.changes() if c.name.endswith("__citus_layout.sql"))
     previous = max(v for v in migrations.applied_versions(owner) if v < change)
-    assert migrations.revert(database.owner_dsn, previous) == [change]
+    later = [c.version for c in ledger.changes() if c.version >= change]  # the feed's order (V0012) among them
+    assert migrations.revert(database.owner_dsn, previous) == later[::-1]
     assert citus_tables(owner) == {}
     assert owner.execute("SELECT count(*), sum(id) FROM metastore.events").fetchone() == before
     # Reverted, the change is pending: verify says so.
     assert any("citus_layout" in f for f in migrations.verify(database.owner_dsn))
 
-    assert migrations.deploy(database.owner_dsn) == [change]
+    assert migrations.deploy(database.owner_dsn) == later
     assert set(citus_tables(owner)) == DISTRIBUTED
     assert owner.execute("SELECT count(*), sum(id) FROM metastore.events").fetchone() == before
     assert migrations.verify(database.owner_dsn) == []
+    # The events stored before the feed's order existed come first in it, each once.
+    assert owner.execute("SELECT count(*), count(DISTINCT event_id) FROM metastore.feed_order").fetchone() == (
+        stored,
+        stored,
+    )
     assert ingest(service, run_event(event_time="2024-05-02T00:00:00Z"))[0] == "stored"
     assert owner.execute("SELECT count(*) FROM metastore.events").fetchone() == (stored + 1,)
+    service.execute("SELECT metastore.sequence_feed()")
+    feed = [json.loads(r[0])["id"] for r in service.execute("SELECT event FROM metastore.read_events(1000)")]
+    assert sorted(feed) == [r[0] for r in owner.execute("SELECT id FROM metastore.events ORDER BY id")]
 
 
 def test_a_second_installation_in_the_cluster_deploys_as_its_own_owner(cluster: CitusCluster) -> None:
@@ -139,12 +149,17 @@ def test_a_second_installation_in_the_cluster_deploys_as_its_own_owner(cluster: 
         cluster.drop_database(name)
 
 
-def test_the_feed_refuses_rather_than_skip_events(
+def test_the_feed_refuses_rather_than_skip_events_where_its_order_is_not_deployed(
     database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    """Its order (transaction ids below the snapshot horizon) does not hold over workers: read_events
-    and forward_page answer 0A000, for the service and the owner, with or without a cursor."""
+    """The order (transaction ids below the snapshot horizon) of one server does not hold over
+    workers: with the feed's order of Citus reverted (V0012), read_events and forward_page answer
+    0A000, for the service and the owner, with or without a cursor, rather than read in that order."""
     assert ingest_fixtures(service) > 0
+    change = next(c.version for c in ledger.changes() if c.name.endswith("__citus_feed_order.sql"))
+    previous = max(v for v in migrations.applied_versions(owner) if v < change)
+    # Until the older release's deploy replaces them, this release's functions stay (all but V0012's own).
+    assert migrations.revert(database.owner_dsn, previous)[-1] == change
     calls = [
         "SELECT * FROM metastore.read_events(10)",
         "SELECT * FROM metastore.read_events(10, 'MTox')",
@@ -155,6 +170,8 @@ def test_the_feed_refuses_rather_than_skip_events(
         for call in calls:
             with pytest.raises(psycopg.errors.FeatureNotSupported) as caught:
                 conn.execute(call)  # type: ignore[arg-type]
-            assert caught.value.diag.message_hint and "docs/scale.md" in caught.value.diag.message_hint
+            assert caught.value.diag.message_hint and "docs/events.md" in caught.value.diag.message_hint
+    # Ingest goes on without the pending rows.
+    assert ingest(service, run_event(event_time="2024-05-03T00:00:00Z"))[0] == "stored"
     # The rest of the read path answers.
     assert service.execute("SELECT metastore.dataset_summary()").fetchone() is not None

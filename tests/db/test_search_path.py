@@ -168,6 +168,12 @@ CALLS: dict[str, str] = {
     "metastore.forward_status()": "SELECT metastore.forward_status()",
     "metastore.forward_key(text)": "SELECT metastore.forward_key('https://u:p@h/api/v1/lineage?t=1')",
     "metastore.forward_position(text)": "SELECT * FROM metastore.forward_position(NULL)",
+    "metastore.sequence_feed()": "SELECT metastore.sequence_feed()",
+    "metastore.feed_seq(text)": "SELECT metastore.feed_seq(NULL)",
+    "metastore.read_sequenced_events(integer,text,timestamp with time zone,timestamp with time zone,"
+    "timestamp with time zone,timestamp with time zone,text,text,text,text,text)": (
+        "SELECT * FROM metastore.read_sequenced_events(10, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+    ),
     "metastore.forward_page(text,integer,integer)": "SELECT * FROM metastore.forward_page(NULL, 2, 100)",
     "metastore.forward_refused(text,text,bigint,text,integer,text)": (
         "SELECT metastore.forward_refused('sp', 'owner', 1, 'MDox', 400, 'why')"
@@ -283,9 +289,9 @@ def test_owner_calls_never_run_shadow_code_from_public(planted: Database, search
             if name in ("metastore.forbid_change()", "metastore.settings_keep_row()"):
                 with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
                     owner.execute(statement)  # type: ignore[arg-type]
-            elif CITUS and name.startswith(("metastore.read_events(", "metastore.forward_page(")):
-                # The feed refuses where the events are distributed (docs/scale.md, section 5).
-                with pytest.raises(psycopg.errors.FeatureNotSupported):
+            elif not CITUS and name.startswith("metastore.read_sequenced_events("):
+                # The feed's order on Citus: its table exists only there.
+                with pytest.raises(psycopg.errors.UndefinedTable):
                     owner.execute(statement, params)  # type: ignore[arg-type]
             elif name == "metastore.malformed_datasets(jsonb,jsonb)":
                 with pytest.raises(psycopg.errors.InvalidParameterValue):
