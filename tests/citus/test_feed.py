@@ -214,7 +214,7 @@ def test_retention_removes_the_feed_rows_of_the_events_it_removes(
 def test_a_forwarding_cursor_survives_a_revert_of_the_feed_order_and_a_deploy_again(
     database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
-    """Moving between the layouts' orders (revert V0012, deploy again) keeps each target's place:
+    """Moving between the layouts' orders (revert V0011, deploy again) keeps each target's place:
     nothing it was not sent is skipped (what it was sent may come again: at least once)."""
     target = "https://t.example:5000"
     stored = [ingest(service, event(i, when=f"2024-03-{1 + i % 9:02d}T00:00:00.{i:06d}Z"))[1] for i in range(12)]

@@ -103,7 +103,7 @@ def test_revert_brings_the_events_back_to_the_coordinator_and_a_deploy_spreads_t
     before = owner.execute("SELECT count(*), sum(id) FROM metastore.events").fetchone()
     change = next(c.version for c in ledger.changes() if c.name.endswith("__citus_layout.sql"))
     previous = max(v for v in migrations.applied_versions(owner) if v < change)
-    later = [c.version for c in ledger.changes() if c.version >= change]  # the feed's order (V0012) among them
+    later = [c.version for c in ledger.changes() if c.version >= change]  # the feed's order (V0011) among them
     assert migrations.revert(database.owner_dsn, previous) == later[::-1]
     assert citus_tables(owner) == {}
     assert owner.execute("SELECT count(*), sum(id) FROM metastore.events").fetchone() == before
@@ -153,12 +153,12 @@ def test_the_feed_refuses_rather_than_skip_events_where_its_order_is_not_deploye
     database: Database, service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
 ) -> None:
     """The order (transaction ids below the snapshot horizon) of one server does not hold over
-    workers: with the feed's order of Citus reverted (V0012), read_events and forward_page answer
+    workers: with the feed's order of Citus reverted (V0011), read_events and forward_page answer
     0A000, for the service and the owner, with or without a cursor, rather than read in that order."""
     assert ingest_fixtures(service) > 0
     change = next(c.version for c in ledger.changes() if c.name.endswith("__citus_feed_order.sql"))
     previous = max(v for v in migrations.applied_versions(owner) if v < change)
-    # Until the older release's deploy replaces them, this release's functions stay (all but V0012's own).
+    # Until the older release's deploy replaces them, this release's functions stay (all but V0011's own).
     assert migrations.revert(database.owner_dsn, previous)[-1] == change
     calls = [
         "SELECT * FROM metastore.read_events(10)",

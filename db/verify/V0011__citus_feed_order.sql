@@ -1,4 +1,4 @@
--- Verifies V0012: with the citus extension, the feed's order tables exist on the coordinator (not
+-- Verifies V0011: with the citus extension, the feed's order tables exist on the coordinator (not
 -- Citus tables), with no privilege for any other role (the functions reach them as the owner);
 -- without it, neither exists.
 DO $verify$

@@ -1,4 +1,4 @@
--- Reverts V0012: the feed's order on Citus. The functions that use it look for the tables before
+-- Reverts V0011: the feed's order on Citus. The functions that use it look for the tables before
 -- each use (to_regclass), so ingest goes on until the older release's deploy replaces them; the
 -- sequencing functions go first (the older release's verify lists the functions exactly).
 -- Forwarding goes on from one server's order without skipping: a target's cursor (a seq) becomes
