@@ -38,7 +38,7 @@ from bench.lineage import ctas, schema_bytes
 from bench.run import generate_events
 from devtools import localpg
 from devtools.localpg import LocalPostgres
-from metastore import ledger, maintenance
+from metastore import ledger, maintenance, migrations
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = (("one per call", 1, 100), ("sets of 10", 10, 10), ("sets of 100", 100, 1))
@@ -52,12 +52,13 @@ def checkout_db(ref: str, into: Path) -> Path:
 
 
 def provision(server: LocalPostgres, name: str, db: Path) -> psycopg.Connection[Any]:
+    # migrations holds its own name for db_dir (the functions' files): both point at db.
     here = ledger.db_dir
-    ledger.db_dir = lambda: db
+    ledger.db_dir = migrations.db_dir = lambda: db
     try:
         localpg.provision(server, name)
     finally:
-        ledger.db_dir = here
+        ledger.db_dir = migrations.db_dir = here
     return psycopg.connect(server.dsn_for("metastore_owner", name), autocommit=True)
 
 
