@@ -1857,6 +1857,27 @@ $_$;
 
 COMMENT ON FUNCTION metastore.feed_seq(p_cursor text) IS 'The seq of metastore.feed_order a feed cursor names on Citus; 0 for a null cursor. Error code: 22023 a cursor the feed did not return there (a cursor of the feed on one server included).';
 
+CREATE FUNCTION metastore.feed_sequenced() RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
+        RETURN false;
+    END IF;
+    IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = '0A000',
+            MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
+                      'the feed''s order there (metastore.feed_order) is not deployed',
+            HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
+    END IF;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION metastore.feed_sequenced() IS 'Whether the event feed reads metastore.feed_order (Citus) rather than one server''s order. Error code: 0A000 on Citus without that order.';
+
 CREATE FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text DEFAULT 'both'::text, p_depth integer DEFAULT 3, p_node_limit integer DEFAULT 200) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2284,14 +2305,7 @@ BEGIN
     END IF;
     -- On Citus: the order of metastore.feed_order, as metastore.read_events reads it there (the
     -- proof is in docs/events.md, "On Citus"); refused where that order is not deployed.
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
-        IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
-            RAISE EXCEPTION USING
-                ERRCODE = '0A000',
-                MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
-                          'the feed''s order there (metastore.feed_order) is not deployed',
-                HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
-        END IF;
+    IF metastore.feed_sequenced() THEN
         v_after := metastore.feed_seq(p_cursor);
         <<walk>>
         LOOP
@@ -4335,7 +4349,7 @@ CREATE FUNCTION metastore.read_events(p_limit integer DEFAULT 100, p_cursor text
     SET "DateStyle" TO 'ISO, YMD'
     SET plan_cache_mode TO 'force_custom_plan'
     SET work_mem TO '64MB'
-    AS $_$
+    AS $$
 DECLARE
     -- A dataset filter: the datasets it names; when fewer than c_few links name them, their
     -- events (ids and times), from which the page is chosen instead of walking the feed. Above
@@ -4352,7 +4366,6 @@ DECLARE
     v_ids     bigint[];
     v_ev_ids  bigint[];
     v_ev_at   timestamptz[];
-    v_after   text[];
     v_xact    xid8 := '0';
     v_id      bigint := 0;
     v_et_from timestamptz;
@@ -4367,14 +4380,7 @@ BEGIN
     -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
     -- committed. There the feed reads the order one sequencer assigns after commit (docs/events.md,
     -- "On Citus"); refused where that order is missing (its change reverted), rather than skip events.
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
-        IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
-            RAISE EXCEPTION USING
-                ERRCODE = '0A000',
-                MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
-                          'the feed''s order there (metastore.feed_order) is not deployed',
-                HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
-        END IF;
+    IF metastore.feed_sequenced() THEN
         RETURN QUERY SELECT r.event, r.cursor, r.more
                        FROM metastore.read_sequenced_events(p_limit, p_cursor, p_event_time_from::timestamptz,
                                                             p_event_time_to::timestamptz, p_received_from::timestamptz,
@@ -4382,25 +4388,8 @@ BEGIN
                                                             p_dataset_namespace, p_dataset_name, p_event_type) AS r;
         RETURN;
     END IF;
-    IF p_cursor IS NOT NULL THEN
-        BEGIN
-            v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
-                                    '^([0-9]{1,20}):([0-9]{1,19})$');
-            -- PostgreSQL 15 reads a transaction id past 2^64 - 1 without an error: refuse it here.
-            IF v_after[1]::numeric > 18446744073709551615 THEN
-                v_after := NULL;
-            END IF;
-            v_xact := v_after[1]::xid8;
-            v_id := v_after[2]::bigint;
-        EXCEPTION WHEN data_exception THEN
-            v_after := NULL;
-        END;
-        IF v_after IS NULL THEN
-            RAISE EXCEPTION USING
-                ERRCODE = '22023',
-                MESSAGE = 'cursor is not valid: pass the cursor of an event or the next_cursor of a page unchanged';
-        END IF;
-    END IF;
+    -- The place the cursor names (22023 for one this function did not return).
+    SELECT p.xact_id, p.event_id INTO v_xact, v_id FROM metastore.forward_position(p_cursor) AS p;
     -- Bad times raise 22007/22008 (400) naming the value.
     v_et_from := p_event_time_from::timestamptz;
     v_et_to := p_event_time_to::timestamptz;
@@ -4477,7 +4466,7 @@ BEGIN
                    FROM unnest(v_rows, v_cursors) WITH ORDINALITY AS r (event, cursor, n)
                   ORDER BY r.n;
 END
-$_$;
+$$;
 
 COMMENT ON FUNCTION metastore.read_events(p_limit integer, p_cursor text, p_event_time_from text, p_event_time_to text, p_received_from text, p_received_to text, p_job_namespace text, p_job_name text, p_dataset_namespace text, p_dataset_name text, p_event_type text) IS 'One page of the event feed: at most p_limit (1..1000) stored events after p_cursor, and at most 1 MiB of text unless its one event is larger, in the order of (transaction id, event id), each row the event as JSON text ({"id", "cursor", "received_at", "source_kind", "source_principal", "event": the payload as stored}), its cursor, and whether more events follow the page. Only events of transactions below the snapshot xmin are returned, so a reader paging with the cursor while ingest runs sees every committed event exactly once (the proof is in db/functions/120_read_events.sql and docs/events.md). Filters: eventTime and received_at ranges [from, to) (a time without a zone is UTC), job namespace and name, dataset namespace and name (events that mention it), event type. Error codes: 22023 a limit outside 1..1000 or a cursor not returned by this function; 22007/22008 a time that is not one. On Citus the order is that of metastore.feed_order, which metastore.sequence_feed assigns (metastore.read_sequenced_events; 0A000 where it is not deployed).';
 
@@ -6403,6 +6392,8 @@ REVOKE ALL ON FUNCTION metastore.extract_datasets(p_payload jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION metastore.facet_text(p_value jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.feed_seq(p_cursor text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION metastore.feed_sequenced() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION metastore.field_lineage(p_id bigint, p_field text, p_direction text, p_depth integer, p_node_limit integer) TO metastore_app;

@@ -65,7 +65,6 @@ DECLARE
     v_ids     bigint[];
     v_ev_ids  bigint[];
     v_ev_at   timestamptz[];
-    v_after   text[];
     v_xact    xid8 := '0';
     v_id      bigint := 0;
     v_et_from timestamptz;
@@ -80,14 +79,7 @@ BEGIN
     -- transactions and visibility, and a horizon taken here can pass events a worker has not yet
     -- committed. There the feed reads the order one sequencer assigns after commit (docs/events.md,
     -- "On Citus"); refused where that order is missing (its change reverted), rather than skip events.
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
-        IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
-            RAISE EXCEPTION USING
-                ERRCODE = '0A000',
-                MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
-                          'the feed''s order there (metastore.feed_order) is not deployed',
-                HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
-        END IF;
+    IF metastore.feed_sequenced() THEN
         RETURN QUERY SELECT r.event, r.cursor, r.more
                        FROM metastore.read_sequenced_events(p_limit, p_cursor, p_event_time_from::timestamptz,
                                                             p_event_time_to::timestamptz, p_received_from::timestamptz,
@@ -95,25 +87,8 @@ BEGIN
                                                             p_dataset_namespace, p_dataset_name, p_event_type) AS r;
         RETURN;
     END IF;
-    IF p_cursor IS NOT NULL THEN
-        BEGIN
-            v_after := regexp_match(convert_from(decode(translate(p_cursor, '-_', '+/'), 'base64'), 'UTF8'),
-                                    '^([0-9]{1,20}):([0-9]{1,19})$');
-            -- PostgreSQL 15 reads a transaction id past 2^64 - 1 without an error: refuse it here.
-            IF v_after[1]::numeric > 18446744073709551615 THEN
-                v_after := NULL;
-            END IF;
-            v_xact := v_after[1]::xid8;
-            v_id := v_after[2]::bigint;
-        EXCEPTION WHEN data_exception THEN
-            v_after := NULL;
-        END;
-        IF v_after IS NULL THEN
-            RAISE EXCEPTION USING
-                ERRCODE = '22023',
-                MESSAGE = 'cursor is not valid: pass the cursor of an event or the next_cursor of a page unchanged';
-        END IF;
-    END IF;
+    -- The place the cursor names (22023 for one this function did not return).
+    SELECT p.xact_id, p.event_id INTO v_xact, v_id FROM metastore.forward_position(p_cursor) AS p;
     -- Bad times raise 22007/22008 (400) naming the value.
     v_et_from := p_event_time_from::timestamptz;
     v_et_to := p_event_time_to::timestamptz;

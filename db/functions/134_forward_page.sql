@@ -34,14 +34,7 @@ BEGIN
     END IF;
     -- On Citus: the order of metastore.feed_order, as metastore.read_events reads it there (the
     -- proof is in docs/events.md, "On Citus"); refused where that order is not deployed.
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS x WHERE x.extname = 'citus') THEN
-        IF pg_catalog.to_regclass('metastore.feed_order') IS NULL THEN
-            RAISE EXCEPTION USING
-                ERRCODE = '0A000',
-                MESSAGE = 'the event feed is not available: the events are distributed over Citus workers and '
-                          'the feed''s order there (metastore.feed_order) is not deployed',
-                HINT = 'Deploy this release''s changes (docs/events.md, "On Citus").';
-        END IF;
+    IF metastore.feed_sequenced() THEN
         v_after := metastore.feed_seq(p_cursor);
         <<walk>>
         LOOP

@@ -100,6 +100,7 @@ BEGIN
                                     'metastore.hidden_list(boolean)',
                                     'metastore.forward_position(text)',
                                     'metastore.feed_seq(text)',
+                                    'metastore.feed_sequenced()',
                                     'metastore.read_sequenced_events(integer, text, timestamptz, timestamptz, timestamptz, timestamptz, text, text, text, text, text)',
                                     -- The owner's: a target that is no longer configured.
                                     'metastore.forward_remove(text)'] LOOP
@@ -184,6 +185,7 @@ DECLARE
         'metastore.expiring_days(p_keep interval) -> TABLE(day date, time_from timestamp with time zone, time_to timestamp with time zone)',
         'metastore.extract_datasets(p_payload jsonb) -> SETOF metastore.dataset_mention',
         'metastore.feed_seq(p_cursor text) -> bigint',
+        'metastore.feed_sequenced() -> boolean',
         'metastore.facet_text(p_value jsonb) -> text',
         'metastore.forward_ack(p_target text, p_owner text, p_cursor text, p_sent integer, p_refused integer DEFAULT 0, p_error text DEFAULT NULL::text) -> boolean',
         'metastore.forward_claim(p_target text, p_owner text, p_lease_seconds integer DEFAULT 30) -> TABLE(claimed boolean, cursor text)',

@@ -170,6 +170,7 @@ CALLS: dict[str, str] = {
     "metastore.forward_position(text)": "SELECT * FROM metastore.forward_position(NULL)",
     "metastore.sequence_feed()": "SELECT metastore.sequence_feed()",
     "metastore.feed_seq(text)": "SELECT metastore.feed_seq(NULL)",
+    "metastore.feed_sequenced()": "SELECT metastore.feed_sequenced()",
     "metastore.read_sequenced_events(integer,text,timestamp with time zone,timestamp with time zone,"
     "timestamp with time zone,timestamp with time zone,text,text,text,text,text)": (
         "SELECT * FROM metastore.read_sequenced_events(10, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
