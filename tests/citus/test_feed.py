@@ -16,7 +16,7 @@ import pytest
 
 from metastore import ledger, migrations
 from tests.conftest import READER_ROLE, Database, ingest
-from tests.db.functions.test_read_events import event, page
+from tests.support.feed import event, page
 
 
 def sequenced_page(

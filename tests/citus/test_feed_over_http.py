@@ -14,11 +14,11 @@ from pathlib import Path
 import psycopg
 
 from tests.conftest import Database
-from tests.service.test_transfer import cli, events_of
 from tests.support.certs import TLSFiles
 from tests.support.eventually import eventually
 from tests.support.servers import Server
 from tests.support.service_fixtures import Serve, serving
+from tests.support.transfer import cli, events_of
 
 wait_for = functools.partial(eventually, timeout=60, interval=0.2)
 

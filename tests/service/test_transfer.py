@@ -24,6 +24,7 @@ from tests.conftest import Database, create_database, drop_database, fixture_fil
 from tests.service.receivers import Got, Receiver, Reply
 from tests.support.certs import TLSFiles
 from tests.support.servers import Server, start_server
+from tests.support.transfer import cli, events_of, run
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +40,6 @@ def stores(pg_server: Any, tls_files: TLSFiles, tmp_path_factory: pytest.TempPat
         for db, server in made:
             server.stop()
             drop_database(db)
-
-
-def run(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("METASTORE_")}
-    return subprocess.run(
-        [sys.executable, "-m", "metastore", *map(str, args)], env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
-def cli(*args: str | Path, ca: Path) -> dict[str, Any]:
-    done = run(*args)
-    assert done.returncode == 0, done.stderr
-    summary: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return summary
 
 
 RAW_EVENT = Template(
@@ -81,12 +68,6 @@ def seed(server: Server) -> int:
             assert response.status_code == 201, response.text
             stored += 1
     return stored
-
-
-def events_of(db: Database) -> list[str]:
-    with psycopg.connect(db.owner_dsn) as conn:
-        # jsonb renders one way: equal text is equal JSON (and the reverse).
-        return sorted(r[0] for r in conn.execute("SELECT payload::text FROM metastore.events"))
 
 
 def datasets_of(db: Database) -> list[tuple[Any, ...]]:

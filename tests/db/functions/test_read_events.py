@@ -13,33 +13,7 @@ import psycopg
 import pytest
 
 from tests.conftest import READER_ROLE, Database, ingest
-from tests.support.events import run_event
-
-READ = "SELECT event, cursor, more FROM metastore.read_events(%s::int, %s" + ", %s" * 9 + ")"
-FILTERS = (
-    "event_time_from",
-    "event_time_to",
-    "received_from",
-    "received_to",
-    "job_namespace",
-    "job_name",
-    "dataset_namespace",
-    "dataset_name",
-    "event_type",
-)
-
-
-def page(
-    conn: psycopg.Connection[Any], limit: int = 100, cursor: str | None = None, **filters: str
-) -> tuple[list[dict[str, Any]], str | None, bool]:
-    """(events, next cursor, more): the cursor of the last event, or the one passed when none came."""
-    unknown = set(filters) - set(FILTERS)
-    assert not unknown, unknown
-    rows = conn.execute(READ, (limit, cursor, *(filters.get(f) for f in FILTERS))).fetchall()
-    events = [json.loads(r[0]) for r in rows]
-    for event, row in zip(events, rows, strict=True):
-        assert event["cursor"] == row[1]
-    return events, (rows[-1][1] if rows else cursor), bool(rows and rows[0][2])
+from tests.support.feed import READ, event, page
 
 
 def read_all(conn: psycopg.Connection[Any], limit: int = 100, **filters: str) -> list[dict[str, Any]]:
@@ -50,19 +24,6 @@ def read_all(conn: psycopg.Connection[Any], limit: int = 100, **filters: str) ->
         out += events
         if not more:
             return out
-
-
-def event(i: int, *, job: str = "q", when: str | None = None, kind: str = "COMPLETE", ds: str = "t") -> dict[str, Any]:
-    return run_event(
-        f"run-{i}",
-        job=f"{job}-{i}",
-        namespace="trino://h:8080",
-        event_time=when or f"2024-03-01T00:00:{i % 60:02d}.{i:06d}Z",
-        event_type=kind,
-        producer="https://example/test",
-        inputs=[f"cat.sch.{ds}"],
-        outputs=[{"namespace": "s3://bucket", "name": f"out/{i}"}],
-    )
 
 
 def test_pages_return_every_event_once_as_stored(service: psycopg.Connection[Any]) -> None:
