@@ -16,6 +16,7 @@ import pytest
 
 from metastore import ledger, migrations
 from tests.conftest import READER_ROLE, Database, ingest
+from tests.support import feed as feed_support
 from tests.support.feed import event, page
 
 
@@ -28,13 +29,7 @@ def sequenced_page(
 
 
 def read_all(conn: psycopg.Connection[Any], limit: int = 100, **filters: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        events, cursor, more = sequenced_page(conn, limit, cursor, **filters)
-        out += events
-        if not more:
-            return out
+    return feed_support.read_all(conn, limit, sequenced_page, **filters)
 
 
 def test_pages_filters_and_cursors_as_on_one_server(service: psycopg.Connection[Any]) -> None:

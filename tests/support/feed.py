@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
+from metastore.arguments import FILTERS
 from tests.support.events import run_event
 
-READ = "SELECT event, cursor, more FROM metastore.read_events(%s::int, %s" + ", %s" * 9 + ")"
-FILTERS = (
-    "event_time_from",
-    "event_time_to",
-    "received_from",
-    "received_to",
-    "job_namespace",
-    "job_name",
-    "dataset_namespace",
-    "dataset_name",
-    "event_type",
-)
+# read_events takes the filters of GET /api/v1/events, in that order.
+READ = "SELECT event, cursor, more FROM metastore.read_events(%s::int, %s" + ", %s" * len(FILTERS) + ")"
 
 
 def page(
@@ -47,3 +39,19 @@ def event(i: int, *, job: str = "q", when: str | None = None, kind: str = "COMPL
         inputs=[f"cat.sch.{ds}"],
         outputs=[{"namespace": "s3://bucket", "name": f"out/{i}"}],
     )
+
+
+Page = Callable[..., tuple[list[dict[str, Any]], str | None, bool]]
+
+
+def read_all(
+    conn: psycopg.Connection[Any], limit: int = 100, reader: Page = page, **filters: str
+) -> list[dict[str, Any]]:
+    """Every event, page after page with `reader` (page, or one that runs the sequencer first)."""
+    out: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        events, cursor, more = reader(conn, limit, cursor, **filters)
+        out += events
+        if not more:
+            return out

@@ -13,17 +13,7 @@ import psycopg
 import pytest
 
 from tests.conftest import READER_ROLE, Database, ingest
-from tests.support.feed import READ, event, page
-
-
-def read_all(conn: psycopg.Connection[Any], limit: int = 100, **filters: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        events, cursor, more = page(conn, limit, cursor, **filters)
-        out += events
-        if not more:
-            return out
+from tests.support.feed import FILTERS, READ, event, page, read_all
 
 
 def test_pages_return_every_event_once_as_stored(service: psycopg.Connection[Any]) -> None:
@@ -37,7 +27,7 @@ def test_pages_return_every_event_once_as_stored(service: psycopg.Connection[Any
     assert first["source_kind"] == "unauthenticated" and first["source_principal"] is None
     assert datetime.fromisoformat(first["received_at"]).tzinfo is not None
     # The payload is the stored jsonb rendered by PostgreSQL, byte for byte.
-    rows = service.execute(READ, (1, None, *([None] * 9))).fetchall()
+    rows = service.execute(READ, (1, None, *([None] * len(FILTERS)))).fetchall()
     with psycopg.connect(service.info.dsn.replace("metastore_service", "metastore_owner")) as owner:
         stored = owner.execute("SELECT payload::text FROM metastore.events WHERE id = %s", (ids[0],)).fetchone()
     assert stored is not None and f'"event": {stored[0]}' in rows[0][0]
@@ -82,7 +72,7 @@ def padded(i: int, size: int) -> dict[str, Any]:
 
 
 def page_rows(conn: psycopg.Connection[Any], limit: int, cursor: str | None) -> list[tuple[str, str, bool]]:
-    return conn.execute(READ, (limit, cursor, *([None] * 9))).fetchall()
+    return conn.execute(READ, (limit, cursor, *([None] * len(FILTERS)))).fetchall()
 
 
 def test_pages_are_cut_at_1_mib_of_text_and_hold_at_least_one_event(service: psycopg.Connection[Any]) -> None:
