@@ -5033,6 +5033,7 @@ COMMENT ON FUNCTION metastore.search_substrings(p_lq text, p_like text, p_sample
 CREATE FUNCTION metastore.sequence_feed() RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '500ms'
     AS $$
 DECLARE
     -- Rows looked at per pass: one statement on the workers for all of them.
@@ -5045,8 +5046,13 @@ BEGIN
     IF to_regclass('metastore.feed_pending') IS NULL THEN
         RETURN NULL;  -- one server: the feed's order needs no sequencer
     END IF;
+    -- At most half the caller's statement_timeout too, so that a short read budget is not spent
+    -- waiting (0 would mean waiting without bound: hence at least 1 ms).
+    PERFORM pg_catalog.set_config('lock_timeout',
+                                  greatest(1, least(500, coalesce(nullif(s.setting::integer, 0) / 2, 500)))::text, true)
+       FROM pg_catalog.pg_settings AS s WHERE s.name = 'statement_timeout';
     BEGIN
-        LOCK TABLE metastore.feed_order IN EXCLUSIVE MODE NOWAIT;
+        LOCK TABLE metastore.feed_order IN EXCLUSIVE MODE;
     EXCEPTION WHEN lock_not_available THEN
         RETURN 0;
     END;
@@ -5074,7 +5080,7 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION metastore.sequence_feed() IS 'Citus: one pass of the event feed''s sequencer: numbers (metastore.feed_order) the stored events of metastore.feed_pending that are visible, and returns how many; 0 when none is or another pass runs; NULL on one server, where the feed needs none. Call it in a transaction of its own before reading the feed.';
+COMMENT ON FUNCTION metastore.sequence_feed() IS 'Citus: one pass of the event feed''s sequencer: numbers (metastore.feed_order) the stored events of metastore.feed_pending that are visible, and returns how many; 0 when none is, or when another pass held the sequencer for longer than its wait (500 ms); NULL on one server, where the feed needs none. Call it in a transaction of its own before reading the feed.';
 
 CREATE FUNCTION metastore.settings_keep_row() RETURNS trigger
     LANGUAGE plpgsql

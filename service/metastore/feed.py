@@ -66,7 +66,8 @@ KERNEL_HOLD = 2 * KERNEL_SEND_BUFFER
 class Sequencer:
     """Runs a pass of the feed's sequencer (metastore.sequence_feed) before each page, in a
     transaction of its own: on Citus the feed reads only what a pass has numbered, so an event
-    reaches a reader at its first read after the event is visible (docs/events.md, "On Citus").
+    reaches a reader at its first read after the event is visible, unless another reader's pass
+    holds the sequencer for longer than the pass waits (docs/events.md, "On Citus").
     On one server the function answers NULL and is asked again only after RECHECK_S."""
 
     RECHECK_S = 60.0
