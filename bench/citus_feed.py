@@ -28,10 +28,9 @@ from bench.common import emit
 from devtools import localpg
 from devtools.citus import CitusCluster
 from devtools.localpg import LocalPostgres
-from metastore.arguments import FILTERS
 
 ROOT = Path(__file__).resolve().parent.parent
-READ = "SELECT cursor, more FROM metastore.read_events(%s::int, %s" + ", NULL" * len(FILTERS) + ")"
+READ = "SELECT cursor, more FROM metastore.read_events(p_limit => %s, p_cursor => %s)"
 
 
 def read_feed(conn: psycopg.Connection[Any], limit: int, sequenced: bool) -> tuple[int, int, float]:
