@@ -6,6 +6,7 @@ is not yet visible waits without being passed; filters, bounds and cursors behav
 from __future__ import annotations
 
 import base64
+import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ from metastore import ledger, migrations
 from tests.conftest import READER_ROLE, Database, ingest
 from tests.support import feed as feed_support
 from tests.support.eventually import eventually
-from tests.support.feed import event, page
+from tests.support.feed import PAGE_BYTES, event, padded, page, text_pages
 
 
 def sequenced_page(
@@ -91,6 +92,36 @@ def test_an_event_not_yet_visible_waits_and_comes_after_those_numbered_before(
     events, cursor, more = sequenced_page(service, 10, cursor)
     assert [e["id"] for e in events] == [1000000] and not more
     assert owner.execute("SELECT count(*) FROM metastore.feed_pending").fetchone() == (0,)
+
+
+def test_pages_are_cut_at_1_mib_of_text_and_hold_at_least_one_event(service: psycopg.Connection[Any]) -> None:
+    """The page bounds of one server (tests/db/functions/test_read_events.py) on Citus, where a page
+    fetches its events from the workers in steps: at most 1 MiB of text unless its one event is
+    larger (that one comes alone)."""
+    sizes = [300_000] * 7 + [3_000_000] + [200_000] * 6 + [1_100_000, 1_000]
+    ids = [ingest(service, padded(i, size))[1] for i, size in enumerate(sizes)]
+    got, pages = text_pages(service, 100, sequenced=True)
+    assert got == ids
+    assert all(len(texts) == 1 or sum(texts) <= PAGE_BYTES for texts in pages), pages
+    assert [len(p) for p in pages] == [3, 3, 1, 1, 5, 1, 1, 1], pages  # the next event would not have fitted
+
+
+def test_events_stored_before_the_size_rule_come_one_per_page(
+    service: psycopg.Connection[Any], owner: psycopg.Connection[Any]
+) -> None:
+    """Events of 18.6 MB of text each (stored before validate_event refused such events: written
+    here as the owner, through the store path) among ordinary ones, each alone on its page."""
+    bomb = json.dumps(event(0)).replace('"run": {', '"run": {"stats": [' + ",".join(["1e308"] * 60_000) + "], ", 1)
+    ids = []
+    for i in range(3):
+        (row,) = owner.execute(
+            "SELECT * FROM metastore.store_events(ARRAY[%s::jsonb], ARRAY[metastore.validate_event(%s::jsonb)])",
+            (bomb.replace('"run-0"', f'"bomb-{i}"'), json.dumps(event(i))),
+        ).fetchall()
+        ids += [row[0], ingest(service, event(100 + i))[1]]
+    got, pages = text_pages(service, 5, sequenced=True)
+    assert got == ids
+    assert [len(p) for p in pages] == [1] * 6, pages
 
 
 def test_one_sequencer_at_a_time_and_the_reader_role_may_run_it(

@@ -55,3 +55,40 @@ def read_all(
         out += events
         if not more:
             return out
+
+
+# A page holds at most this much text, unless its one event is larger.
+PAGE_BYTES = 1 << 20
+
+
+def padded(i: int, size: int) -> dict[str, Any]:
+    """event(i) with about `size` more bytes of text in a run facet."""
+    return {**event(i), "run": {"runId": f"run-{i}", "facets": {"pad": {"text": "x" * size}}}}
+
+
+def page_rows(
+    conn: psycopg.Connection[Any], limit: int, cursor: str | None, sequenced: bool = False
+) -> list[tuple[str, str, bool]]:
+    """One page's rows as read_events returns them (event text, cursor, more); `sequenced`: after a
+    pass of the sequencer, as the service reads on Citus."""
+    if sequenced:
+        conn.execute("SELECT metastore.sequence_feed()")
+    return conn.execute(READ, (limit, cursor, *([None] * len(FILTERS)))).fetchall()
+
+
+def text_pages(conn: psycopg.Connection[Any], limit: int, sequenced: bool = False) -> tuple[list[int], list[list[int]]]:
+    """The whole feed page after page: the events' ids, and each page's texts' sizes in bytes; every
+    row of a page says the same about more."""
+    ids: list[int] = []
+    pages: list[list[int]] = []
+    cursor = None
+    while True:
+        rows = page_rows(conn, limit, cursor, sequenced)
+        if not rows:
+            return ids, pages
+        assert all(r[2] == rows[0][2] for r in rows)
+        pages.append([len(r[0].encode()) for r in rows])
+        ids += [json.loads(r[0])["id"] for r in rows]
+        cursor = rows[-1][1]
+        if not rows[0][2]:
+            return ids, pages

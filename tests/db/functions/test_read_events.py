@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from tests.conftest import READER_ROLE, Database, ingest
-from tests.support.feed import FILTERS, READ, event, page, read_all
+from tests.support.feed import FILTERS, PAGE_BYTES, READ, event, padded, page, read_all, text_pages
 
 
 def test_pages_return_every_event_once_as_stored(service: psycopg.Connection[Any]) -> None:
@@ -64,33 +64,12 @@ def test_filters(service: psycopg.Connection[Any]) -> None:
     assert runs(received_to=(now - timedelta(minutes=5)).isoformat()) == []
 
 
-PAGE_BYTES = 1 << 20
-
-
-def padded(i: int, size: int) -> dict[str, Any]:
-    return {**event(i), "run": {"runId": f"run-{i}", "facets": {"pad": {"text": "x" * size}}}}
-
-
-def page_rows(conn: psycopg.Connection[Any], limit: int, cursor: str | None) -> list[tuple[str, str, bool]]:
-    return conn.execute(READ, (limit, cursor, *([None] * len(FILTERS)))).fetchall()
-
-
 def test_pages_are_cut_at_1_mib_of_text_and_hold_at_least_one_event(service: psycopg.Connection[Any]) -> None:
     """A page is the same prefix of the feed, shorter: at most 1 MiB of text, unless its one event is
     larger (that one comes alone)."""
     sizes = [300_000] * 7 + [3_000_000] + [200_000] * 6 + [1_100_000, 1_000]
     ids = [ingest(service, padded(i, size))[1] for i, size in enumerate(sizes)]
-    got, cursor, pages = [], None, []
-    while True:
-        rows = page_rows(service, 100, cursor)
-        if not rows:
-            break
-        pages.append([len(r[0].encode()) for r in rows])
-        got += [json.loads(r[0])["id"] for r in rows]
-        cursor = rows[-1][1]
-        assert all(r[2] == rows[0][2] for r in rows)
-        if not rows[0][2]:
-            break
+    got, pages = text_pages(service, 100)
     assert got == ids
     for texts in pages:
         assert len(texts) == 1 or sum(texts) <= PAGE_BYTES, pages
@@ -113,16 +92,9 @@ def test_events_stored_before_the_size_rule_are_served_one_per_page(
             (bomb.replace('"run-0"', f'"bomb-{i}"'), json.dumps(event(i))),
         ).fetchall()
         ids.append(row[0])
-    got, cursor, sizes = [], None, []
-    while True:
-        rows = page_rows(service, 5, cursor)
-        sizes.append(len(rows))
-        got += [json.loads(r[0])["id"] for r in rows]
-        cursor = rows[-1][1]
-        if not rows[0][2]:
-            break
+    got, pages = text_pages(service, 5)
     assert got == ids
-    assert sizes == [1] * 20, sizes
+    assert [len(p) for p in pages] == [1] * 20, pages
 
 
 @pytest.mark.parametrize(
