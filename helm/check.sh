@@ -188,5 +188,10 @@ refuse "allowedConnectRoles" --set 'migrations.allowedConnectRoles={public}'
 refuse "database.readReplica.host needs database.host" --set database.readReplica.host=pg-ro
 refuse "/tls/secretOperator/restartBuffer" --set tls.mode=secretOperator --set prometheusRule.enabled=true \
   --set prometheusRule.runbookBaseUrl=https://x --set tls.secretOperator.restartBuffer=6hours
+refuse "extraEnv sets METASTORE_MAX_INFLIGHT_BYTES, which the chart derives from config.maxInflightBytes" \
+  --set 'extraEnv[0].name=METASTORE_MAX_INFLIGHT_BYTES' --set-string 'extraEnv[0].value=1073741824'
+refuse "extraEnv sets METASTORE_FEED_BUFFER_BYTES, which the chart's memory limit check counts at the service's default" \
+  --set 'extraEnv[0].name=METASTORE_DATABASE_TLS' --set 'extraEnv[0].value=verify-full' \
+  --set 'extraEnv[1].name=METASTORE_FEED_BUFFER_BYTES' --set-string 'extraEnv[1].value=1073741824'
 
 echo "== all chart checks passed"

@@ -127,6 +127,32 @@ queueFactor x METASTORE_ASYNC_QUEUE_BYTES, and that must fit headroomPercent of 
 {{- dict "limit" $limit "budget" $budget "fixed" $fixed "asyncQueueBytes" $queue | toJson }}
 {{- end }}
 
+{{/* extraEnv is applied after the ConfigMap, so an entry naming a variable of the memory model (or
+the spool's bound) would override it unseen, and the pod could outgrow the limit (or the spool its
+volume) that the model checked. Those are set through the values the model reads, or not at all. */}}
+{{- define "metastore.extraEnvChecked" -}}
+{{- $fromValues := dict
+    "METASTORE_MAX_BODY_BYTES" "config.maxBodyBytes"
+    "METASTORE_MAX_CONNECTIONS" "config.maxConnections"
+    "METASTORE_MAX_INFLIGHT_BYTES" "config.maxInflightBytes"
+    "METASTORE_POOL_MAX" "config.poolMax"
+    "METASTORE_INGEST_MODE" "config.ingestMode"
+    "METASTORE_ASYNC_QUEUE_BYTES" "config.asyncQueueBytes"
+    "METASTORE_ASYNC_QUEUE_FULL" "config.asyncQueueFull"
+    "METASTORE_ASYNC_WRITERS" "config.asyncWriters"
+    "METASTORE_SPOOL_MAX_BYTES" "spool.size" }}
+{{- $atDefault := list "METASTORE_GROUP_COMMIT_BYTES" "METASTORE_LARGE_EVENT_BYTES" "METASTORE_LARGE_EVENT_CALLS"
+    "METASTORE_ASYNC_BATCH_BYTES" "METASTORE_FEED_BUFFER_BYTES" "METASTORE_READ_POOL_MAX" }}
+{{- range .Values.extraEnv }}
+{{- if hasKey $fromValues .name }}
+{{- fail (printf "extraEnv sets %s, which the chart derives from %s and counts in the memory limit's check (docs/operations.md, \"Sizing\"): set %s instead" .name (get $fromValues .name) (get $fromValues .name)) }}
+{{- end }}
+{{- if has .name $atDefault }}
+{{- fail (printf "extraEnv sets %s, which the chart's memory limit check counts at the service's default (docs/operations.md, \"Sizing\"): the chart does not change it" .name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* Kubernetes resources from the platform's shape: cpu.min/max, memory.limit (= request). */}}
 {{- define "metastore.resources" -}}
 requests:
