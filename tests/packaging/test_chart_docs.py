@@ -1,10 +1,12 @@
 """The operator's guide and the chart agree: the install and upgrade commands wait longer than the
 migrations Job may run, and every alert has its runbook in docs/operations.md and a rule test
-that makes it fire. (helm/check.sh checks the rendered runbook URLs too, with helm.)"""
+that makes it fire; every metric an alert or a dashboard panel reads is one the service exposes.
+(helm/check.sh checks the rendered runbook URLs too, with helm.)"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 
@@ -98,3 +100,14 @@ def test_the_replica_alert_tells_pods_with_a_replica_by_a_pool_only_they_have() 
     assert pools <= asyncio.run(pool_names({**base, "METASTORE_READ_REPLICA_URL": "host=127.0.0.2 dbname=x"}))
     sample = REGISTRY.get_sample_value("metastore_db_pool_connections", {"pool": "replica_probe", "state": "idle"})
     assert sample is not None
+
+
+def test_every_metric_a_dashboard_panel_reads_is_one_the_service_exposes() -> None:
+    dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    read = {name for expr in exprs for name in re.findall(r"\b(metastore_\w+)\{", expr)}
+    assert {"metastore_read_replica_lag_seconds", "metastore_read_replica_fallbacks_total"} <= read
+    assert read <= exposed_metric_names(), read - exposed_metric_names()
+    # The replica's lag panel shows pods with a replica only, told by the pool only they open.
+    (lag,) = [e for e in exprs if "metastore_read_replica_lag_seconds" in e]
+    assert 'pool="replica_probe"' in lag
