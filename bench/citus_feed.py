@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 READ = "SELECT cursor, more FROM metastore.read_events(p_limit => %s, p_cursor => %s)"
 
 
-def read_feed(conn: psycopg.Connection[Any], limit: int, sequenced: bool) -> tuple[int, int, float]:
-    """(pages, events, seconds) of reading the whole feed from its start."""
+def read_feed(conn: psycopg.Connection[Any], limit: int, sequenced: bool) -> tuple[int, int, float, str | None]:
+    """(pages, events, seconds, last cursor) of reading the whole feed from its start."""
     pages = events = 0
     cursor = None
     started = time.perf_counter()
@@ -47,18 +47,11 @@ def read_feed(conn: psycopg.Connection[Any], limit: int, sequenced: bool) -> tup
         if rows:
             cursor = rows[-1][0]
         if not (rows and rows[0][1]):
-            return pages, events, time.perf_counter() - started
+            return pages, events, time.perf_counter() - started, cursor
 
 
-def tail_polls(conn: psycopg.Connection[Any], limit: int, sequenced: bool, polls: int) -> float:
-    """Median ms of a poll at the end of the feed."""
-    cursor = None
-    while True:  # to the end first
-        rows = conn.execute(READ, (1000, cursor)).fetchall()
-        if rows:
-            cursor = rows[-1][0]
-        if not (rows and rows[0][1]):
-            break
+def tail_polls(conn: psycopg.Connection[Any], cursor: str | None, limit: int, sequenced: bool, polls: int) -> float:
+    """Median ms of a poll at the end of the feed, which `cursor` names."""
     times = []
     for _ in range(polls):
         started = time.perf_counter()
@@ -93,11 +86,11 @@ def main() -> None:
         for r in range(args.rounds):
             for label in list(dsns) if r % 2 == 0 else list(reversed(dsns)):
                 with psycopg.connect(dsns[label], autocommit=True) as conn:
-                    n_pages, n_events, seconds = read_feed(conn, args.limit, label == "citus")
+                    n_pages, n_events, seconds, end = read_feed(conn, args.limit, label == "citus")
                     assert n_events == args.events, (label, n_events)
                     pages[label].append(seconds / n_pages * 1000)
                     per_event[label].append(seconds / n_events * 1e6)
-                    tail[label].append(tail_polls(conn, args.limit, label == "citus", args.polls))
+                    tail[label].append(tail_polls(conn, end, args.limit, label == "citus", args.polls))
                 print(f"round {r} {label}: {pages[label][-1]:.2f} ms per page, {tail[label][-1]:.2f} ms per tail poll")
 
     results: dict[str, Any] = {"layouts": {}}

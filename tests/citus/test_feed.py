@@ -91,7 +91,7 @@ def test_an_event_not_yet_visible_waits_and_comes_after_those_numbered_before(
         late.commit()
     events, cursor, more = sequenced_page(service, 10, cursor)
     assert [e["id"] for e in events] == [1000000] and not more
-    assert owner.execute("SELECT count(*) FROM metastore.feed_pending").fetchone() == (0,)
+    assert pending(owner) == 0
 
 
 def test_pages_are_cut_at_1_mib_of_text_and_hold_at_least_one_event(service: psycopg.Connection[Any]) -> None:
